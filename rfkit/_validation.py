@@ -1,0 +1,182 @@
+"""Array and parameter checks, in one place (scikit-learn / SciPy ``_iv`` style).
+
+Messages name the argument in backticks, state the rule and show the value
+received: ``"The `n_features` parameter of Positive must be an int in the range
+[1, inf). Got 0 instead."``
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .exceptions import InvalidParameterError, NonFiniteInputError, ShapeError
+
+__all__ = [
+    "check_int",
+    "check_real",
+    "check_option",
+    "as_float_array",
+    "check_points",
+    "check_same_dim",
+    "float_dtype",
+]
+
+_FLOATS = (np.float32, np.float64)
+
+
+def _range_text(low: float | None, high: float | None, closed: str) -> str:
+    lo = "-inf" if low is None else repr(low)
+    hi = "inf" if high is None else repr(high)
+    left = "[" if closed in ("left", "both") and low is not None else "("
+    right = "]" if closed in ("right", "both") and high is not None else ")"
+    return f"{left}{lo}, {hi}{right}"
+
+
+def check_int(
+    value: Any, name: str, owner: str, *, low: int | None = 1, high: int | None = None
+) -> int:
+    """Return ``value`` as an int in ``[low, high]`` or raise InvalidParameterError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidParameterError(
+            f"The `{name}` parameter of {owner} must be an int in the range "
+            f"{_range_text(low, high, 'both')}. Got {value!r} instead."
+        )
+    v = int(value)
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise InvalidParameterError(
+            f"The `{name}` parameter of {owner} must be an int in the range "
+            f"{_range_text(low, high, 'both')}. Got {v!r} instead."
+        )
+    return v
+
+
+def check_real(
+    value: Any,
+    name: str,
+    owner: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    closed: str = "both",
+) -> float:
+    """Return ``value`` as a finite float inside the interval or raise InvalidParameterError.
+
+    ``closed`` is one of ``"both"``, ``"left"``, ``"right"``, ``"neither"``.
+    """
+    rng_txt = _range_text(low, high, closed)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(
+            f"The `{name}` parameter of {owner} must be a real number in the range {rng_txt}. "
+            f"Got {value!r} instead."
+        )
+    v = float(value)
+    ok = np.isfinite(v)
+    if ok and low is not None:
+        ok = v >= low if closed in ("left", "both") else v > low
+    if ok and high is not None:
+        ok = v <= high if closed in ("right", "both") else v < high
+    if not ok:
+        raise InvalidParameterError(
+            f"The `{name}` parameter of {owner} must be a real number in the range {rng_txt}. "
+            f"Got {v!r} instead."
+        )
+    return v
+
+
+def check_option(value: Any, name: str, owner: str, options: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``options`` or raise InvalidParameterError."""
+    opts = tuple(options)
+    if not isinstance(value, str) or value not in opts:
+        raise InvalidParameterError(
+            f"The `{name}` parameter of {owner} must be a str among {sorted(opts)}. "
+            f"Got {value!r} instead."
+        )
+    return value
+
+
+def float_dtype(*arrays: np.ndarray) -> np.dtype[Any]:
+    """Common floating dtype of already-validated float arrays (float32 only if all are)."""
+    return np.result_type(*arrays, np.float32)
+
+
+def _first_bad_index(arr: np.ndarray) -> tuple[int, ...]:
+    bad = np.argwhere(~np.isfinite(arr))
+    return tuple(int(i) for i in bad[0])
+
+
+def as_float_array(
+    X: Any,
+    name: str,
+    *,
+    min_ndim: int = 0,
+    check_finite: bool = True,
+    shape_hint: str = "",
+) -> np.ndarray:
+    """Convert ``X`` to a float32/float64 ndarray, refusing other dtypes and non-finite values.
+
+    Integer, boolean, complex and object inputs raise :class:`InvalidParameterError`
+    (no silent casts: an integer array is almost always a bug in a kernel study).
+    """
+    arr = np.asarray(X)
+    if arr.dtype.kind != "f" or arr.dtype.type not in _FLOATS:
+        raise InvalidParameterError(
+            f"`{name}` must be a floating-point array (float32 or float64); got dtype "
+            f"{arr.dtype}. Convert it explicitly, e.g. np.asarray({name}, dtype=float)."
+        )
+    if arr.ndim < min_ndim:
+        hint = f" {shape_hint}" if shape_hint else ""
+        raise ShapeError(
+            f"`{name}` must have ndim >= {min_ndim}; got shape {arr.shape}.{hint}"
+        )
+    if check_finite and arr.size:
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = arr.sum(dtype=np.float64)
+        if not np.isfinite(total) and not np.all(np.isfinite(arr)):
+            idx = _first_bad_index(arr)
+            if np.isnan(arr[idx]):
+                raise NonFiniteInputError(f"Input `{name}` contains NaN (first at index {idx}).")
+            raise NonFiniteInputError(
+                f"Input `{name}` contains infinity or a value too large for {arr.dtype!r} "
+                f"(first at index {idx})."
+            )
+    return arr
+
+
+def check_points(
+    X: Any, name: str, *, dim: int | None = None, check_finite: bool = True
+) -> np.ndarray:
+    """Validate a point array of shape (..., n, d) (points are rows)."""
+    arr = as_float_array(
+        X,
+        name,
+        min_ndim=2,
+        check_finite=check_finite,
+        shape_hint=f"`{name}` must have shape (..., n, d). Use {name}[None, :] for a single point.",
+    )
+    if dim is not None and arr.shape[-1] != dim:
+        raise ShapeError(
+            f"`{name}` has d={arr.shape[-1]} but these features were sampled for dim={dim}."
+        )
+    return arr
+
+
+def check_same_dim(X: np.ndarray, Y: np.ndarray, nx: str, ny: str) -> None:
+    """Raise ShapeError unless ``X`` and ``Y`` share their last axis."""
+    if X.shape[-1] != Y.shape[-1]:
+        raise ShapeError(
+            f"`{nx}` and `{ny}` must share the last dimension: {nx}.shape={X.shape}, "
+            f"{ny}.shape={Y.shape}."
+        )
+
+
+def check_broadcast(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """Broadcast the leading (batch) shapes, or raise ShapeError naming the arrays."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes.values()))
+    except ValueError:
+        desc = ", ".join(f"{k}: {v}" for k, v in shapes.items())
+        raise ShapeError(f"Batch dimensions are not broadcastable ({desc}).") from None

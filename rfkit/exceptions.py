@@ -1,0 +1,110 @@
+"""Errors and warnings raised by rfkit.
+
+Every error class also derives from the matching builtin exception, so generic
+handlers keep working (scikit-learn's ``InvalidParameterError(ValueError,
+TypeError)`` idea)::
+
+    RFKitError(Exception)
+    ├── InvalidParameterError(RFKitError, ValueError, TypeError)
+    ├── ShapeError(RFKitError, ValueError)
+    ├── NonFiniteInputError(RFKitError, ValueError)
+    ├── SingularMatrixError(RFKitError, numpy.linalg.LinAlgError)
+    ├── NumericalOverflowError(RFKitError, FloatingPointError)
+    └── StudyError(RFKitError, RuntimeError)
+
+    RFKitWarning(UserWarning)
+    ├── IllConditionedWarning(RFKitWarning, RuntimeWarning)
+    ├── NonPositiveNormalizerWarning(RFKitWarning, RuntimeWarning)
+    ├── MonteCarloPrecisionWarning(RFKitWarning)
+    └── DegenerateInputWarning(RFKitWarning, RuntimeWarning)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "RFKitError",
+    "InvalidParameterError",
+    "ShapeError",
+    "NonFiniteInputError",
+    "SingularMatrixError",
+    "NumericalOverflowError",
+    "StudyError",
+    "RFKitWarning",
+    "IllConditionedWarning",
+    "NonPositiveNormalizerWarning",
+    "MonteCarloPrecisionWarning",
+    "DegenerateInputWarning",
+]
+
+
+class RFKitError(Exception):
+    """Base class of every error raised by rfkit."""
+
+
+class InvalidParameterError(RFKitError, ValueError, TypeError):
+    """A hyperparameter or option is outside its documented domain."""
+
+
+class ShapeError(RFKitError, ValueError):
+    """Array shapes or dimensions do not fit together."""
+
+
+class NonFiniteInputError(RFKitError, ValueError):
+    """An input array contains NaN or infinity."""
+
+
+class SingularMatrixError(RFKitError, np.linalg.LinAlgError):
+    """A matrix parameter is singular or outside the domain the estimator needs."""
+
+
+class NumericalOverflowError(RFKitError, FloatingPointError):
+    """Finite inputs produced a result that does not fit the floating-point type."""
+
+
+class StudyError(RFKitError, RuntimeError):
+    """A trial of a study failed; carries what is needed to replay it.
+
+    Parameters
+    ----------
+    message : str
+        What failed.
+    cell, trial : int, optional
+        Grid cell and trial index of the failed trial.
+    spawn_key : tuple of int, optional
+        ``SeedSequence`` spawn key of the failed trial.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cell: int | None = None,
+        trial: int | None = None,
+        spawn_key: tuple[int, ...] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.cell = cell
+        self.trial = trial
+        self.spawn_key = spawn_key
+
+
+class RFKitWarning(UserWarning):
+    """Base class of every warning emitted by rfkit."""
+
+
+class IllConditionedWarning(RFKitWarning, RuntimeWarning):
+    """A matrix parameter is invertible but ill-conditioned."""
+
+
+class NonPositiveNormalizerWarning(RFKitWarning, RuntimeWarning):
+    """Some attention rows have a non-positive estimated normaliser."""
+
+
+class MonteCarloPrecisionWarning(RFKitWarning):
+    """The Monte Carlo standard error is too large for the requested comparison."""
+
+
+class DegenerateInputWarning(RFKitWarning, RuntimeWarning):
+    """Inputs are degenerate (e.g. all-zero rows) and results may be meaningless."""

@@ -1,0 +1,45 @@
+"""Random and deterministic feature maps for the softmax kernel :math:`\\exp(x^\\top y)`.
+
+Specifications are frozen dataclasses; ``spec.sample(dim, rng=...)`` draws the
+random part and returns a draw with ``queries``, ``keys``, ``kernel``,
+``log_kernel``, ``slog_kernel``, ``pairwise`` and ``log_pairwise``. Every map
+returns the scaled representation :class:`Features` ``(values, log_scale)``.
+
+========================  ==================================================  =========
+map                       estimator                                            columns
+========================  ==================================================  =========
+:class:`Trig`             sin/cos (Performer eq. 5)                            2m
+:class:`Positive`         PRF :math:`\\phi^+` (FAVOR+ when orthogonal)          m
+:class:`Hyperbolic`       :math:`\\phi^{++}` (cosh)                             2m
+:class:`CEXP`             PRF of :math:`Ax`, :math:`A^{-T}y`                   m
+:class:`HCEXP`            hyperbolic PRF of :math:`Ax`, :math:`A^{-T}y`        2m
+:class:`OPRF`             optimal PRF (FAVOR++)                                m
+:class:`Taylor`           deterministic Taylor truncation                      C(d+n, n)
+:class:`Limit`            deterministic :math:`(1+x^\\top y/n)^n`               C(d+n, n)
+========================  ==================================================  =========
+"""
+
+from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
+from ._base import FeatureDraw, FeatureMap, Features
+from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polynomial
+from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
+from ._trig import Trig
+
+__all__ = [
+    "Features",
+    "FeatureMap",
+    "FeatureDraw",
+    "Trig",
+    "Positive",
+    "Hyperbolic",
+    "CEXP",
+    "HCEXP",
+    "OPRF",
+    "Taylor",
+    "Limit",
+    "adaptive_A",
+    "oprf_optimal_A",
+    "A_RULES",
+    "taylor_polynomial",
+    "slog_taylor_polynomial",
+]

@@ -1,0 +1,142 @@
+r"""Data-adaptive parameters: the CEXP/HCEXP matrix :math:`A` and OPRF's :math:`A^*`.
+
+CEXP/HCEXP estimate :math:`\mathrm{SM}(x, y)` with :math:`\phi^{+}` / :math:`\phi^{++}`
+applied to :math:`Ax` and :math:`A^{-\top}y` (unbiased for any invertible
+:math:`A`); the MSE grows with :math:`\|Ax + A^{-\top}y\|^2` (seed 004 Lemma 3.1,
+THEORY.md §4), so :math:`A` is chosen to make it small on the data.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .._validation import as_float_array, check_option, check_same_dim
+from ..exceptions import IllConditionedWarning, InvalidParameterError, ShapeError, SingularMatrixError
+
+__all__ = ["adaptive_A", "oprf_optimal_A", "A_RULES", "validate_A"]
+
+A_RULES = ("identity", "mean", "variance")
+
+
+def _flatten(Q: Any, name: str) -> np.ndarray:
+    arr = as_float_array(Q, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).")
+    if arr.shape[-2] == 0 or arr.size == 0:
+        raise ShapeError(f"`{name}` must contain at least one point; got shape {arr.shape}.")
+    return arr.reshape(-1, arr.shape[-1]).astype(np.float64, copy=False)
+
+
+def adaptive_A(Q: Any, K: Any, rule: str = "mean") -> np.ndarray:
+    r"""Diagonal of the data-adaptive matrix :math:`A` for CEXP/HCEXP.
+
+    Parameters
+    ----------
+    Q, K : array_like of shape (..., n, d)
+        Query and key samples (all leading axes are pooled).
+    rule : {"mean", "variance", "identity"}
+        ``"mean"``: :math:`A_{ii} = \sqrt{|\mu_{y,i}| / |\mu_{x,i}|}`, the exact
+        minimiser of :math:`\|A\mu_x + A^{-\top}\mu_y\|^2` over positive diagonal
+        :math:`A` (seed 004 / HRF; derivation THEORY.md §4; the reciprocal rule is
+        wrong). ``"variance"``: :math:`A_{ii} = \big((\sigma^2_{y,i}+\mu^2_{y,i}) /
+        (\sigma^2_{x,i}+\mu^2_{x,i})\big)^{1/4}`, the minimiser of
+        :math:`\mathbb E\|Ax\|^2 + \mathbb E\|A^{-\top}y\|^2` (seed 004 Lemma 3.4;
+        it minimises the expected exponent, not the expected MSE). Here
+        :math:`x` are queries and :math:`y` keys; :math:`\sigma^2` are the
+        per-coordinate population variances (divisor ``n``).
+
+    Returns
+    -------
+    ndarray of shape (d,)
+        The diagonal of :math:`A` (float64).
+
+    Raises
+    ------
+    SingularMatrixError
+        If a coordinate makes the rule degenerate (a zero mean or zero second
+        moment gives :math:`A_{ii} = 0` or :math:`\infty`). rfkit does not clip.
+    """
+    rule = check_option(rule, "rule", "adaptive_A", A_RULES)
+    X = _flatten(Q, "Q")
+    Y = _flatten(K, "K")
+    check_same_dim(X, Y, "Q", "K")
+    d = X.shape[-1]
+    if rule == "identity":
+        return np.ones(d)
+    mx, my = X.mean(axis=0), Y.mean(axis=0)
+    if rule == "mean":
+        num, den, what = np.abs(my), np.abs(mx), "mean"
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.sqrt(num / den)
+    else:
+        num = Y.var(axis=0) + my**2
+        den = X.var(axis=0) + mx**2
+        what = "second moment"
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = (num / den) ** 0.25
+    bad = np.flatnonzero(~np.isfinite(a) | (a == 0))
+    if bad.size:
+        i = int(bad[0])
+        raise SingularMatrixError(
+            f"adaptive_A(rule={rule!r}) is degenerate at coordinate {i}: query {what} "
+            f"{den[i]:.3g}, key {what} {num[i]:.3g}; A_ii would be {a[i]!r} (A singular). "
+            "rfkit does not clip; pass an explicit A or use another rule."
+        )
+    return a
+
+
+def oprf_optimal_A(Q: Any, K: Any) -> float:
+    r"""Data-averaged optimal OPRF/FAVOR++ parameter :math:`A^*` (THEORY.md §6).
+
+    .. math::
+
+        A^* = \tfrac1{16}\Big(1 - 2\rho - \sqrt{(2\rho + 1)^2 + 8\rho}\Big) \le 0,
+        \qquad \rho = \frac{1}{d\,n_x n_y}\sum_{i,j}\|x_i + y_j\|^2,
+
+    computed in :math:`O(nd)` as :math:`\overline{\|x\|^2} + \overline{\|y\|^2} +
+    2\bar x^\top\bar y`. It minimises the average over pairs of
+    :math:`\log\mathbb E[(f(\omega,x)f(\omega,y))^2]` (Likhosherstov et al. 2022,
+    "Chefs' Random Tables"; matches the TF Model Garden ``expplus`` code).
+    """
+    X = _flatten(Q, "Q")
+    Y = _flatten(K, "K")
+    check_same_dim(X, Y, "Q", "K")
+    d = X.shape[-1]
+    s = np.mean(np.sum(X * X, -1)) + np.mean(np.sum(Y * Y, -1)) + 2.0 * X.mean(0) @ Y.mean(0)
+    rho = max(float(s), 0.0) / d  # s >= 0 exactly; max only removes round-off
+    return float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)
+
+
+def validate_A(A: Any, owner: str) -> np.ndarray:
+    """Validate an explicit CEXP matrix: diagonal (d,) or full (d, d), finite, invertible."""
+    try:
+        arr = as_float_array(A, "A")
+    except InvalidParameterError:
+        raise
+    if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
+        raise ShapeError(
+            f"The `A` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; "
+            f"got shape {arr.shape}."
+        )
+    arr = np.array(arr, dtype=np.float64)
+    if arr.ndim == 1:
+        mags = np.abs(arr)
+        smin, smax = float(mags.min()), float(mags.max())
+    else:
+        sv = np.linalg.svd(arr, compute_uv=False)
+        smin, smax = float(sv.min()), float(sv.max())
+    rcond = smin / smax if smax > 0 else 0.0
+    if rcond <= np.finfo(np.float64).eps:
+        raise SingularMatrixError(
+            f"`A` is singular (rcond={rcond:.3g}) in {owner}; the estimator needs A^-T. "
+            "Pass an invertible A."
+        )
+    if rcond < 1e-12:
+        warnings.warn(
+            f"`A` is ill-conditioned (rcond={rcond:.3g}) in {owner}; A^-T y may lose precision.",
+            IllConditionedWarning,
+            stacklevel=4,
+        )
+    arr.setflags(write=False)
+    return arr

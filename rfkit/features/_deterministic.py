@@ -1,0 +1,279 @@
+r"""Deterministic polynomial maps: Taylor truncation and the limit definition (seed 003, THEORY.md §7).
+
+Both are *deterministic*: zero variance, the only error is the truncation bias.
+
+Taylor, degree :math:`n`:
+:math:`\phi_T(x)^\top\phi_T(y) = T_n(t) = \sum_{j=0}^n t^j/j!`, :math:`t = x^\top y`.
+Full-tensor form :math:`(x^{\otimes j}/\sqrt{j!})_{j\le n}` has dimension
+:math:`\sum_{j\le n} d^j`; the symmetric (monomial) form
+:math:`(x^\alpha/\sqrt{\alpha!})_{|\alpha|\le n}` has dimension :math:`\binom{d+n}{n}`.
+
+Limit, order :math:`n`: with :math:`u = (1, x/\sqrt n)`,
+:math:`\phi_L(x) = u^{\otimes n}` and :math:`\phi_L(x)^\top\phi_L(y) = L_n(t) = (1+t/n)^n`.
+Full dimension :math:`(d+1)^n`; symmetric form
+:math:`(\sqrt{n!/\beta!}\,u^\beta)_{|\beta| = n}` has dimension :math:`\binom{d+n}{n}`.
+
+Signs (reported, never hidden): :math:`T_n(t) > 0` for all :math:`t` iff :math:`n`
+is even (odd :math:`n`: one real root, negative left of it); :math:`L_n(t) < 0` iff
+:math:`n` is odd and :math:`t < -n`. Both need :math:`|t| \ll n` to be accurate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+from math import comb, lgamma, log
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int, check_option, check_points, check_same_dim
+from ..exceptions import InvalidParameterError
+from ._base import FeatureDraw, FeatureMap, _exp_checked
+
+__all__ = ["Taylor", "Limit", "MonomialDraw", "taylor_polynomial", "slog_taylor_polynomial"]
+
+FORMS = ("symmetric", "full")
+_MAX_COLUMNS = 1 << 21
+
+
+def _lfact(k: int) -> float:
+    return lgamma(k + 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _exponents(kind: str, dim: int, degree: int, form: str) -> tuple[np.ndarray, np.ndarray]:
+    """Exponent matrix E (D, d) and log-coefficients (D,) with phi_k(x) = exp(c_k) prod_j x_j^E_kj."""
+    rows: list[tuple[int, ...]] = []
+    coefs: list[float] = []
+    if kind == "taylor":
+        for j in range(degree + 1):
+            if form == "symmetric":
+                for combo in itertools.combinations_with_replacement(range(dim), j):
+                    alpha = np.bincount(np.asarray(combo, dtype=np.intp), minlength=dim)
+                    rows.append(tuple(alpha))
+                    coefs.append(-0.5 * sum(_lfact(int(a)) for a in alpha))
+            else:
+                for seq in itertools.product(range(dim), repeat=j):
+                    rows.append(tuple(np.bincount(np.asarray(seq, dtype=np.intp), minlength=dim)))
+                    coefs.append(-0.5 * _lfact(j))
+    else:  # limit: u = (1, x / sqrt(n)), index 0 is the constant
+        n = degree
+        if form == "symmetric":
+            for combo in itertools.combinations_with_replacement(range(dim + 1), n):
+                beta = np.bincount(np.asarray(combo, dtype=np.intp), minlength=dim + 1)
+                k = n - int(beta[0])
+                rows.append(tuple(beta[1:]))
+                coefs.append(0.5 * (_lfact(n) - sum(_lfact(int(b)) for b in beta)) - 0.5 * k * log(n))
+        else:
+            for seq in itertools.product(range(dim + 1), repeat=n):
+                beta = np.bincount(np.asarray(seq, dtype=np.intp), minlength=dim + 1)
+                rows.append(tuple(beta[1:]))
+                coefs.append(-0.5 * (n - int(beta[0])) * log(n))
+    E = np.asarray(rows, dtype=np.float64).reshape(len(rows), dim)
+    c = np.asarray(coefs, dtype=np.float64)
+    E.setflags(write=False)
+    c.setflags(write=False)
+    return E, c
+
+
+def taylor_polynomial(t: np.ndarray, degree: int) -> np.ndarray:
+    r""":math:`T_n(t) = \sum_{j=0}^n t^j/j!` by Horner's rule (elementwise)."""
+    t = np.asarray(t)
+    r = np.ones_like(t)
+    for j in range(degree, 0, -1):
+        r = 1.0 + r * t / j
+    return r
+
+
+def slog_taylor_polynomial(t: np.ndarray, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sign and log-magnitude of :math:`T_n(t)`, overflow-free (signed log-sum-exp of the terms)."""
+    from scipy.special import logsumexp
+
+    t = np.asarray(t)
+    j = np.arange(degree + 1, dtype=t.dtype if t.dtype.kind == "f" else np.float64)
+    lf = np.array([_lfact(int(k)) for k in range(degree + 1)], dtype=j.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        la = np.log(np.abs(t))[..., None] * j - lf
+        la = np.where(j == 0, -lf, la)  # t^0 = 1 even at t = 0
+        sg = np.where((t[..., None] < 0) & (j % 2 == 1), -1.0, 1.0)
+        sg = np.where((t[..., None] == 0) & (j > 0), 0.0, sg)
+        out, s = logsumexp(la, axis=-1, b=sg, return_sign=True)
+    s = np.where(np.isneginf(out), 0.0, s)
+    return s.astype(t.dtype), out.astype(t.dtype)
+
+
+class _MonomialMap(FeatureMap):
+    is_random = False
+    _kind = "taylor"
+
+    @property
+    def _degree(self) -> int:
+        raise NotImplementedError
+
+    def feature_dim(self, dim: int) -> int:
+        n = self._degree
+        if self.form == "symmetric":  # type: ignore[attr-defined]
+            return comb(dim + n, n)
+        if self._kind == "taylor":
+            return sum(dim**j for j in range(n + 1))
+        return (dim + 1) ** n
+
+    def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
+        D = self.feature_dim(dim)
+        if D > _MAX_COLUMNS:
+            raise InvalidParameterError(
+                f"{self.name}(form={self.form!r}) would build {D} feature columns for dim={dim} "  # type: ignore[attr-defined]
+                f"(limit {_MAX_COLUMNS}); use form='symmetric', a lower degree, or "
+                f"{self.name}.exact_kernel() which never builds features."
+            )
+        E, c = _exponents(self._kind, dim, self._degree, self.form)  # type: ignore[attr-defined]
+        return MonomialDraw(self, dim, n_draws, E, c)
+
+    def _slog_exact(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def slog_exact_kernel(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Sign and log-magnitude of :meth:`exact_kernel` (overflow-free)."""
+        X = check_points(X, "X")
+        Y = check_points(Y, "Y")
+        check_same_dim(X, Y, "X", "Y")
+        return self._slog_exact(np.matmul(X, np.swapaxes(Y, -1, -2)))
+
+    def exact_kernel(self, X: Any, Y: Any) -> np.ndarray:
+        """The map's kernel :math:`k_n(x_i^\\top y_j)` computed directly, never building features.
+
+        Parameters
+        ----------
+        X : array_like of shape (..., n, d)
+        Y : array_like of shape (..., m, d)
+
+        Returns
+        -------
+        ndarray of shape (..., n, m)
+        """
+        s, la = self.slog_exact_kernel(X, Y)
+        return s * _exp_checked(la, f"{self.name}.exact_kernel", "slog_exact_kernel")
+
+
+@dataclasses.dataclass(frozen=True)
+class Taylor(_MonomialMap):
+    r"""Deterministic Taylor-truncation map of degree :math:`n` (seed 003; THEORY.md §7).
+
+    :math:`\phi_T(x)^\top\phi_T(y) = \sum_{j=0}^n (x^\top y)^j/j!`. Relative error
+    :math:`|e^t - T_n(t)|/e^t \le \frac{|t|^{n+1}}{(n+1)!}e^{\max(-t, 0)}`.
+
+    Parameters
+    ----------
+    degree : int
+        Truncation degree :math:`n \ge 0`.
+    form : {"symmetric", "full"}, default="symmetric"
+        Monomial form (dimension :math:`\binom{d+n}{n}`) or full tensors
+        (dimension :math:`\sum_j d^j`); both give the same kernel.
+
+    Notes
+    -----
+    ``is_positive`` is True only for even degree; odd degrees give negative
+    estimates for :math:`t` below the real root of :math:`T_n` (-1 for n=1,
+    -1.5961 for n=3, ...). ``sample(dim)`` ignores ``rng`` (no randomness).
+    """
+
+    degree: int
+    form: str = "symmetric"
+    _kind = "taylor"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "degree", check_int(self.degree, "degree", "Taylor", low=0))
+        check_option(self.form, "form", "Taylor", FORMS)
+
+    @property
+    def is_positive(self) -> bool:  # type: ignore[override]
+        return self.degree % 2 == 0
+
+    @property
+    def _degree(self) -> int:
+        return self.degree
+
+    def _slog_exact(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return slog_taylor_polynomial(t, self.degree)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit(_MonomialMap):
+    r"""Deterministic limit-definition map :math:`(1 + x^\top y/n)^n` (seed 003; THEORY.md §7).
+
+    Relative error for :math:`t > -n`:
+    :math:`0 \le 1 - (1+t/n)^n e^{-t} \le t^2/(2(n + \min(t, 0)))`.
+
+    Parameters
+    ----------
+    n : int
+        Order :math:`n \ge 1`.
+    form : {"symmetric", "full"}, default="symmetric"
+        :math:`\binom{d+n}{n}` or :math:`(d+1)^n` columns; same kernel.
+
+    Notes
+    -----
+    The estimate is negative iff ``n`` is odd and :math:`t < -n`; for even ``n``
+    it is >= 0 but non-monotone and explodes for :math:`t < -2n`.
+    """
+
+    n: int
+    form: str = "symmetric"
+    _kind = "limit"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int(self.n, "n", "Limit", low=1))
+        check_option(self.form, "form", "Limit", FORMS)
+
+    @property
+    def is_positive(self) -> bool:  # type: ignore[override]
+        return False  # odd n: negative for t < -n; even n: exactly 0 at t = -n
+
+    @property
+    def _degree(self) -> int:
+        return self.n
+
+    def _slog_exact(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        base = 1.0 + t / self.n
+        with np.errstate(divide="ignore"):
+            la = self.n * np.log(np.abs(base))
+        s = np.sign(base) ** self.n
+        return s, la
+
+
+class MonomialDraw(FeatureDraw):
+    """Features :math:`\\phi_k(x) = e^{c_k}\\prod_j x_j^{E_{kj}}` built in log space (no randomness)."""
+
+    def __init__(
+        self, spec: FeatureMap, dim: int, n_draws: int | None, E: np.ndarray, c: np.ndarray
+    ) -> None:
+        super().__init__(spec, dim, n_draws)
+        self.exponents = E
+        self.log_coefficients = c
+
+    def _lead(self, arr: np.ndarray) -> np.ndarray:
+        if self.n_draws is None:
+            return arr
+        return np.broadcast_to(arr, (self.n_draws,) + arr.shape)
+
+    def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
+        dt = X.dtype
+        E = self.exponents.astype(dt)
+        zero = X == 0
+        with np.errstate(divide="ignore"):
+            lx = np.where(zero, 0.0, np.log(np.abs(np.where(zero, 1.0, X)))).astype(dt)
+        logabs = np.matmul(lx, E.T) + self.log_coefficients.astype(dt)
+        nneg = np.matmul((X < 0).astype(dt), E.T)
+        sign = np.where(np.mod(nneg, 2.0) > 0.5, -1.0, 1.0).astype(dt)
+        if np.any(zero):
+            hits = np.matmul(zero.astype(dt), E.T) > 0
+            logabs = np.where(hits, -np.inf, logabs)
+            sign = np.where(hits, 0.0, sign)
+        return self._lead(sign), self._lead(logabs)
+
+    def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        t = np.sum(X * Y, axis=-1)
+        s, la = self.spec._slog_exact(t)  # type: ignore[attr-defined]
+        return self._lead(s), self._lead(la)

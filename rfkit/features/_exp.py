@@ -1,0 +1,370 @@
+r"""Exponential (positive) random-feature maps: PRF, hyperbolic PRF, CEXP, HCEXP, OPRF.
+
+All share one form. With :math:`u' = Mu` (:math:`M = A` for queries,
+:math:`A^{-\top}` for keys; :math:`M = I` for PRF/OPRF) and
+:math:`\omega_1..\omega_m` from :mod:`rfkit.projections`,
+
+.. math::
+
+    \phi_i(u) = \frac{(1-4a)^{d/4}}{\sqrt m}
+        \exp\!\big(a\|\omega_i\|^2 + \sqrt{1-4a}\,\omega_i^\top u' - \tfrac12\|u'\|^2\big)
+
+(:math:`a = 0` except OPRF), and the hyperbolic variants use both signs
+:math:`\pm\omega_i^\top u'` with :math:`1/\sqrt{2m}`. Then
+:math:`\mathbb E[\phi(x)^\top\phi(y)] = \exp(x^\top y)` for every :math:`\omega_i \sim
+\mathcal N(0, I_d)` marginally (Performer Lemma 1; seed 004; THEORY.md §2, §4, §6).
+Features are built in log space: nothing overflows for any input norm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int, check_option, check_real
+from ..exceptions import RFKitWarning, ShapeError
+from ..projections import PROJECTIONS, sample_projection
+from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
+from ._base import FeatureDraw, FeatureMap, iter_chunks
+
+__all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
+
+
+def _check_common(spec: Any) -> None:
+    owner = type(spec).__name__
+    object.__setattr__(spec, "n_features", check_int(spec.n_features, "n_features", owner, low=1))
+    check_option(spec.projection, "projection", owner, PROJECTIONS)
+
+
+class _ExpMap(FeatureMap):
+    hyperbolic: bool = False
+
+    def feature_dim(self, dim: int) -> int:
+        return (2 if self.hyperbolic else 1) * self.n_features  # type: ignore[attr-defined]
+
+    def _oprf_a(self) -> float:
+        return 0.0
+
+    def _transform(self) -> np.ndarray | None:
+        return None
+
+    def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
+        A = self._transform()
+        if A is not None and A.shape[0] != dim:
+            raise ShapeError(
+                f"The `A` parameter of {self.name} has shape {A.shape} but the draw is for dim={dim}."
+            )
+        W = sample_projection(
+            self.projection, self.n_features, dim, rng=rng, n_draws=n_draws  # type: ignore[attr-defined]
+        )
+        return ExpDraw(self, dim, n_draws, W, A=A, a=self._oprf_a(), hyperbolic=self.hyperbolic)
+
+
+@dataclasses.dataclass(frozen=True)
+class Positive(_ExpMap):
+    r"""Positive random features :math:`\phi^+` (PRF; FAVOR+ with ``projection="orthogonal"``).
+
+    .. math:: \phi^+(u) = \frac{e^{-\|u\|^2/2}}{\sqrt m}\big(e^{\omega_i^\top u}\big)_{i\le m},
+        \qquad \widehat{\mathrm{SM}} = \Lambda\,\frac1m\sum_i e^{\omega_i^\top(x+y)},
+
+    :math:`\Lambda = e^{-(\|x\|^2+\|y\|^2)/2}`. Unbiased and strictly positive for
+    ``projection`` in {"iid", "orthogonal", "qmc"}; MSE
+    :math:`\frac1m\Lambda^2(e^{2\|z\|^2} - e^{\|z\|^2})` for iid :math:`\omega`
+    (Choromanski et al. 2021, "Performer", Lemma 1-2; THEORY.md §2).
+
+    Parameters
+    ----------
+    n_features : int
+        Number of random directions ``m`` (feature dimension ``m``).
+    projection : {"iid", "orthogonal", "orthogonal-fixed", "qmc", "structured"}, default="iid"
+        Distribution of the directions (:mod:`rfkit.projections`).
+
+    Examples
+    --------
+    >>> import numpy as np, rfkit as rk
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = 0.3 * rng.normal(size=(2, 5, 4))
+    >>> draw = rk.features.Positive(n_features=64).sample(dim=4, rng=0)
+    >>> draw.kernel(X, Y).shape
+    (5, 5)
+    """
+
+    n_features: int
+    projection: str = "iid"
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperbolic(_ExpMap):
+    r"""Hyperbolic positive random features :math:`\phi^{++}` (Performer's :math:`\widehat{\mathrm{SM}}^{\rm hyp+}`).
+
+    .. math:: \phi^{++}(u) = \frac{e^{-\|u\|^2/2}}{\sqrt{2m}}\big(e^{\omega_i^\top u}, e^{-\omega_i^\top u}\big)_{i\le m},
+        \qquad \widehat{\mathrm{SM}} = \Lambda\,\frac1m\sum_i\cosh(\omega_i^\top(x+y)).
+
+    Feature dimension ``2m``; MSE :math:`\frac1{2m}\Lambda^2(e^{\|z\|^2}-1)^2`
+    (Performer Lemma 2; THEORY.md §2). Seed 004 calls this map "PRF"; PRF is
+    :class:`Positive`.
+
+    Parameters
+    ----------
+    n_features : int
+        Number of random directions ``m``.
+    projection : str, default="iid"
+    """
+
+    n_features: int
+    projection: str = "iid"
+    hyperbolic = True
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+
+class _AdaptiveExpMap(_ExpMap):
+    A: Any
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if isinstance(self.A, str):
+            check_option(self.A, "A", self.name, A_RULES)
+        else:
+            object.__setattr__(self, "A", validate_A(self.A, self.name))
+
+    @property
+    def needs_data(self) -> bool:
+        return isinstance(self.A, str) and self.A != "identity"
+
+    def _raise_needs_data(self) -> None:
+        raise ShapeError(
+            f"{self.name}(A={self.A!r}) resolves A from data: call .fit(Q, K) first, pass "
+            "data=(Q, K) to sample(), or give A explicitly (rk.features.adaptive_A)."
+        )
+
+    def fit(self, queries: Any, keys: Any) -> FeatureMap:
+        """Resolve a rule name for ``A`` into its diagonal from the query/key sample."""
+        if not isinstance(self.A, str) or self.A == "identity":
+            return self
+        return dataclasses.replace(self, A=adaptive_A(queries, keys, rule=self.A))  # type: ignore[type-var]
+
+    def _transform(self) -> np.ndarray | None:
+        if isinstance(self.A, str):
+            return None  # identity (rules are resolved before sampling)
+        return np.asarray(self.A)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CEXP(_AdaptiveExpMap):
+    r"""CEXP: positive features of :math:`Ax` and :math:`A^{-\top}y` (HRF, seed 004).
+
+    .. math:: \widehat{\mathrm{SM}}^{\rm cexp}_{A,m}(x, y) = \Psi^m_A(x)^\top\Psi^m_{A^{-\top}}(y),
+        \quad \Psi^m_M(u) = \frac{e^{-\|Mu\|^2/2}}{\sqrt m}\big(e^{\omega_i^\top Mu}\big)_i .
+
+    Unbiased for every invertible :math:`A` since :math:`(Ax)^\top A^{-\top}y = x^\top y`;
+    MSE :math:`\frac1m e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})`,
+    :math:`z_A = Ax + A^{-\top}y` (seed 004 Lemma 3.1; THEORY.md §4).
+
+    Parameters
+    ----------
+    n_features : int
+    A : {"identity", "mean", "variance"} or array_like, default="identity"
+        A rule name (resolved from data by :meth:`fit` / ``sample(data=...)``
+        via :func:`adaptive_A`), a diagonal ``(d,)`` or a full invertible ``(d, d)``.
+        Singular ``A`` raises :class:`~rfkit.exceptions.SingularMatrixError`;
+        ill-conditioned ``A`` warns.
+    projection : str, default="iid"
+    """
+
+    n_features: int
+    A: Any = "identity"
+    projection: str = "iid"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HCEXP(_AdaptiveExpMap):
+    r"""HCEXP: hyperbolic features of :math:`Ax` and :math:`A^{-\top}y` (seed 004).
+
+    MSE :math:`\frac1{2m}e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})^2` (seed 004
+    Lemma 3.1; THEORY.md §4). Parameters as :class:`CEXP`; feature dimension ``2m``.
+    """
+
+    n_features: int
+    A: Any = "identity"
+    projection: str = "iid"
+    hyperbolic = True
+
+
+@dataclasses.dataclass(frozen=True)
+class OPRF(_ExpMap):
+    r"""Optimal positive random features (FAVOR++; Likhosherstov et al. 2022, THEORY.md §6).
+
+    .. math:: \phi(u) = \frac{(1-4A)^{d/4}}{\sqrt m}
+        \Big(\exp\big(A\|\omega_i\|^2 + \sqrt{1-4A}\,\omega_i^\top u - \tfrac12\|u\|^2\big)\Big)_{i\le m}.
+
+    Unbiased for :math:`A < 1/4`; the variance is finite only for :math:`A < 1/8`.
+    With ``A=None`` the data-averaged optimum :func:`oprf_optimal_A` is resolved
+    from the query/key sample (:meth:`fit` or ``sample(data=...)``); ``A=0``
+    is :class:`Positive`.
+
+    Parameters
+    ----------
+    n_features : int
+    A : float or None, default=None
+        Must be < 1/4; values in [1/8, 1/4) warn (infinite variance).
+    projection : str, default="iid"
+    """
+
+    n_features: int
+    A: float | None = None
+    projection: str = "iid"
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if self.A is not None:
+            a = check_real(self.A, "A", "OPRF", high=0.25, closed="neither")
+            if a >= 0.125:
+                warnings.warn(
+                    f"OPRF with A={a} >= 1/8 is unbiased but has infinite variance.",
+                    RFKitWarning,
+                    stacklevel=3,
+                )
+            object.__setattr__(self, "A", a)
+
+    @property
+    def needs_data(self) -> bool:
+        return self.A is None
+
+    def _raise_needs_data(self) -> None:
+        raise ShapeError(
+            "OPRF(A=None) resolves A* from data: call .fit(Q, K), pass data=(Q, K) to "
+            "sample(), or give A explicitly."
+        )
+
+    def fit(self, queries: Any, keys: Any) -> FeatureMap:
+        """Resolve ``A=None`` to the data-averaged optimum :func:`oprf_optimal_A`."""
+        if self.A is not None:
+            return self
+        return dataclasses.replace(self, A=oprf_optimal_A(queries, keys))
+
+    def _oprf_a(self) -> float:
+        return float(self.A)  # type: ignore[arg-type]
+
+
+class ExpDraw(FeatureDraw):
+    """A draw of an exponential-family map (see the module docstring for the formula).
+
+    Attributes
+    ----------
+    projection : ndarray of shape (m, d) or (T, m, d)
+        The directions :math:`\\omega_i` (float64).
+    A : ndarray or None
+        The CEXP/HCEXP matrix (diagonal or full), None for the identity.
+    a : float
+        The OPRF parameter (0 for PRF/CEXP).
+    """
+
+    def __init__(
+        self,
+        spec: FeatureMap,
+        dim: int,
+        n_draws: int | None,
+        W: np.ndarray,
+        *,
+        A: np.ndarray | None,
+        a: float,
+        hyperbolic: bool,
+    ) -> None:
+        super().__init__(spec, dim, n_draws)
+        self.projection = W
+        self.A = A
+        self.a = a
+        self.hyperbolic = hyperbolic
+        self._Ainv: np.ndarray | None = None
+        if A is not None and A.ndim == 2:
+            self._Ainv = np.linalg.inv(A)
+        m = W.shape[-2]
+        self._sqnorm = np.sum(W * W, axis=-1)  # (T?, m)
+        self._b = np.sqrt(1.0 - 4.0 * a)
+        half_logdet = 0.25 * dim * np.log1p(-4.0 * a)
+        self._c = half_logdet - 0.5 * np.log((2 if hyperbolic else 1) * m)
+        self._c_pair = 2.0 * half_logdet - np.log((2 if hyperbolic else 1) * m)
+
+    def _map(self, X: np.ndarray, side: str) -> np.ndarray:
+        """Apply :math:`A` (queries) or :math:`A^{-\\top}` (keys) to the rows."""
+        if self.A is None:
+            return X
+        if self.A.ndim == 1:
+            a = self.A.astype(X.dtype, copy=False)
+            return X * a if side == "query" else X / a
+        if side == "query":
+            return np.matmul(X, self.A.T.astype(X.dtype, copy=False))  # rows (A x)^T
+        return np.matmul(X, self._Ainv.astype(X.dtype, copy=False))  # type: ignore[union-attr]  # (A^-T y)^T
+
+    def _exponent(self, U: np.ndarray, W: np.ndarray, sqnorm: np.ndarray, a_mult: float) -> np.ndarray:
+        """a_mult*a*||w||^2 + b * U @ W.T for U (N, d), W (t, m, d) or (m, d) -> (N, t, m) / (N, m)."""
+        dt = U.dtype
+        if W.ndim == 2:
+            P = U @ W.T.astype(dt, copy=False)
+            expo = self._b * P if self._b != 1.0 else P
+            if self.a != 0.0:
+                expo = expo + (a_mult * self.a) * sqnorm.astype(dt, copy=False)
+            return expo
+        t, m, d = W.shape
+        P = (U @ W.reshape(t * m, d).T.astype(dt, copy=False)).reshape(U.shape[0], t, m)
+        expo = self._b * P if self._b != 1.0 else P
+        if self.a != 0.0:
+            expo = expo + (a_mult * self.a) * sqnorm.astype(dt, copy=False)
+        return expo
+
+    def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
+        U = self._map(X, side)
+        lead = U.shape[:-1]
+        Uf = U.reshape(-1, self.dim)
+        expo = self._exponent(Uf, self.projection, self._sqnorm, 1.0)  # (N, [t,] m)
+        base = (self._c - 0.5 * np.sum(Uf * Uf, axis=-1)).astype(U.dtype)
+        if expo.ndim == 3:
+            base = base[:, None, None]
+        else:
+            base = base[:, None]
+        if self.hyperbolic:
+            logabs = np.concatenate([expo + base, base - expo], axis=-1)
+        else:
+            logabs = expo + base
+        if self.projection.ndim == 3:
+            logabs = np.moveaxis(logabs.reshape(lead + logabs.shape[-2:]), -2, 0)
+        else:
+            logabs = logabs.reshape(lead + logabs.shape[-1:])
+        return None, logabs
+
+    def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from scipy.special import logsumexp
+
+        Xq, Yk = self._map(X, "query"), self._map(Y, "key")
+        Z = Xq + Yk
+        base = self._c_pair - 0.5 * (np.sum(Xq * Xq, -1) + np.sum(Yk * Yk, -1))  # (..., n)
+        lead = Z.shape[:-1]
+        Zf = Z.reshape(-1, self.dim)
+        N = Zf.shape[0]
+        W = self.projection
+        batched = W.ndim == 3
+        T = W.shape[0] if batched else 1
+        m = W.shape[-2]
+        out = np.empty((T, N), dtype=Z.dtype)
+        Wb = W if batched else W[None]
+        sq = self._sqnorm if batched else self._sqnorm[None]
+        per_t = N * m * (2 if self.hyperbolic else 1)
+        for ts in iter_chunks(T, per_t):
+            for ns in iter_chunks(N, m * (2 if self.hyperbolic else 1) * (ts.stop - ts.start)):
+                expo = self._exponent(Zf[ns], Wb[ts], sq[ts], 2.0)  # (Nc, tc, m)
+                if self.hyperbolic:
+                    expo = np.concatenate([expo, -expo], axis=-1)
+                out[ts, ns] = logsumexp(expo, axis=-1).T
+        logabs = out.reshape((T,) + lead) + base
+        if not batched:
+            logabs = logabs[0]
+        return np.ones_like(logabs), logabs
+

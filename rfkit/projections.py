@@ -1,0 +1,181 @@
+r"""Random projection directions :math:`\omega_1, \dots, \omega_m \in \mathbb R^d`.
+
+Every feature map draws its random part here. ``sample_projection`` returns an
+array of shape ``(m, d)`` (or ``(T, m, d)`` for ``n_draws=T`` independent draws);
+row :math:`i` is :math:`\omega_i`.
+
+Kinds
+-----
+``"iid"``
+    :math:`\omega_i \stackrel{iid}{\sim} \mathcal N(0, I_d)`. Every rfkit estimator
+    is unbiased for :math:`\exp(x^\top y)` with these.
+``"orthogonal"``
+    Gaussian-marginal orthogonal random features (ORF; Yu et al. 2016, Performer
+    §2.4, THEORY.md §3). :math:`\lceil m/d\rceil` independent blocks; in each,
+    :math:`G = QR` with iid :math:`\mathcal N(0,1)` entries and the Haar fix
+    :math:`Q \leftarrow Q\,\mathrm{diag}(\mathrm{sign} R_{ii})` (without it NumPy's
+    Householder QR gives non-uniform directions and a biased estimator); rows of
+    :math:`Q^\top` are rescaled by independent :math:`\chi(d)` norms. Marginally
+    :math:`\omega_i \sim \mathcal N(0, I_d)`, so estimators stay **unbiased**;
+    rows are orthogonal within a block, blocks are independent.
+``"orthogonal-fixed"``
+    The same directions with every norm equal to :math:`\sqrt d` (Performer's
+    "regularized" SMREG). **Biased for SM by design**: the positive estimator is
+    unbiased for :math:`\mathrm{SMREG}(x,y)=\Lambda\,{}_0F_1(;d/2;d\|x+y\|^2/4) \le \mathrm{SM}(x,y)`
+    (Performer Thm 1, THEORY.md §3).
+``"qmc"``
+    Randomised quasi-Monte Carlo: a scrambled Sobol' sequence
+    (:class:`scipy.stats.qmc.Sobol`, LMS + digital shift, a fresh scramble per
+    draw) mapped through the Gaussian quantile function. Each scrambled point is
+    marginally uniform on :math:`[0,1)^d`, so each :math:`\omega_i` is marginally
+    :math:`\mathcal N(0, I_d)` and estimators stay unbiased; points are negatively
+    correlated. ``2^{\lceil\log_2 m\rceil}`` points are generated and the first
+    ``m`` kept (balance is best when ``m`` is a power of two).
+``"structured"``
+    Structured orthogonal random features (SORF, Yu et al. 2016): directions are
+    the rows of :math:`H D_1 H D_2 H D_3` (normalised Walsh-Hadamard :math:`H` of
+    size :math:`d' = 2^{\lceil\log_2 d\rceil}`, random sign diagonals :math:`D_k`),
+    restricted to the first :math:`d` coordinates and renormalised, with
+    independent :math:`\chi(d)` norms; independent blocks are stacked for
+    :math:`m > d'`. The directions are only approximately uniform, so estimators
+    are **only approximately unbiased**: a direction-dependent bias of order
+    :math:`O(1/\sqrt d)` (relative, at fixed :math:`\|x+y\|`) that shrinks with more
+    :math:`HD` products (``hd_blocks``). ``tests/statistical/test_projections.py``
+    measures it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from scipy.linalg import hadamard
+from scipy.special import ndtri
+from scipy.stats import qmc
+
+from ._random import check_rng
+from ._validation import check_int, check_option
+from .exceptions import InvalidParameterError, NumericalOverflowError
+
+__all__ = [
+    "PROJECTIONS",
+    "UNBIASED_PROJECTIONS",
+    "ProjectionKind",
+    "sample_projection",
+    "block_sizes",
+]
+
+ProjectionKind = Literal["iid", "orthogonal", "orthogonal-fixed", "qmc", "structured"]
+PROJECTIONS: tuple[str, ...] = ("iid", "orthogonal", "orthogonal-fixed", "qmc", "structured")
+#: Kinds whose rows are exactly N(0, I_d) marginally (estimators exactly unbiased).
+UNBIASED_PROJECTIONS: tuple[str, ...] = ("iid", "orthogonal", "qmc")
+
+_SOBOL_MAX_DIM = 21201
+
+
+def block_sizes(n_features: int, dim: int) -> list[int]:
+    """Sizes :math:`k_b` of the orthogonal blocks: ``m // d`` blocks of ``d`` and one of ``m % d``."""
+    full, rest = divmod(n_features, dim)
+    return [dim] * full + ([rest] if rest else [])
+
+
+def sample_projection(
+    kind: str,
+    n_features: int,
+    dim: int,
+    *,
+    rng: Any = None,
+    n_draws: int | None = None,
+    hd_blocks: int = 3,
+) -> np.ndarray:
+    """Draw projection directions.
+
+    Parameters
+    ----------
+    kind : {"iid", "orthogonal", "orthogonal-fixed", "qmc", "structured"}
+        Distribution of the rows (see the module docstring).
+    n_features : int
+        Number of random directions ``m`` (>= 1).
+    dim : int
+        Input dimension ``d`` (>= 1).
+    rng : {None, int, SeedSequence, Generator}, optional
+        When ``rng`` is None, a new Generator is created using entropy from the
+        operating system. Types other than Generator are passed to
+        :func:`numpy.random.default_rng`. Pass an int for reproducible output.
+    n_draws : int, optional
+        Number ``T`` of independent draws; adds a leading axis of length ``T``.
+    hd_blocks : int, default=3
+        Number of :math:`HD` products for ``kind="structured"``.
+
+    Returns
+    -------
+    ndarray of shape (m, d) or (T, m, d), float64
+    """
+    owner = "sample_projection"
+    kind = check_option(kind, "projection", owner, PROJECTIONS)
+    m = check_int(n_features, "n_features", owner, low=1)
+    d = check_int(dim, "dim", owner, low=1)
+    T = 1 if n_draws is None else check_int(n_draws, "n_draws", owner, low=1)
+    gen = check_rng(rng)
+    if kind == "iid":
+        W = gen.standard_normal((T, m, d))
+    elif kind in ("orthogonal", "orthogonal-fixed"):
+        W = _orthogonal(gen, T, m, d, fixed=kind == "orthogonal-fixed")
+    elif kind == "qmc":
+        if d > _SOBOL_MAX_DIM:
+            raise InvalidParameterError(
+                f"`projection='qmc'` supports dim <= {_SOBOL_MAX_DIM} (Sobol' direction numbers). "
+                f"Got dim={d} instead."
+            )
+        W = _qmc(gen, T, m, d)
+    else:
+        hb = check_int(hd_blocks, "hd_blocks", owner, low=1)
+        W = _structured(gen, T, m, d, hb)
+    return W[0] if n_draws is None else W
+
+
+def _haar_rows(gen: np.random.Generator, shape: tuple[int, ...], d: int) -> np.ndarray:
+    """Stacks of d x d matrices with Haar-distributed orthonormal rows."""
+    G = gen.standard_normal(shape + (d, d))
+    Q, R = np.linalg.qr(G)
+    s = np.sign(np.diagonal(R, axis1=-2, axis2=-1))
+    s[s == 0] = 1.0  # probability zero; keeps Q orthogonal
+    Q = Q * s[..., None, :]  # Q diag(sign R_ii): Haar (Mezzadri 2007)
+    return np.swapaxes(Q, -1, -2)
+
+
+def _orthogonal(gen: np.random.Generator, T: int, m: int, d: int, *, fixed: bool) -> np.ndarray:
+    nb = -(-m // d)
+    rows = _haar_rows(gen, (T, nb), d).reshape(T, nb * d, d)[:, :m]
+    if fixed:
+        return rows * np.sqrt(d)
+    norms = np.sqrt(gen.chisquare(d, size=(T, m)))
+    return rows * norms[..., None]
+
+
+def _qmc(gen: np.random.Generator, T: int, m: int, d: int) -> np.ndarray:
+    k = int(np.ceil(np.log2(m))) if m > 1 else 0
+    out = np.empty((T, m, d))
+    for t in range(T):  # one scramble per draw; cost is dominated by Sobol generation itself
+        engine = qmc.Sobol(d, scramble=True, rng=gen)
+        out[t] = engine.random_base2(k)[:m]
+    W = ndtri(out)
+    if not np.all(np.isfinite(W)):  # a scrambled point exactly at 0 (probability ~2^-53)
+        raise NumericalOverflowError("A scrambled Sobol' point fell exactly on 0; draw again with another rng.")
+    return W
+
+
+def _structured(gen: np.random.Generator, T: int, m: int, d: int, hd_blocks: int) -> np.ndarray:
+    dp = 1 << max(0, int(np.ceil(np.log2(d))))
+    H = hadamard(dp).astype(np.float64) / np.sqrt(dp)
+    nb = -(-m // dp)
+    signs = gen.choice(np.array([-1.0, 1.0]), size=(T, nb, hd_blocks, dp))
+    M = H * signs[:, :, 0, None, :]
+    for k in range(1, hd_blocks):
+        M = M @ (H * signs[:, :, k, None, :])
+    rows = M[..., :d].reshape(T, nb * dp, d)[:, :m]
+    lengths = np.linalg.norm(rows, axis=-1, keepdims=True)
+    if np.any(lengths == 0):
+        raise NumericalOverflowError("A structured direction vanished on the first d coordinates; draw again.")
+    norms = np.sqrt(gen.chisquare(d, size=(T, m)))
+    return rows / lengths * norms[..., None]
