@@ -1,0 +1,32 @@
+# rfkit developer entry points. `make test` and `make demo` work on a fresh machine:
+# they create .venv and install rfkit with its dependencies from nothing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.rfkit-installed
+
+.PHONY: install test lint demo bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: install
+	$(BIN)/ruff check rfkit tests benchmarks scripts
+	$(BIN)/ruff format --check rfkit tests benchmarks scripts
+
+test: install lint
+	$(BIN)/python -m pytest -q
+
+demo: install
+	$(BIN)/python scripts/demo.py --out out/demo
+
+bench: install
+	$(BIN)/python benchmarks/bench_kernel.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache
