@@ -17,9 +17,7 @@ from .exceptions import InvalidParameterError
 
 __all__ = ["check_rng", "as_seed_sequence", "trial_seed_sequence"]
 
-_RNG_DOC = (
-    "None, a non-negative int, a numpy.random.SeedSequence or a numpy.random.Generator"
-)
+_RNG_DOC = "None, a non-negative int, a numpy.random.SeedSequence or a numpy.random.Generator"
 
 
 def check_rng(rng: object, name: str = "rng") -> np.random.Generator:

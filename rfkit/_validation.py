@@ -36,9 +36,7 @@ def _range_text(low: float | None, high: float | None, closed: str) -> str:
     return f"{left}{lo}, {hi}{right}"
 
 
-def check_int(
-    value: Any, name: str, owner: str, *, low: int | None = 1, high: int | None = None
-) -> int:
+def check_int(value: Any, name: str, owner: str, *, low: int | None = 1, high: int | None = None) -> int:
     """Return ``value`` as an int in ``[low, high]`` or raise InvalidParameterError."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidParameterError(
@@ -92,8 +90,7 @@ def check_option(value: Any, name: str, owner: str, options: Iterable[str]) -> s
     opts = tuple(options)
     if not isinstance(value, str) or value not in opts:
         raise InvalidParameterError(
-            f"The `{name}` parameter of {owner} must be a str among {sorted(opts)}. "
-            f"Got {value!r} instead."
+            f"The `{name}` parameter of {owner} must be a str among {sorted(opts)}. Got {value!r} instead."
         )
     return value
 
@@ -129,9 +126,7 @@ def as_float_array(
         )
     if arr.ndim < min_ndim:
         hint = f" {shape_hint}" if shape_hint else ""
-        raise ShapeError(
-            f"`{name}` must have ndim >= {min_ndim}; got shape {arr.shape}.{hint}"
-        )
+        raise ShapeError(f"`{name}` must have ndim >= {min_ndim}; got shape {arr.shape}.{hint}")
     if check_finite and arr.size:
         with np.errstate(over="ignore", invalid="ignore"):
             total = arr.sum(dtype=np.float64)
@@ -146,9 +141,7 @@ def as_float_array(
     return arr
 
 
-def check_points(
-    X: Any, name: str, *, dim: int | None = None, check_finite: bool = True
-) -> np.ndarray:
+def check_points(X: Any, name: str, *, dim: int | None = None, check_finite: bool = True) -> np.ndarray:
     """Validate a point array of shape (..., n, d) (points are rows)."""
     arr = as_float_array(
         X,
@@ -158,9 +151,7 @@ def check_points(
         shape_hint=f"`{name}` must have shape (..., n, d). Use {name}[None, :] for a single point.",
     )
     if dim is not None and arr.shape[-1] != dim:
-        raise ShapeError(
-            f"`{name}` has d={arr.shape[-1]} but these features were sampled for dim={dim}."
-        )
+        raise ShapeError(f"`{name}` has d={arr.shape[-1]} but these features were sampled for dim={dim}.")
     return arr
 
 
@@ -168,8 +159,7 @@ def check_same_dim(X: np.ndarray, Y: np.ndarray, nx: str, ny: str) -> None:
     """Raise ShapeError unless ``X`` and ``Y`` share their last axis."""
     if X.shape[-1] != Y.shape[-1]:
         raise ShapeError(
-            f"`{nx}` and `{ny}` must share the last dimension: {nx}.shape={X.shape}, "
-            f"{ny}.shape={Y.shape}."
+            f"`{nx}` and `{ny}` must share the last dimension: {nx}.shape={X.shape}, {ny}.shape={Y.shape}."
         )
 
 

@@ -161,7 +161,9 @@ def _qmc(gen: np.random.Generator, T: int, m: int, d: int) -> np.ndarray:
         out[t] = engine.random_base2(k)[:m]
     W = ndtri(out)
     if not np.all(np.isfinite(W)):  # a scrambled point exactly at 0 (probability ~2^-53)
-        raise NumericalOverflowError("A scrambled Sobol' point fell exactly on 0; draw again with another rng.")
+        raise NumericalOverflowError(
+            "A scrambled Sobol' point fell exactly on 0; draw again with another rng."
+        )
     return W
 
 
@@ -176,6 +178,8 @@ def _structured(gen: np.random.Generator, T: int, m: int, d: int, hd_blocks: int
     rows = M[..., :d].reshape(T, nb * dp, d)[:, :m]
     lengths = np.linalg.norm(rows, axis=-1, keepdims=True)
     if np.any(lengths == 0):
-        raise NumericalOverflowError("A structured direction vanished on the first d coordinates; draw again.")
+        raise NumericalOverflowError(
+            "A structured direction vanished on the first d coordinates; draw again."
+        )
     norms = np.sqrt(gen.chisquare(d, size=(T, m)))
     return rows / lengths * norms[..., None]

@@ -26,7 +26,9 @@ ESTIMATORS = {
 }
 
 
-def make_pairs(n_pairs: int, dim: int, radius: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def make_pairs(
+    n_pairs: int, dim: int, radius: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     # anisotropic queries and keys with different means and scales: where an adaptive A helps
     X = rng.normal(size=(n_pairs, dim)) * 0.3 + rng.normal(size=dim)
     Y = rng.normal(size=(n_pairs, dim)) * 0.3 + rng.normal(size=dim) * rng.uniform(0.2, 3.0, size=dim)
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((name, fm.feature_dim(args.dim), mse, se))
     elapsed = time.perf_counter() - t0
 
-    header = f"| estimator | feature dim | relative MSE | MCSE |\n|---|---:|---:|---:|\n"
+    header = "| estimator | feature dim | relative MSE | MCSE |\n|---|---:|---:|---:|\n"
     body = "".join(f"| {n} | {D} | {m:.4g} | {s:.2g} |\n" for n, D, m, s in rows)
     text = (
         f"# rfkit demo: relative MSE of softmax-kernel estimators\n\n"

@@ -129,8 +129,7 @@ def validate_A(A: Any, owner: str) -> np.ndarray:
     rcond = smin / smax if smax > 0 else 0.0
     if rcond <= np.finfo(np.float64).eps:
         raise SingularMatrixError(
-            f"`A` is singular (rcond={rcond:.3g}) in {owner}; the estimator needs A^-T. "
-            "Pass an invertible A."
+            f"`A` is singular (rcond={rcond:.3g}) in {owner}; the estimator needs A^-T. Pass an invertible A."
         )
     if rcond < 1e-12:
         warnings.warn(

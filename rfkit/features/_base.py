@@ -282,7 +282,7 @@ class FeatureDraw(abc.ABC):
         ``-inf``); use :meth:`slog_kernel` to see the sign.
         """
         sign, logabs = self.slog_kernel(X, Y)
-        return np.where(sign > 0, logabs, np.where(sign == 0, -np.inf, np.nan))
+        return _log_where_positive(sign, logabs)
 
     def kernel(self, X: Any, Y: Any) -> np.ndarray:
         r"""Kernel estimate :math:`\hat K(x_i, y_j) = \phi(x_i)^\top\phi(y_j)`, ([T,] ..., n, m).
@@ -304,7 +304,7 @@ class FeatureDraw(abc.ABC):
     def log_pairwise(self, X: Any, Y: Any) -> np.ndarray:
         r"""Log of :math:`\hat K(x_i, y_i)` for paired rows (NaN where the estimate is < 0)."""
         sign, logabs = self.slog_pairwise(X, Y)
-        return np.where(sign > 0, logabs, np.where(sign == 0, -np.inf, np.nan))
+        return _log_where_positive(sign, logabs)
 
     def pairwise(self, X: Any, Y: Any) -> np.ndarray:
         r"""Estimate of :math:`\exp(x_i^\top y_i)` for paired rows, shape ([T,] ..., n).
@@ -390,6 +390,14 @@ class FeatureDraw(abc.ABC):
             pos = tuple(b[sl] for b in idx)
             sign[pos] = fs
             out[pos] = fl
+
+
+def _log_where_positive(sign: np.ndarray, logabs: np.ndarray) -> np.ndarray:
+    """``logabs`` where ``sign > 0``, ``-inf`` where 0, NaN where negative (dtype kept)."""
+    out = np.array(logabs, copy=True)
+    out[sign == 0] = -np.inf
+    out[sign < 0] = np.nan
+    return out
 
 
 def _tiny(dtype: np.dtype[Any]) -> float:

@@ -246,9 +246,7 @@ class Limit(_MonomialMap):
 class MonomialDraw(FeatureDraw):
     """Features :math:`\\phi_k(x) = e^{c_k}\\prod_j x_j^{E_{kj}}` built in log space (no randomness)."""
 
-    def __init__(
-        self, spec: FeatureMap, dim: int, n_draws: int | None, E: np.ndarray, c: np.ndarray
-    ) -> None:
+    def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None, E: np.ndarray, c: np.ndarray) -> None:
         super().__init__(spec, dim, n_draws)
         self.exponents = E
         self.log_coefficients = c

@@ -58,7 +58,11 @@ class _ExpMap(FeatureMap):
                 f"The `A` parameter of {self.name} has shape {A.shape} but the draw is for dim={dim}."
             )
         W = sample_projection(
-            self.projection, self.n_features, dim, rng=rng, n_draws=n_draws  # type: ignore[attr-defined]
+            self.projection,
+            self.n_features,
+            dim,
+            rng=rng,
+            n_draws=n_draws,  # type: ignore[attr-defined]
         )
         return ExpDraw(self, dim, n_draws, W, A=A, a=self._oprf_a(), hyperbolic=self.hyperbolic)
 
@@ -288,10 +292,11 @@ class ExpDraw(FeatureDraw):
             self._Ainv = np.linalg.inv(A)
         m = W.shape[-2]
         self._sqnorm = np.sum(W * W, axis=-1)  # (T?, m)
-        self._b = np.sqrt(1.0 - 4.0 * a)
-        half_logdet = 0.25 * dim * np.log1p(-4.0 * a)
-        self._c = half_logdet - 0.5 * np.log((2 if hyperbolic else 1) * m)
-        self._c_pair = 2.0 * half_logdet - np.log((2 if hyperbolic else 1) * m)
+        # python floats: "weak" scalars that keep float32 inputs in float32 (NEP 50)
+        self._b = float(np.sqrt(1.0 - 4.0 * a))
+        half_logdet = float(0.25 * dim * np.log1p(-4.0 * a))
+        self._c = half_logdet - 0.5 * float(np.log((2 if hyperbolic else 1) * m))
+        self._c_pair = 2.0 * half_logdet - float(np.log((2 if hyperbolic else 1) * m))
 
     def _map(self, X: np.ndarray, side: str) -> np.ndarray:
         """Apply :math:`A` (queries) or :math:`A^{-\\top}` (keys) to the rows."""
@@ -367,4 +372,3 @@ class ExpDraw(FeatureDraw):
         if not batched:
             logabs = logabs[0]
         return np.ones_like(logabs), logabs
-

@@ -64,7 +64,7 @@ class TrigDraw(FeatureDraw):
     def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None, W: np.ndarray) -> None:
         super().__init__(spec, dim, n_draws)
         self.projection = W
-        self._logm = 0.5 * np.log(W.shape[-2])
+        self._logm = 0.5 * float(np.log(W.shape[-2]))
 
     def _scale(self, X: np.ndarray, P: np.ndarray) -> np.ndarray:
         ls = (0.5 * np.sum(X * X, axis=-1) - self._logm).astype(X.dtype)
