@@ -28,7 +28,7 @@ def _flatten(Q: Any, name: str) -> np.ndarray:
     return arr.reshape(-1, arr.shape[-1]).astype(np.float64, copy=False)
 
 
-def adaptive_A(Q: Any, K: Any, rule: str = "mean") -> np.ndarray:
+def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarray:
     r"""Diagonal of the data-adaptive matrix :math:`A` for CEXP/HCEXP.
 
     Parameters
@@ -44,7 +44,10 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean") -> np.ndarray:
         :math:`\mathbb E\|Ax\|^2 + \mathbb E\|A^{-\top}y\|^2` (seed 004 Lemma 3.4;
         it minimises the expected exponent, not the expected MSE). Here
         :math:`x` are queries and :math:`y` keys; :math:`\sigma^2` are the
-        per-coordinate population variances (divisor ``n``).
+        per-coordinate sample variances (divisor ``n - ddof``).
+    ddof : int, default=1
+        Delta degrees of freedom of the variance estimate (seed 004 uses the
+        unbiased estimator, ``ddof=1``).
 
     Returns
     -------
@@ -70,8 +73,14 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean") -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             a = np.sqrt(num / den)
     else:
-        num = Y.var(axis=0) + my**2
-        den = X.var(axis=0) + mx**2
+        for arr, nm in ((X, "Q"), (Y, "K")):
+            if arr.shape[0] <= ddof:
+                raise ShapeError(
+                    f"adaptive_A(rule='variance', ddof={ddof}) needs more than {ddof} points in `{nm}`; "
+                    f"got {arr.shape[0]}."
+                )
+        num = Y.var(axis=0, ddof=ddof) + my**2
+        den = X.var(axis=0, ddof=ddof) + mx**2
         what = "second moment"
         with np.errstate(divide="ignore", invalid="ignore"):
             a = (num / den) ** 0.25

@@ -170,12 +170,49 @@ class FeatureMap(abc.ABC):
         T = None if n_draws is None else check_int(n_draws, "n_draws", f"{self.name}.sample", low=1)
         return spec._sample(d, rng=rng, n_draws=T)
 
+    def sample_streams(self, dim: int, rngs: Any, *, data: tuple[Any, Any] | None = None) -> FeatureDraw:
+        """Draw ``T = len(rngs)`` independent feature sets, draw ``t`` using only ``rngs[t]``.
+
+        The result behaves like ``sample(dim, n_draws=T)`` (leading axis ``T`` on every
+        output) but draw ``t`` depends only on its own stream, so a Monte Carlo trial's
+        numbers do not depend on how trials are chunked or distributed over workers.
+
+        Parameters
+        ----------
+        dim : int
+            Input dimension.
+        rngs : sequence of {int, SeedSequence, Generator}
+            One random stream per draw.
+        data : (queries, keys), optional
+            Resolves data-adaptive parameters as in :meth:`sample`.
+        """
+        spec: FeatureMap = self.fit(*data) if data is not None else self
+        if spec.needs_data:
+            spec._raise_needs_data()
+        d = check_int(dim, "dim", f"{self.name}.sample_streams", low=1)
+        streams = list(rngs)
+        if not streams:
+            raise ShapeError(f"{self.name}.sample_streams() needs at least one stream in `rngs`.")
+        if not spec.is_random:
+            return spec._from_projection(d, len(streams), None)
+        W = np.stack([spec._projection(d, rng=r, n_draws=None) for r in streams])
+        return spec._from_projection(d, len(streams), W)
+
     def _raise_needs_data(self) -> None:  # pragma: no cover - overridden where needed
         raise ShapeError(f"{self.name} needs data: call .fit(Q, K) or pass data=(Q, K).")
 
-    @abc.abstractmethod
     def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
         """Draw for a validated dimension."""
+        W = self._projection(dim, rng=rng, n_draws=n_draws) if self.is_random else None
+        return self._from_projection(dim, n_draws, W)
+
+    def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
+        """The random directions of one (or ``n_draws``) draws."""
+        raise NotImplementedError  # pragma: no cover - random maps override
+
+    @abc.abstractmethod
+    def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
+        """Build the draw object around given directions."""
 
 
 class FeatureDraw(abc.ABC):

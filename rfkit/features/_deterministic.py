@@ -120,7 +120,7 @@ class _MonomialMap(FeatureMap):
             return sum(dim**j for j in range(n + 1))
         return (dim + 1) ** n
 
-    def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
+    def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
         D = self.feature_dim(dim)
         if D > _MAX_COLUMNS:
             raise InvalidParameterError(

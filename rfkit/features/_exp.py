@@ -51,19 +51,22 @@ class _ExpMap(FeatureMap):
     def _transform(self) -> np.ndarray | None:
         return None
 
-    def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
-        A = self._transform()
-        if A is not None and A.shape[0] != dim:
-            raise ShapeError(
-                f"The `A` parameter of {self.name} has shape {A.shape} but the draw is for dim={dim}."
-            )
-        W = sample_projection(
+    def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
+        return sample_projection(
             self.projection,
             self.n_features,
             dim,
             rng=rng,
             n_draws=n_draws,  # type: ignore[attr-defined]
         )
+
+    def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
+        A = self._transform()
+        if A is not None and A.shape[0] != dim:
+            raise ShapeError(
+                f"The `A` parameter of {self.name} has shape {A.shape} but the draw is for dim={dim}."
+            )
+        assert W is not None
         return ExpDraw(self, dim, n_draws, W, A=A, a=self._oprf_a(), hyperbolic=self.hyperbolic)
 
 

@@ -53,8 +53,11 @@ class Trig(FeatureMap):
     def feature_dim(self, dim: int) -> int:
         return 2 * self.n_features
 
-    def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
-        W = sample_projection(self.projection, self.n_features, dim, rng=rng, n_draws=n_draws)
+    def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
+        return sample_projection(self.projection, self.n_features, dim, rng=rng, n_draws=n_draws)
+
+    def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
+        assert W is not None
         return TrigDraw(self, dim, n_draws, W)
 
 

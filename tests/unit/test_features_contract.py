@@ -172,3 +172,19 @@ def test_log_kernel_nan_where_negative():
     assert np.isnan(draw.log_kernel(X, Y)[0, 0])
     sign, logabs = draw.slog_kernel(X, Y)
     assert sign[0, 0] == -1 and logabs[0, 0] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_sample_streams_each_draw_uses_only_its_stream(name_spec, rng):
+    _, spec = name_spec
+    X, Y = _xy(rng)
+
+    def seeds():  # fresh objects: SeedSequence.spawn (used by scipy's QMC engines) is stateful
+        return [np.random.SeedSequence(5, spawn_key=(0, t)) for t in range(4)]
+
+    stacked = spec.sample_streams(D, seeds())
+    K = stacked.kernel(X, Y)
+    assert K.shape == (4, 4, 3)
+    for t, ss in enumerate(seeds()):
+        np.testing.assert_allclose(spec.sample(D, rng=ss).kernel(X, Y), K[t], rtol=1e-13)
+    # chunking does not matter: the last two streams alone give the same draws
+    np.testing.assert_allclose(spec.sample_streams(D, seeds()[2:]).kernel(X, Y), K[2:], rtol=1e-13)
