@@ -1,0 +1,101 @@
+"""MSE against the number of random features, log-log, with MCSE bands and theory lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._style import estimator_colors, paper_style
+
+__all__ = ["prepare_mse_vs_features", "plot_mse_vs_features"]
+
+
+def prepare_mse_vs_features(
+    summary: pd.DataFrame, theory: pd.DataFrame | None = None, metric: str = "mse", x: str = "n_features"
+) -> pd.DataFrame:
+    """The frame drawn by :func:`plot_mse_vs_features`.
+
+    Columns: ``estimator``, ``x``, ``estimate``, ``lower``, ``upper`` (estimate -+ 2 MCSE,
+    not clipped) and ``predicted`` (the closed form; NaN without theory).
+    """
+    s = summary[summary["metric"] == metric]
+    if s.empty:
+        raise ValueError(f"summary has no rows for metric {metric!r}")
+    if x not in s.columns:
+        raise ValueError(f"summary has no column {x!r} to put on the x axis")
+    frame = pd.DataFrame(
+        {
+            "estimator": s["estimator"].to_numpy(),
+            "x": s[x].to_numpy(),
+            "estimate": s["estimate"].to_numpy(),
+            "lower": (s["estimate"] - 2 * s["mcse"]).to_numpy(),
+            "upper": (s["estimate"] + 2 * s["mcse"]).to_numpy(),
+        }
+    )
+    frame["predicted"] = np.nan
+    if theory is not None and not theory.empty:
+        t = theory[theory["metric"] == metric][["estimator", x, "predicted"]].rename(columns={x: "x"})
+        frame = frame.drop(columns="predicted").merge(t, on=["estimator", "x"], how="left")
+    return frame.sort_values(["estimator", "x"], kind="stable").reset_index(drop=True)
+
+
+def plot_mse_vs_features(
+    summary: pd.DataFrame,
+    theory: pd.DataFrame | None = None,
+    *,
+    metric: str = "mse",
+    x: str = "n_features",
+    ax: Any = None,
+    title: str | None = None,
+) -> Any:
+    """Log-log plot of a metric against the feature count: points with +-2 MCSE bars, theory dashed.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        ``StudyResult.summary()``.
+    theory : DataFrame, optional
+        ``StudyResult.compare_theory()`` (predicted values drawn as dashed lines).
+    metric : str, default="mse"
+    x : str, default="n_features"
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    import matplotlib.pyplot as plt
+
+    frame = prepare_mse_vs_features(summary, theory, metric=metric, x=x)
+    with paper_style() as st:
+        if ax is None:
+            _, ax = plt.subplots(figsize=st["figsize"])
+        colors = estimator_colors(frame["estimator"].unique())
+        for lab, g in frame.groupby("estimator", sort=False):
+            ls = "--" if lab.endswith("orthogonal") or "orth" in lab else "-"
+            mk = "s" if ls == "--" else "o"
+            yerr = np.vstack([g["estimate"] - g["lower"], g["upper"] - g["estimate"]])
+            ax.errorbar(
+                g["x"], g["estimate"], yerr=yerr, fmt=mk, color=colors[lab], label=lab, capsize=1.5, ms=3
+            )
+            if g["predicted"].notna().any():
+                ax.plot(g["x"], g["predicted"], ls, color=colors[lab], alpha=0.7, lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("number of random directions m")
+        ylabel = {"mse": "MSE of the kernel estimate", "rel_mse": "relative MSE  E[(K̂-K)²]/K²"}.get(
+            metric, metric
+        )
+        ax.set_ylabel(ylabel)
+        if title:
+            ax.set_title(title)
+        ax.legend(
+            frameon=False,
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1.0),
+            title="points: simulation ±2 MCSE\nlines: closed-form theory",
+            title_fontsize=6,
+        )
+    return ax

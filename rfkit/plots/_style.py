@@ -1,0 +1,84 @@
+"""Paper style: sizes for single/double columns, colour-blind-safe palette, fixed estimator colours."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["paper_style", "estimator_colors", "save_figure", "COLUMN_WIDTH", "DOUBLE_WIDTH"]
+
+COLUMN_WIDTH = 3.4  # inches, one column of a two-column paper
+DOUBLE_WIDTH = 7.0
+
+# Okabe-Ito palette (colour-blind safe), in a fixed order
+_PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+_FAMILY_ORDER = [
+    "trig",
+    "positive",
+    "hyperbolic",
+    "oprf",
+    "cexp",
+    "hcexp",
+    "taylor",
+    "limit",
+    "rfa",
+    "ra",
+    "snis",
+    "lara",
+]
+
+
+def estimator_colors(labels: Iterable[str]) -> dict[str, str]:
+    """A stable colour per estimator label: the family (prefix before '-') fixes the colour.
+
+    The same family always gets the same colour across figures, whatever else is plotted.
+    """
+    out: dict[str, str] = {}
+    extra = 0
+    for lab in labels:
+        fam = str(lab).split("-")[0].lower()
+        if fam in _FAMILY_ORDER:
+            out[lab] = _PALETTE[_FAMILY_ORDER.index(fam) % len(_PALETTE)]
+        else:
+            out[lab] = _PALETTE[(len(_FAMILY_ORDER) + extra) % len(_PALETTE)]
+            extra += 1
+    return out
+
+
+@contextlib.contextmanager
+def paper_style(width: str = "single") -> Iterator[dict[str, Any]]:
+    """Matplotlib rc settings for paper figures; yields ``{"figsize": (w, h)}``."""
+    import matplotlib as mpl
+
+    w = COLUMN_WIDTH if width == "single" else DOUBLE_WIDTH
+    rc = {
+        "font.size": 8,
+        "axes.titlesize": 8,
+        "axes.labelsize": 8,
+        "legend.fontsize": 7,
+        "xtick.labelsize": 7,
+        "ytick.labelsize": 7,
+        "lines.linewidth": 1.2,
+        "lines.markersize": 3.5,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "savefig.bbox": "tight",
+        "savefig.dpi": 200,
+        "pdf.fonttype": 42,
+    }
+    with mpl.rc_context(rc):
+        yield {"figsize": (w, w * 0.75)}
+
+
+def save_figure(fig: Any, path: str | Path) -> list[Path]:
+    """Save ``fig`` as vector PDF and PNG next to each other; returns the two paths."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    out = []
+    for ext in (".pdf", ".png"):
+        q = p.with_suffix(ext)
+        fig.savefig(q, bbox_inches="tight", dpi=200)
+        out.append(q)
+    return out

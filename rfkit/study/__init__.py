@@ -1,0 +1,24 @@
+"""Monte Carlo studies: declarative designs, a reproducible runner, tidy results with MCSE.
+
+>>> import rfkit as rk                                   # doctest: +SKIP
+>>> result = rk.study.run("studies/performer-mse.toml", rng=0, executor="processes")
+>>> result.summary(); result.compare_theory()
+"""
+
+from ._design import DATA_SOURCES, FEATURE_MAPS, KINDS, METRICS, Design, load_design
+from ._results import StudyResult, mcse_summary
+from ._runner import EXECUTORS, run, run_trial
+
+__all__ = [
+    "Design",
+    "load_design",
+    "run",
+    "run_trial",
+    "StudyResult",
+    "mcse_summary",
+    "EXECUTORS",
+    "KINDS",
+    "DATA_SOURCES",
+    "METRICS",
+    "FEATURE_MAPS",
+]

@@ -1,0 +1,318 @@
+"""Study designs: a declarative grid of estimators x parameters x data, from TOML or Python.
+
+A design file looks like::
+
+    name = "performer-mse"
+    kind = "kernel"                # estimates of exp(x.y) for paired rows
+    trials = 2000                  # independent feature draws per cell
+    seed = 20261122
+    metrics = ["mse", "rel_mse", "bias", "max_rel_err"]
+
+    [data]                         # source and its fixed parameters
+    source = "pairs"               # "pairs" | "gaussian" | "hard"
+    n_pairs = 32
+
+    [grid]                         # axes; the cells are their product
+    dim = [16]
+    n_features = [8, 16, 32, 64]
+
+    [[estimators]]                 # evaluated in every cell on the same data and streams
+    label = "positive"
+    map = "Positive"               # any rfkit.features map; other keys are its parameters
+    projection = "orthogonal"
+
+    [quick]                        # overrides for CI (--quick)
+    trials = 200
+    grid = { n_features = [8, 64] }
+
+Cell ``c`` is the ``c``-th point of the grid product (axes in file order). Trial ``t``
+of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key + (c, t))``;
+every estimator of a cell uses the same trial streams (common random numbers) and the same
+data, so comparisons inside a cell are sharper.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import itertools
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import InvalidParameterError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Design", "load_design", "KINDS", "DATA_SOURCES", "METRICS", "FEATURE_MAPS"]
+
+KINDS = ("kernel",)
+DATA_SOURCES = {
+    "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine"},
+    "gaussian": {"n_pairs", "dim", "mean_q", "cov_q", "mean_k", "cov_k", "scale_q", "scale_k"},
+    "hard": {"n_pairs", "dim", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k"},
+}
+METRICS = ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err")
+FEATURE_MAPS = ("Trig", "Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "Taylor", "Limit")
+_TOP_KEYS = {
+    "name",
+    "description",
+    "kind",
+    "trials",
+    "chunk_trials",
+    "seed",
+    "metrics",
+    "data",
+    "grid",
+    "estimators",
+    "quick",
+    "outputs",
+}
+_ESTIMATOR_AXES = {"n_features", "degree", "n", "projection"}
+
+
+def _err(source: str, key: str, rule: str, got: Any) -> InvalidParameterError:
+    return InvalidParameterError(f"{source}: `{key}` {rule}. Got {got!r} instead.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """A validated study design.
+
+    Parameters
+    ----------
+    name : str
+        Study name (used for output folders).
+    estimators : list of dict
+        Each has ``label`` (unique), ``map`` (a class name in :mod:`rfkit.features`) and
+        the map's parameters; grid axes named like a map parameter (``n_features``,
+        ``degree``, ``n``, ``projection``) are passed to every estimator that does not fix it.
+    grid : dict of str to list
+        Axes and their values; cells are the product in the given order.
+    data : dict
+        ``source`` plus the source's fixed parameters.
+    trials : int
+        Independent trials per cell.
+    kind : {"kernel"}
+        What is estimated.
+    seed : int, optional
+        Root seed (overridden by ``run(rng=...)``).
+    metrics : list of str
+        Metrics reported by ``summary()``.
+    chunk_trials : int
+        Trials evaluated per vectorised call. Part of the design (not of the executor),
+        so numbers are identical however the cells are distributed.
+    description : str
+    outputs : dict
+        Figures and tables to produce (``figures = [...]``, ``tables = [...]``).
+    quick : dict
+        Overrides applied by :meth:`quick_profile`.
+    source : str
+        Where the design came from (file path or "python"), for messages.
+    """
+
+    name: str
+    estimators: list[dict[str, Any]]
+    grid: dict[str, list[Any]]
+    data: dict[str, Any]
+    trials: int
+    kind: str = "kernel"
+    seed: int | None = None
+    metrics: list[str] = dataclasses.field(default_factory=lambda: list(METRICS))
+    chunk_trials: int = 250
+    description: str = ""
+    outputs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    quick: dict[str, Any] = dataclasses.field(default_factory=dict)
+    source: str = "python"
+
+    def __post_init__(self) -> None:
+        src = self.source
+        if not isinstance(self.name, str) or not self.name or any(c in self.name for c in "/\\ "):
+            raise _err(src, "name", "must be a non-empty string without spaces or slashes", self.name)
+        if self.kind not in KINDS:
+            raise _err(src, "kind", f"must be one of {list(KINDS)}", self.kind)
+        for key in ("trials", "chunk_trials"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise _err(src, key, "must be an integer >= 1", v)
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
+        ):
+            raise _err(src, "seed", "must be a non-negative integer", self.seed)
+        bad = [m for m in self.metrics if m not in METRICS]
+        if bad or not self.metrics:
+            raise _err(src, "metrics", f"must be a non-empty list from {list(METRICS)}", self.metrics)
+        self._check_data()
+        self._check_grid()
+        self._check_estimators()
+
+    # ---------------------------------------------------------------- validation
+    def _check_data(self) -> None:
+        src = self.source
+        if not isinstance(self.data, Mapping) or "source" not in self.data:
+            raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", None)
+        s = self.data["source"]
+        if s not in DATA_SOURCES:
+            raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", s)
+        allowed = DATA_SOURCES[s]
+        for key in self.data:
+            if key != "source" and key not in allowed:
+                raise _err(
+                    src,
+                    f"data.{key}",
+                    f"is not a parameter of source {s!r} (allowed: {sorted(allowed)})",
+                    key,
+                )
+
+    def _check_grid(self) -> None:
+        src = self.source
+        if not isinstance(self.grid, Mapping):
+            raise _err(src, "grid", "must be a table of axis = [values]", self.grid)
+        allowed = DATA_SOURCES[self.data["source"]] | _ESTIMATOR_AXES
+        for axis, values in self.grid.items():
+            if axis not in allowed:
+                raise _err(src, f"grid.{axis}", f"is not a known axis (allowed: {sorted(allowed)})", axis)
+            if not isinstance(values, list) or not values:
+                raise _err(src, f"grid.{axis}", "must be a non-empty list of values", values)
+            if axis in ("n_features", "dim", "n_pairs", "degree", "n"):
+                for v in values:
+                    if isinstance(v, bool) or not isinstance(v, int) or v < (0 if axis == "degree" else 1):
+                        raise _err(src, f"grid.{axis}", "must hold positive integers", v)
+            if len(set(map(repr, values))) != len(values):
+                raise _err(src, f"grid.{axis}", "must not repeat values", values)
+        if "dim" not in self.grid and "dim" not in self.data:
+            raise _err(src, "data.dim", "must be given (in [data] or as a grid axis)", None)
+
+    def _check_estimators(self) -> None:
+        from ._estimators import build_feature_map
+
+        src = self.source
+        if not isinstance(self.estimators, list) or not self.estimators:
+            raise _err(
+                src, "estimators", "must be a non-empty list of [[estimators]] tables", self.estimators
+            )
+        labels = set()
+        for i, est in enumerate(self.estimators):
+            where = f"estimators[{i}]"
+            if not isinstance(est, Mapping) or "map" not in est:
+                raise _err(src, f"{where}.map", f"must name a feature map among {list(FEATURE_MAPS)}", None)
+            if est["map"] not in FEATURE_MAPS:
+                raise _err(
+                    src, f"{where}.map", f"must name a feature map among {list(FEATURE_MAPS)}", est["map"]
+                )
+            label = est.get("label", est["map"])
+            if label in labels:
+                raise _err(src, f"{where}.label", "must be unique", label)
+            labels.add(label)
+            # build once per grid value set to validate every parameter now, not mid-run
+            for cell in self.cells():
+                params = self.estimator_params(est, cell)
+                try:
+                    build_feature_map(est["map"], params)
+                except InvalidParameterError as exc:
+                    raise InvalidParameterError(f"{src}: {where} ({label!r}): {exc}") from None
+
+    # ---------------------------------------------------------------- structure
+    @property
+    def labels(self) -> list[str]:
+        """Estimator labels in design order."""
+        return [e.get("label", e["map"]) for e in self.estimators]
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Grid points in cell order (product of the axes in the given order)."""
+        axes = list(self.grid)
+        return [dict(zip(axes, vals)) for vals in itertools.product(*(self.grid[a] for a in axes))]
+
+    def data_params(self, cell: Mapping[str, Any]) -> dict[str, Any]:
+        """Data parameters of a cell: fixed ``[data]`` values updated by data axes of the grid."""
+        out = dict(self.data)
+        out.update({k: v for k, v in cell.items() if k not in _ESTIMATOR_AXES})
+        return out
+
+    def data_key(self, cell: Mapping[str, Any]) -> int:
+        """Index of the cell's data among the distinct data settings (cells sharing data share it)."""
+        keys = []
+        for c in self.cells():
+            k = json.dumps(self.data_params(c), sort_keys=True, default=str)
+            if k not in keys:
+                keys.append(k)
+        return keys.index(json.dumps(self.data_params(cell), sort_keys=True, default=str))
+
+    def estimator_params(self, est: Mapping[str, Any], cell: Mapping[str, Any]) -> dict[str, Any]:
+        """Parameters of an estimator in a cell (its own values win over grid axes)."""
+        params = {k: v for k, v in est.items() if k not in ("map", "label")}
+        for axis in _ESTIMATOR_AXES:
+            if axis in cell and axis not in params:
+                params[axis] = cell[axis]
+        return params
+
+    # ---------------------------------------------------------------- variants
+    def quick_profile(self) -> Design:
+        """The design with its ``[quick]`` overrides applied (for CI and smoke runs)."""
+        base = self.to_dict()
+        q = copy.deepcopy(self.quick)
+        for key, val in q.items():
+            if key in ("grid", "data") and isinstance(val, Mapping):
+                base[key] = {**base[key], **val}
+            else:
+                base[key] = val
+        base["quick"] = {}
+        base["name"] = self.name
+        return Design(**base, source=f"{self.source} [quick]")
+
+    def with_trials(self, trials: int) -> Design:
+        """The design with another number of trials."""
+        d = self.to_dict()
+        d["trials"] = trials
+        return Design(**d, source=self.source)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form (JSON/TOML-able), without ``source``."""
+        d = dataclasses.asdict(self)
+        d.pop("source")
+        return d
+
+    def hash(self) -> str:
+        """SHA-256 of the canonical JSON form: identifies the design in results and on resume."""
+        d = self.to_dict()
+        d.pop("quick", None)
+        d.pop("description", None)
+        d.pop("outputs", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], source: str = "python") -> Design:
+        """Build from a parsed TOML/JSON mapping, refusing unknown top-level keys."""
+        unknown = set(raw) - _TOP_KEYS
+        if unknown:
+            raise _err(
+                source,
+                sorted(unknown)[0],
+                f"is not a design key (allowed: {sorted(_TOP_KEYS)})",
+                sorted(unknown),
+            )
+        for key in ("name", "estimators", "grid", "data", "trials"):
+            if key not in raw:
+                raise _err(source, key, "is required", None)
+        kwargs = {k: copy.deepcopy(v) for k, v in raw.items()}
+        return cls(**kwargs, source=source)
+
+
+def load_design(path: str | Path) -> Design:
+    """Read and validate a TOML study file; errors name the file, the key and the rule."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InvalidParameterError(f"cannot read study file {str(p)!r}: {exc.strerror}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidParameterError(f"{p}: malformed TOML: {exc}") from None
+    return Design.from_dict(raw, source=str(p))

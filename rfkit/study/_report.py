@@ -1,0 +1,132 @@
+"""Markdown report, tables and figures of a finished study (plots read the saved tables only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ._results import METRIC_SOURCES, StudyResult
+
+__all__ = ["write_report", "format_mcse"]
+
+
+def format_mcse(estimate: float, mcse: float) -> str:
+    """``estimate ± mcse`` with the MCSE to 2 significant figures and the estimate to match."""
+    if not np.isfinite(estimate):
+        return "n/a"
+    if not np.isfinite(mcse) or mcse <= 0:
+        return f"{estimate:.4g}"
+    digits = max(0, 1 - int(np.floor(np.log10(mcse))))
+    if abs(estimate) >= 1e4 or (abs(estimate) < 1e-3 and estimate != 0):
+        exp = int(np.floor(np.log10(abs(estimate))))
+        scale = 10.0**exp
+        d2 = max(0, 1 - int(np.floor(np.log10(mcse / scale))))
+        return f"({estimate / scale:.{d2}f} ± {mcse / scale:.{d2}f})e{exp}"
+    return f"{estimate:.{digits}f} ± {mcse:.{digits}f}"
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(str(v) for v in r.tolist()) + " |")
+    return "\n".join(lines)
+
+
+def write_report(result: StudyResult, out: str | Path) -> Path:
+    """Write ``report.md`` (+ figures) for a saved study; returns the report path.
+
+    Figures are drawn from the saved ``summary.parquet`` / ``theory.csv`` (compute -> save -> plot).
+    """
+    out = Path(out)
+    summary = pd.read_parquet(out / "summary.parquet")
+    theory_path = out / "theory.csv"
+    theory = pd.read_csv(theory_path) if theory_path.exists() else pd.DataFrame()
+    d = result.design
+    grid_cols = list(d.grid)
+    lines = [f"# {d.name}", "", d.description.strip(), ""]
+    prov = result.provenance
+    lines += [
+        f"Trials per cell: {d.trials}; cells: {prov['cells']} ({prov.get('cells_resumed', 0)} resumed); "
+        f"seed entropy {prov['entropy']}; design hash `{prov['design_hash']}`; "
+        f"{prov['seconds']:.1f} s on {prov['machine']['cpus']} CPUs with executor `{prov['executor']}`; "
+        f"rfkit {prov['versions']['rfkit']}, numpy {prov['versions']['numpy']}.",
+        "",
+    ]
+    figures = []
+    if "mse_vs_features" in d.outputs.get("figures", []) and "n_features" in grid_cols:
+        figures += _mse_figures(summary, theory, out)
+    for f in figures:
+        lines += [f"![{f.stem}](figures/{f.name})", ""]
+    for metric in d.metrics:
+        s = summary[summary["metric"] == metric].copy()
+        if s.empty:
+            continue
+        s["value"] = [format_mcse(e, m) for e, m in zip(s["estimate"], s["mcse"])]
+        other = [c for c in grid_cols if c != "n_features"]
+        if "n_features" in grid_cols:
+            piv = s.pivot_table(
+                index=["estimator", *other], columns="n_features", values="value", aggfunc="first", sort=False
+            )
+            piv.columns = [f"m={c}" for c in piv.columns]
+            table = piv.reset_index()
+        else:
+            table = s[["estimator", *grid_cols, "value"]]
+        lines += [
+            f"## {metric}",
+            "",
+            f"{METRIC_SOURCES[metric][1]} (estimate ± MCSE).",
+            "",
+            _md_table(table),
+            "",
+        ]
+    if not theory.empty:
+        t = theory[theory["metric"] == "mse"].copy()
+        n = len(t)
+        worst = t.loc[t["z"].abs().idxmax()] if n else None
+        lines += [
+            "## Theory vs simulation",
+            "",
+            f"{n} (cell, estimator) comparisons of the measured MSE with rfkit.theory; "
+            f"{int((t['z'].abs() <= 5).sum())} within 5 MCSE"
+            + (
+                f"; largest |z| = {abs(worst['z']):.2f} ({worst['estimator']}, m={worst.get('n_features', '')})."
+                if n
+                else "."
+            ),
+            "",
+            _md_table(
+                t.assign(
+                    predicted=t["predicted"].map(lambda v: f"{v:.4g}"),
+                    measured=[format_mcse(a, b) for a, b in zip(t["measured"], t["mcse"])],
+                    z=t["z"].map(lambda v: f"{v:+.2f}"),
+                )[["estimator", *grid_cols, "predicted", "measured", "z"]]
+            ),
+            "",
+        ]
+    failed = int((result.trials["status"] != "ok").sum())
+    lines += [f"Failed trials: {failed}.", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from ..plots import plot_mse_vs_features, save_figure
+
+    paths = []
+    for metric in ("mse", "rel_mse"):
+        if summary[summary["metric"] == metric].empty:
+            continue
+        ax = plot_mse_vs_features(summary, theory if not theory.empty else None, metric=metric)
+        saved = save_figure(ax.figure, out / "figures" / f"{metric}_vs_features")
+        plt.close(ax.figure)
+        paths.append(saved[1])
+    return paths

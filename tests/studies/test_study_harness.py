@@ -1,0 +1,273 @@
+"""Study harness: designs, runner, executors, resume, failures, theory agreement."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rfkit as rk
+import rfkit.study as st
+from rfkit.exceptions import InvalidParameterError, StudyError
+
+ROOT = Path(__file__).resolve().parents[2]
+PERFORMER = ROOT / "studies" / "performer-mse.toml"
+
+
+def small_design(**over):
+    kw = dict(
+        name="small",
+        estimators=[
+            {"label": "positive", "map": "Positive"},
+            {"label": "trig", "map": "Trig", "projection": "orthogonal"},
+            {"label": "hcexp", "map": "HCEXP", "A": "variance"},
+        ],
+        grid={"n_features": [4, 16], "dim": [3, 6]},
+        data={"source": "pairs", "n_pairs": 5, "norm_x": 0.5, "norm_y": 0.7},
+        trials=60,
+        chunk_trials=25,
+        seed=123,
+    )
+    kw.update(over)
+    return st.Design(**kw)
+
+
+def test_tables_and_summary():
+    res = st.run(small_design())
+    assert len(res.trials) == 4 * 3 * 60  # cells x estimators x trials
+    assert set(res.trials.columns) >= {"cell", "estimator", "n_features", "dim", "trial", "status", "sq_err"}
+    assert res.trials.groupby(["cell", "estimator", "trial"]).size().max() == 1
+    s = res.summary()
+    assert set(s["metric"]) == set(st.METRICS)
+    assert (s["n_trials"] == 60).all() and (s["n_failed"] == 0).all()
+    row = s[(s.metric == "mse") & (s.estimator == "positive") & (s.cell == 0)].iloc[0]
+    raw = res.trials[(res.trials.cell == 0) & (res.trials.estimator == "positive")]["sq_err"]
+    assert row["estimate"] == pytest.approx(raw.mean())
+    assert row["mcse"] == pytest.approx(raw.std(ddof=1) / np.sqrt(60))
+    assert row["ci_low"] < row["estimate"] < row["ci_high"]
+
+
+def test_same_seed_same_numbers_and_crn():
+    a = st.run(small_design(), rng=7).trials
+    b = st.run(small_design(), rng=7).trials
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    c = st.run(small_design(), rng=8).trials
+    assert not np.array_equal(a["sq_err"], c["sq_err"])
+
+
+def test_trial_numbers_do_not_depend_on_chunking():
+    a = st.run(small_design(chunk_trials=60), rng=3).trials
+    b = st.run(small_design(chunk_trials=7), rng=3).trials
+    np.testing.assert_allclose(a["sq_err"], b["sq_err"], rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_executors_bit_identical():
+    d = small_design()
+    serial = st.run(d, rng=11, executor="serial").summary()
+    procs = st.run(d, rng=11, executor="processes", workers=2).summary()
+    pd.testing.assert_frame_equal(serial, procs, check_exact=True)
+    dask = st.run(d, rng=11, executor="dask", workers=2).summary()
+    pd.testing.assert_frame_equal(serial, dask, check_exact=True)
+
+
+def test_failing_trial_raises_with_replay_info(monkeypatch):
+    from rfkit.study import _cell
+
+    real = _cell._evaluate
+
+    def flaky(fm, X, Y, lt, streams):
+        if any(s.spawn_key[-1] == 3 for s in streams) and type(fm).__name__ == "Trig":
+            raise FloatingPointError("boom")
+        return real(fm, X, Y, lt, streams)
+
+    monkeypatch.setattr(_cell, "_evaluate", flaky)
+    with pytest.raises(StudyError, match="trial 3 of cell 0 \\('trig'") as info:
+        st.run(small_design())
+    assert info.value.cell == 0 and info.value.trial == 3
+    res = st.run(small_design(), on_error="record")
+    bad = res.trials[res.trials.status != "ok"]
+    assert set(bad["estimator"]) == {"trig"} and set(bad["trial"]) == {3} and len(bad) == 4  # once per cell
+    s = res.summary()
+    assert (s[s.estimator == "trig"]["n_failed"] == 1).all()
+    assert (s[s.estimator == "trig"]["n_trials"] == 59).all()
+
+
+def test_run_trial_replays_a_trial():
+    d = small_design()
+    res = st.run(d, rng=5)
+    root = np.random.SeedSequence(5)
+    rep = st.run_trial(d, cell=2, trial=17, entropy=int(root.entropy))
+    row = res.trials[(res.trials.cell == 2) & (res.trials.trial == 17) & (res.trials.estimator == "positive")]
+    r = rep[rep.estimator == "positive"]["ratio"].to_numpy()
+    assert row["rel_sq_err"].iloc[0] == pytest.approx(np.mean((r - 1) ** 2), rel=1e-12)
+
+
+def test_performer_mse_quick_agrees_with_theory():
+    res = st.run(PERFORMER, quick=True, rng=20261122)
+    cmp = res.compare_theory()
+    assert set(cmp["estimator"]) == set(res.design.labels)  # every estimator has a closed form
+    assert len(cmp[cmp.metric == "mse"]) == len(res.design.cells()) * len(res.design.labels)
+    assert (cmp["z"].abs() <= 5).all(), cmp.sort_values("z")
+
+
+def test_orthogonal_theory_rejects_iid_formula():
+    """In performer-mse, the measured ORF MSE is far from the iid formula (the data tell them apart)."""
+    res = st.run(PERFORMER, quick=True, rng=20261122)
+    pairs = res.pairs
+    orth = (
+        res.summary().query("metric == 'mse' and estimator == 'trig-orthogonal' and n_features == 32").iloc[0]
+    )
+    iid_pred = pairs.query("estimator == 'trig' and n_features == 32")["theory_mse"].mean()
+    assert abs(orth["estimate"] - iid_pred) > 20 * orth["mcse"]
+
+
+# ---------------------------------------------------------------------- designs and files
+def _write(tmp_path, text):
+    p = tmp_path / "s.toml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+GOOD = """
+name = "t"
+trials = 10
+[data]
+source = "pairs"
+n_pairs = 3
+dim = 4
+[grid]
+n_features = [4]
+[[estimators]]
+map = "Positive"
+"""
+
+
+def test_load_design_from_toml(tmp_path):
+    d = st.load_design(_write(tmp_path, GOOD))
+    assert d.cells() == [{"n_features": 4}] and d.labels == ["Positive"]
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda s: s + "\n[[[bad", "malformed TOML"),
+        (
+            lambda s: s.replace('map = "Positive"', 'map = "Gaussian"'),
+            r"`estimators\[0\].map` must name a feature map",
+        ),
+        (
+            lambda s: s.replace("n_features = [4]", "n_features = [0]"),
+            "`grid.n_features` must hold positive integers",
+        ),
+        (
+            lambda s: s.replace("n_features = [4]", "n_features = [4]\nwidth = [2]"),
+            "`grid.width` is not a known axis",
+        ),
+        (lambda s: s.replace('source = "pairs"', 'source = "imagenet"'), "`data.source` must be one of"),
+        (lambda s: s.replace("trials = 10", "trials = 0"), "`trials` must be an integer >= 1"),
+        (lambda s: s.replace("trials = 10", "trials = 10\ncolour = 1"), "`colour` is not a design key"),
+        (
+            lambda s: s.replace('map = "Positive"', 'map = "Positive"\nprojection = "sobol"'),
+            "The `projection` parameter of Positive",
+        ),
+        (
+            lambda s: s.replace('map = "Positive"', 'map = "Positive"\nwidth = 3'),
+            "Positive has no parameter `width`",
+        ),
+        (lambda s: s.replace("dim = 4\n", ""), "`data.dim` must be given"),
+    ],
+)
+def test_bad_design_files(tmp_path, edit, match):
+    p = _write(tmp_path, edit(GOOD))
+    with pytest.raises(InvalidParameterError, match=match) as info:
+        st.load_design(p)
+    assert str(p) in str(info.value)
+
+
+# ---------------------------------------------------------------------- output folders and resume
+def test_out_folder_written_and_not_overwritten(tmp_path):
+    out = tmp_path / "res"
+    res = st.run(small_design(), out=out)
+    for f in ("trials.parquet", "pairs.parquet", "summary.parquet", "summary.csv", "manifest.json"):
+        assert (out / f).exists()
+    back = st.StudyResult.load(out)
+    pd.testing.assert_frame_equal(back.trials, res.trials, check_exact=True)
+    assert back.provenance["design_hash"] == small_design().hash()
+    stamp = (out / "trials.parquet").stat().st_mtime_ns
+    with pytest.raises(StudyError, match="already holds results"):
+        st.run(small_design(), out=out)
+    with pytest.raises(StudyError, match="different design or seed"):
+        st.run(small_design(trials=61), out=out, resume=True)
+    assert (out / "trials.parquet").stat().st_mtime_ns == stamp  # nothing destroyed
+
+
+def test_unwritable_out(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StudyError, match="not writable"):
+        st.run(small_design(), out=blocker / "sub")
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_gives_identical_tables(tmp_path):
+    design = small_design(
+        grid={"n_features": [4, 8, 16, 32, 64, 128], "dim": [8, 16]}, trials=400, chunk_trials=50
+    )
+    ref = st.run(design, rng=99)
+    out = tmp_path / "killed"
+    code = textwrap.dedent(
+        f"""
+        import rfkit.study as st, time
+        from rfkit.study import _cell
+        real = _cell.run_cell
+        def slow(*a, **k):
+            r = real(*a, **k); time.sleep(0.4); return r
+        _cell.run_cell = slow
+        import rfkit.study._runner as R; R.run_cell = slow
+        d = st.Design(**{design.to_dict()!r})
+        st.run(d, rng=99, out={str(out)!r})
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    cells = out / "cells"
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(cells.glob("*.pairs.parquet"))) < 3:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    n_done = len(list(cells.glob("*.pairs.parquet")))
+    assert 3 <= n_done < len(design.cells()), "the run must be killed mid-way"
+    resumed = st.run(design, rng=99, out=out, resume=True)
+    assert resumed.provenance["cells_resumed"] == n_done
+    pd.testing.assert_frame_equal(resumed.trials, ref.trials, check_exact=True)
+    pd.testing.assert_frame_equal(resumed.summary(), ref.summary(), check_exact=True)
+    assert resumed.trials.groupby(["cell", "estimator", "trial"]).size().eq(1).all()
+    assert len(resumed.trials) == len(design.cells()) * len(design.estimators) * design.trials
+
+
+def test_bad_run_arguments():
+    with pytest.raises(InvalidParameterError, match="`executor` must be one of"):
+        st.run(small_design(), executor="threads")
+    with pytest.raises(InvalidParameterError, match="`on_error` must be"):
+        st.run(small_design(), on_error="ignore")
+    with pytest.raises(InvalidParameterError, match="`resume=True` needs `out`"):
+        st.run(small_design(), resume=True)
+    with pytest.raises(InvalidParameterError, match="cannot read study file"):
+        st.run("no/such/file.toml")
+
+
+def test_quick_profile_and_hash():
+    d = st.load_design(PERFORMER)
+    q = d.quick_profile()
+    assert q.trials < d.trials and len(q.cells()) < len(d.cells())
+    assert q.hash() != d.hash()
+    assert isinstance(rk.study.Design, type)
