@@ -44,6 +44,8 @@ def check_rng(rng: object, name: str = "rng") -> np.random.Generator:
     """
     if isinstance(rng, np.random.Generator):
         return rng
+    if type(rng) is np.random.SeedSequence:  # hot path of studies: same stream as default_rng(ss)
+        return np.random.Generator(np.random.PCG64(rng))
     if rng is None or isinstance(rng, np.random.SeedSequence):
         return np.random.default_rng(rng)
     if isinstance(rng, np.random.RandomState):

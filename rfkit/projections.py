@@ -62,6 +62,7 @@ __all__ = [
     "UNBIASED_PROJECTIONS",
     "ProjectionKind",
     "sample_projection",
+    "sample_projection_streams",
     "block_sizes",
 ]
 
@@ -77,6 +78,17 @@ def block_sizes(n_features: int, dim: int) -> list[int]:
     """Sizes :math:`k_b` of the orthogonal blocks: ``m // d`` blocks of ``d`` and one of ``m % d``."""
     full, rest = divmod(n_features, dim)
     return [dim] * full + ([rest] if rest else [])
+
+
+def _check_kind(kind: str, n_features: int, dim: int, owner: str) -> tuple[str, int, int]:
+    kind = check_option(kind, "projection", owner, PROJECTIONS)
+    m = check_int(n_features, "n_features", owner, low=1)
+    d = check_int(dim, "dim", owner, low=1)
+    if kind == "qmc" and d > _SOBOL_MAX_DIM:
+        raise InvalidParameterError(
+            f"`projection='qmc'` supports dim <= {_SOBOL_MAX_DIM} (Sobol' direction numbers). Got dim={d} instead."
+        )
+    return kind, m, d
 
 
 def sample_projection(
@@ -112,31 +124,82 @@ def sample_projection(
     ndarray of shape (m, d) or (T, m, d), float64
     """
     owner = "sample_projection"
-    kind = check_option(kind, "projection", owner, PROJECTIONS)
-    m = check_int(n_features, "n_features", owner, low=1)
-    d = check_int(dim, "dim", owner, low=1)
+    kind, m, d = _check_kind(kind, n_features, dim, owner)
     T = 1 if n_draws is None else check_int(n_draws, "n_draws", owner, low=1)
+    hb = check_int(hd_blocks, "hd_blocks", owner, low=1)
     gen = check_rng(rng)
-    if kind == "iid":
-        W = gen.standard_normal((T, m, d))
-    elif kind in ("orthogonal", "orthogonal-fixed"):
-        W = _orthogonal(gen, T, m, d, fixed=kind == "orthogonal-fixed")
-    elif kind == "qmc":
-        if d > _SOBOL_MAX_DIM:
-            raise InvalidParameterError(
-                f"`projection='qmc'` supports dim <= {_SOBOL_MAX_DIM} (Sobol' direction numbers). "
-                f"Got dim={d} instead."
-            )
-        W = _qmc(gen, T, m, d)
-    else:
-        hb = check_int(hd_blocks, "hd_blocks", owner, low=1)
-        W = _structured(gen, T, m, d, hb)
+    W = _assemble(kind, _ingredients(kind, gen, T, m, d, hb), m, d)
     return W[0] if n_draws is None else W
 
 
-def _haar_rows(gen: np.random.Generator, shape: tuple[int, ...], d: int) -> np.ndarray:
-    """Stacks of d x d matrices with Haar-distributed orthonormal rows."""
-    G = gen.standard_normal(shape + (d, d))
+def sample_projection_streams(
+    kind: str, n_features: int, dim: int, rngs: Any, *, hd_blocks: int = 3
+) -> np.ndarray:
+    """One draw per random stream, stacked: shape (len(rngs), m, d).
+
+    Draw ``t`` is identical to ``sample_projection(kind, m, d, rng=rngs[t])``: each stream
+    supplies its own random numbers, and the linear algebra (QR, Hadamard products) runs
+    once on the whole batch.
+    """
+    owner = "sample_projection_streams"
+    kind, m, d = _check_kind(kind, n_features, dim, owner)
+    hb = check_int(hd_blocks, "hd_blocks", owner, low=1)
+    parts = [_ingredients(kind, check_rng(r), 1, m, d, hb) for r in rngs]
+    if not parts:
+        raise InvalidParameterError("`rngs` must hold at least one random stream.")
+    merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return _assemble(kind, merged, m, d)
+
+
+def _ingredients(
+    kind: str, gen: np.random.Generator, T: int, m: int, d: int, hb: int
+) -> dict[str, np.ndarray]:
+    """The random numbers of ``T`` draws, in the order one generator produces them."""
+    if kind == "iid":
+        return {"W": gen.standard_normal((T, m, d))}
+    if kind in ("orthogonal", "orthogonal-fixed"):
+        nb = -(-m // d)
+        out = {"G": gen.standard_normal((T, nb, d, d))}
+        if kind == "orthogonal":
+            out["norms"] = np.sqrt(gen.chisquare(d, size=(T, m)))
+        return out
+    if kind == "qmc":
+        k = int(np.ceil(np.log2(m))) if m > 1 else 0
+        U = np.empty((T, m, d))
+        for t in range(T):  # one scramble per draw; cost is dominated by Sobol generation itself
+            # an int seed drawn from `gen`: scipy would otherwise spawn from (mutate) the caller's SeedSequence
+            U[t] = qmc.Sobol(d, scramble=True, rng=int(gen.integers(0, 2**63))).random_base2(k)[:m]
+        return {"U": U}
+    dp = 1 << max(0, int(np.ceil(np.log2(d))))
+    nb = -(-m // dp)
+    signs = gen.choice(np.array([-1.0, 1.0]), size=(T, nb, hb, dp))
+    norms = np.sqrt(gen.chisquare(d, size=(T, m)))
+    return {"signs": signs, "norms": norms}
+
+
+def _assemble(kind: str, ing: dict[str, np.ndarray], m: int, d: int) -> np.ndarray:
+    """Directions (T, m, d) from the random ingredients (vectorised over the batch)."""
+    if kind == "iid":
+        return ing["W"]
+    if kind in ("orthogonal", "orthogonal-fixed"):
+        rows = _haar_rows(ing["G"])
+        T, nb = rows.shape[:2]
+        rows = rows.reshape(T, nb * d, d)[:, :m]
+        if kind == "orthogonal-fixed":
+            return rows * np.sqrt(d)
+        return rows * ing["norms"][..., None]
+    if kind == "qmc":
+        W = ndtri(ing["U"])
+        if not np.all(np.isfinite(W)):  # a scrambled point exactly at 0 (probability ~2^-53)
+            raise NumericalOverflowError(
+                "A scrambled Sobol' point fell exactly on 0; draw again with another rng."
+            )
+        return W
+    return _structured(ing["signs"], ing["norms"], m, d)
+
+
+def _haar_rows(G: np.ndarray) -> np.ndarray:
+    """Rows of Haar-distributed orthogonal matrices from Gaussian stacks ``G`` (..., d, d)."""
     Q, R = np.linalg.qr(G)
     s = np.sign(np.diagonal(R, axis1=-2, axis2=-1))
     s[s == 0] = 1.0  # probability zero; keeps Q orthogonal
@@ -144,34 +207,9 @@ def _haar_rows(gen: np.random.Generator, shape: tuple[int, ...], d: int) -> np.n
     return np.swapaxes(Q, -1, -2)
 
 
-def _orthogonal(gen: np.random.Generator, T: int, m: int, d: int, *, fixed: bool) -> np.ndarray:
-    nb = -(-m // d)
-    rows = _haar_rows(gen, (T, nb), d).reshape(T, nb * d, d)[:, :m]
-    if fixed:
-        return rows * np.sqrt(d)
-    norms = np.sqrt(gen.chisquare(d, size=(T, m)))
-    return rows * norms[..., None]
-
-
-def _qmc(gen: np.random.Generator, T: int, m: int, d: int) -> np.ndarray:
-    k = int(np.ceil(np.log2(m))) if m > 1 else 0
-    out = np.empty((T, m, d))
-    for t in range(T):  # one scramble per draw; cost is dominated by Sobol generation itself
-        engine = qmc.Sobol(d, scramble=True, rng=gen)
-        out[t] = engine.random_base2(k)[:m]
-    W = ndtri(out)
-    if not np.all(np.isfinite(W)):  # a scrambled point exactly at 0 (probability ~2^-53)
-        raise NumericalOverflowError(
-            "A scrambled Sobol' point fell exactly on 0; draw again with another rng."
-        )
-    return W
-
-
-def _structured(gen: np.random.Generator, T: int, m: int, d: int, hd_blocks: int) -> np.ndarray:
-    dp = 1 << max(0, int(np.ceil(np.log2(d))))
+def _structured(signs: np.ndarray, norms: np.ndarray, m: int, d: int) -> np.ndarray:
+    T, nb, hd_blocks, dp = signs.shape
     H = hadamard(dp).astype(np.float64) / np.sqrt(dp)
-    nb = -(-m // dp)
-    signs = gen.choice(np.array([-1.0, 1.0]), size=(T, nb, hd_blocks, dp))
     M = H * signs[:, :, 0, None, :]
     for k in range(1, hd_blocks):
         M = M @ (H * signs[:, :, k, None, :])
@@ -181,5 +219,4 @@ def _structured(gen: np.random.Generator, T: int, m: int, d: int, hd_blocks: int
         raise NumericalOverflowError(
             "A structured direction vanished on the first d coordinates; draw again."
         )
-    norms = np.sqrt(gen.chisquare(d, size=(T, m)))
     return rows / lengths * norms[..., None]

@@ -195,8 +195,7 @@ class FeatureMap(abc.ABC):
             raise ShapeError(f"{self.name}.sample_streams() needs at least one stream in `rngs`.")
         if not spec.is_random:
             return spec._from_projection(d, len(streams), None)
-        W = np.stack([spec._projection(d, rng=r, n_draws=None) for r in streams])
-        return spec._from_projection(d, len(streams), W)
+        return spec._from_projection(d, len(streams), spec._projection_streams(d, streams))
 
     def _raise_needs_data(self) -> None:  # pragma: no cover - overridden where needed
         raise ShapeError(f"{self.name} needs data: call .fit(Q, K) or pass data=(Q, K).")
@@ -209,6 +208,10 @@ class FeatureMap(abc.ABC):
     def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
         """The random directions of one (or ``n_draws``) draws."""
         raise NotImplementedError  # pragma: no cover - random maps override
+
+    def _projection_streams(self, dim: int, rngs: list[Any]) -> np.ndarray:
+        """Directions of one draw per stream, stacked (T, m, d)."""
+        return np.stack([self._projection(dim, rng=r, n_draws=None) for r in rngs])
 
     @abc.abstractmethod
     def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
@@ -478,3 +481,11 @@ def iter_chunks(total: int, per_item: int, budget: int = _CHUNK_ELEMS) -> Iterat
 
 
 LogFeatureFn = Callable[[np.ndarray, str], tuple[np.ndarray | None, np.ndarray]]
+
+
+def fast_logsumexp(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``log(sum(exp(a)))`` along ``axis`` for finite ``a`` (max-shifted; no SciPy overhead)."""
+    mx = np.max(a, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(a - mx), axis=axis))
+    out += np.squeeze(mx, axis=axis)
+    return out

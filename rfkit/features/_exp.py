@@ -26,9 +26,9 @@ import numpy as np
 
 from .._validation import check_int, check_option, check_real
 from ..exceptions import RFKitWarning, ShapeError
-from ..projections import PROJECTIONS, sample_projection
+from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
-from ._base import FeatureDraw, FeatureMap, iter_chunks
+from ._base import FeatureDraw, FeatureMap, fast_logsumexp, iter_chunks
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
@@ -59,6 +59,9 @@ class _ExpMap(FeatureMap):
             rng=rng,
             n_draws=n_draws,  # type: ignore[attr-defined]
         )
+
+    def _projection_streams(self, dim: int, rngs: list[Any]) -> np.ndarray:
+        return sample_projection_streams(self.projection, self.n_features, dim, rngs)  # type: ignore[attr-defined]
 
     def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
         A = self._transform()
@@ -349,8 +352,6 @@ class ExpDraw(FeatureDraw):
         return None, logabs
 
     def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from scipy.special import logsumexp
-
         Xq, Yk = self._map(X, "query"), self._map(Y, "key")
         Z = Xq + Yk
         base = self._c_pair - 0.5 * (np.sum(Xq * Xq, -1) + np.sum(Yk * Yk, -1))  # (..., n)
@@ -370,7 +371,7 @@ class ExpDraw(FeatureDraw):
                 expo = self._exponent(Zf[ns], Wb[ts], sq[ts], 2.0)  # (Nc, tc, m)
                 if self.hyperbolic:
                     expo = np.concatenate([expo, -expo], axis=-1)
-                out[ts, ns] = logsumexp(expo, axis=-1).T
+                out[ts, ns] = fast_logsumexp(expo, axis=-1).T  # exponents are finite
         logabs = out.reshape((T,) + lead) + base
         if not batched:
             logabs = logabs[0]

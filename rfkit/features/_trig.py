@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_int, check_option
-from ..projections import PROJECTIONS, sample_projection
+from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
 
 __all__ = ["Trig", "TrigDraw"]
@@ -55,6 +55,9 @@ class Trig(FeatureMap):
 
     def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
         return sample_projection(self.projection, self.n_features, dim, rng=rng, n_draws=n_draws)
+
+    def _projection_streams(self, dim: int, rngs: list[Any]) -> np.ndarray:
+        return sample_projection_streams(self.projection, self.n_features, dim, rngs)
 
     def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
         assert W is not None

@@ -21,10 +21,6 @@ __all__ = ["run_cell", "cell_data", "DATA_NAMESPACE", "trial_streams"]
 DATA_NAMESPACE = 2**32 - 1
 
 
-def _root(entropy: int, spawn_key: tuple[int, ...]) -> np.random.SeedSequence:
-    return np.random.SeedSequence(entropy, spawn_key=tuple(spawn_key))
-
-
 def trial_streams(
     entropy: int, spawn_key: tuple[int, ...], cell: int, trials: range
 ) -> list[np.random.SeedSequence]:
@@ -100,6 +96,7 @@ def run_cell(
     with np.errstate(over="ignore"):
         truth = np.exp(log_truth)
     T, N = design.trials, X.shape[0]
+    streams = trial_streams(entropy, spawn_key, cell_index, range(T))  # shared by all estimators (CRN)
     trial_frames, pair_frames = [], []
     for est in design.estimators:
         label = est.get("label", est["map"])
@@ -112,13 +109,12 @@ def run_cell(
             chunk = range(start, min(T, start + design.chunk_trials))
             try:
                 ratio[chunk.start : chunk.stop] = _evaluate(
-                    fm, X, Y, log_truth, trial_streams(entropy, spawn_key, cell_index, chunk)
+                    fm, X, Y, log_truth, streams[chunk.start : chunk.stop]
                 )
             except Exception:  # noqa: BLE001 - replay trial by trial to name the failing ones
                 for t in chunk:
-                    ss = trial_streams(entropy, spawn_key, cell_index, range(t, t + 1))
                     try:
-                        ratio[t] = _evaluate(fm, X, Y, log_truth, ss)[0]
+                        ratio[t] = _evaluate(fm, X, Y, log_truth, streams[t : t + 1])[0]
                     except Exception as exc:  # noqa: BLE001
                         if on_error == "raise":
                             raise StudyError(
