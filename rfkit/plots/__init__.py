@@ -5,12 +5,23 @@ Each plot has a pure ``prepare_*`` function returning the exact frame that is dr
 tests can check what a figure shows without rendering it.
 """
 
+from ._box import plot_metric_boxplot, prepare_metric_boxplot
+from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
+from ._scatter import plot_kernel_scatter, prepare_kernel_scatter
+from ._slopes import fit_slopes
 from ._style import estimator_colors, paper_style, save_figure
 
 __all__ = [
     "plot_mse_vs_features",
     "prepare_mse_vs_features",
+    "plot_kernel_scatter",
+    "prepare_kernel_scatter",
+    "plot_metric_boxplot",
+    "prepare_metric_boxplot",
+    "fit_slopes",
+    "plot_metric_lines",
+    "prepare_metric_lines",
     "paper_style",
     "estimator_colors",
     "save_figure",

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import estimator_colors, paper_style
+from ._style import estimator_colors, log_interval, paper_style
 
 __all__ = ["prepare_mse_vs_features", "plot_mse_vs_features"]
 
@@ -17,8 +17,9 @@ def prepare_mse_vs_features(
 ) -> pd.DataFrame:
     """The frame drawn by :func:`plot_mse_vs_features`.
 
-    Columns: ``estimator``, ``x``, ``estimate``, ``lower``, ``upper`` (estimate -+ 2 MCSE,
-    not clipped) and ``predicted`` (the closed form; NaN without theory).
+    Columns: ``estimator``, ``x``, ``estimate``, ``lower``, ``upper`` (the ±2 MCSE interval of
+    the log, :func:`log_interval`, drawn on log axes) and ``predicted`` (the closed form; NaN
+    without theory).
     """
     s = summary[summary["metric"] == metric]
     if s.empty:
@@ -30,8 +31,8 @@ def prepare_mse_vs_features(
             "estimator": s["estimator"].to_numpy(),
             "x": s[x].to_numpy(),
             "estimate": s["estimate"].to_numpy(),
-            "lower": (s["estimate"] - 2 * s["mcse"]).to_numpy(),
-            "upper": (s["estimate"] + 2 * s["mcse"]).to_numpy(),
+            "lower": log_interval(s["estimate"], s["mcse"])[0],
+            "upper": log_interval(s["estimate"], s["mcse"])[1],
         }
     )
     frame["predicted"] = np.nan
@@ -95,7 +96,7 @@ def plot_mse_vs_features(
             frameon=False,
             loc="upper left",
             bbox_to_anchor=(1.02, 1.0),
-            title="points: simulation ±2 MCSE\nlines: closed-form theory",
+            title="points: simulation, ±2 MCSE (log scale)\nlines: closed-form theory",
             title_fontsize=6,
         )
     return ax

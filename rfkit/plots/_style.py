@@ -12,8 +12,8 @@ __all__ = ["paper_style", "estimator_colors", "save_figure", "COLUMN_WIDTH", "DO
 COLUMN_WIDTH = 3.4  # inches, one column of a two-column paper
 DOUBLE_WIDTH = 7.0
 
-# Okabe-Ito palette (colour-blind safe), in a fixed order
-_PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+# Okabe-Ito palette (colour-blind safe; yellow replaced by grey for legibility on white), fixed order
+_PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999"]
 _FAMILY_ORDER = [
     "trig",
     "positive",
@@ -82,3 +82,16 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
         fig.savefig(q, bbox_inches="tight", dpi=200)
         out.append(q)
     return out
+
+
+def log_interval(estimate: Any, mcse: Any, z: float = 2.0) -> tuple[Any, Any]:
+    """``estimate * exp(-+ z * mcse / estimate)``: the z-MCSE interval of the log (delta method).
+
+    Used for error bars on log axes, where ``estimate -+ z * mcse`` can be <= 0.
+    """
+    import numpy as np
+
+    est = np.asarray(estimate, dtype=float)
+    rel = np.divide(np.asarray(mcse, dtype=float), est, out=np.zeros_like(est), where=est > 0)
+    rel = np.nan_to_num(rel)
+    return est * np.exp(-z * rel), est * np.exp(z * rel)

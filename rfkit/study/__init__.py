@@ -1,8 +1,10 @@
 """Monte Carlo studies: declarative designs, a reproducible runner, tidy results with MCSE.
 
->>> import rfkit as rk                                   # doctest: +SKIP
->>> result = rk.study.run("studies/performer-mse.toml", rng=0, executor="processes")
->>> result.summary(); result.compare_theory()
+Example (not executed here)::
+
+    import rfkit as rk
+    result = rk.study.run("studies/performer-mse.toml", rng=0, executor="processes")
+    result.summary(); result.compare_theory()
 """
 
 from ._design import DATA_SOURCES, FEATURE_MAPS, KINDS, METRICS, Design, load_design

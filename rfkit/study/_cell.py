@@ -36,6 +36,7 @@ def cell_data(
     ss = np.random.SeedSequence(entropy, spawn_key=tuple(spawn_key) + (DATA_NAMESPACE, design.data_key(cell)))
     gen = np.random.default_rng(ss)
     src = p.pop("source")
+    p.pop("dataset", None)  # only selects the data stream (via data_key)
     n = p.pop("n_pairs", 64)
     if src == "pairs":
         norm = p.pop("norm", None)
@@ -161,6 +162,7 @@ def run_cell(
                     "log_truth": log_truth,
                     "truth": truth,
                     "mean_est": mean_est,
+                    "est_trial0": est_vals[0],  # one draw's estimates (scatter plots), NaN if it failed
                     "var_est": est_vals[ok].var(axis=0, ddof=1) if n_ok > 1 else np.nan,
                     "bias": err[ok].mean(axis=0),
                     "bias_se": err[ok].std(axis=0, ddof=1) / np.sqrt(n_ok) if n_ok > 1 else np.nan,

@@ -53,10 +53,11 @@ else:  # pragma: no cover
 __all__ = ["Design", "load_design", "KINDS", "DATA_SOURCES", "METRICS", "FEATURE_MAPS"]
 
 KINDS = ("kernel",)
+#: data parameters per source; ``dataset`` (any source) indexes independent data sets.
 DATA_SOURCES = {
-    "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine"},
-    "gaussian": {"n_pairs", "dim", "mean_q", "cov_q", "mean_k", "cov_k", "scale_q", "scale_k"},
-    "hard": {"n_pairs", "dim", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k"},
+    "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine", "dataset"},
+    "gaussian": {"n_pairs", "dim", "mean_q", "cov_q", "mean_k", "cov_k", "scale_q", "scale_k", "dataset"},
+    "hard": {"n_pairs", "dim", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k", "dataset"},
 }
 METRICS = ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err")
 FEATURE_MAPS = ("Trig", "Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "Taylor", "Limit")
@@ -180,10 +181,16 @@ class Design:
                 raise _err(src, f"grid.{axis}", f"is not a known axis (allowed: {sorted(allowed)})", axis)
             if not isinstance(values, list) or not values:
                 raise _err(src, f"grid.{axis}", "must be a non-empty list of values", values)
-            if axis in ("n_features", "dim", "n_pairs", "degree", "n"):
+            if axis in ("n_features", "dim", "n_pairs", "degree", "n", "dataset"):
                 for v in values:
-                    if isinstance(v, bool) or not isinstance(v, int) or v < (0 if axis == "degree" else 1):
-                        raise _err(src, f"grid.{axis}", "must hold positive integers", v)
+                    if (
+                        isinstance(v, bool)
+                        or not isinstance(v, int)
+                        or v < (0 if axis in ("degree", "dataset") else 1)
+                    ):
+                        raise _err(
+                            src, f"grid.{axis}", "must hold positive integers (dataset, degree: >= 0)", v
+                        )
             if len(set(map(repr, values))) != len(values):
                 raise _err(src, f"grid.{axis}", "must not repeat values", values)
         if "dim" not in self.grid and "dim" not in self.data:
@@ -245,11 +252,46 @@ class Design:
         return keys.index(json.dumps(self.data_params(cell), sort_keys=True, default=str))
 
     def estimator_params(self, est: Mapping[str, Any], cell: Mapping[str, Any]) -> dict[str, Any]:
-        """Parameters of an estimator in a cell (its own values win over grid axes)."""
+        """Parameters of an estimator in a cell.
+
+        Its own values win over grid axes; a string ``"$axis"`` takes the cell's value of that
+        axis (e.g. ``n = "$degree"`` for :class:`~rfkit.features.Limit`), and
+        ``n_features = "match"`` picks the number of directions whose feature dimension equals
+        :math:`\binom{d+n}{n}`, the symmetric dimension of the Taylor/limit maps at the cell's
+        ``degree`` (half of it for the 2m-column trig and hyperbolic maps).
+        """
+        import inspect
+
+        from .. import features
+
+        cls = getattr(features, str(est.get("map")), None)
+        takes = set(inspect.signature(cls).parameters) if isinstance(cls, type) else set()
         params = {k: v for k, v in est.items() if k not in ("map", "label")}
         for axis in _ESTIMATOR_AXES:
-            if axis in cell and axis not in params:
+            if axis in cell and axis not in params and axis in takes:  # grid axes go to maps that take them
                 params[axis] = cell[axis]
+        for k, v in list(params.items()):
+            if isinstance(v, str) and v.startswith("$"):
+                axis = v[1:]
+                if axis not in cell:
+                    raise _err(
+                        self.source,
+                        f"estimators.{k}",
+                        f"refers to grid axis {axis!r}, which the grid lacks",
+                        v,
+                    )
+                params[k] = cell[axis]
+        if params.get("n_features") == "match":
+            from math import comb
+
+            dim = cell.get("dim", self.data.get("dim"))
+            if "degree" not in cell:
+                raise _err(
+                    self.source, "estimators.n_features", "= 'match' needs a `degree` grid axis", "match"
+                )
+            D = comb(int(dim) + int(cell["degree"]), int(cell["degree"]))
+            two = est.get("map") in ("Trig", "Hyperbolic", "HCEXP")
+            params["n_features"] = max(1, D // 2) if two else D
         return params
 
     # ---------------------------------------------------------------- variants

@@ -4,27 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from ..tables import format_mcse
 from ._results import METRIC_SOURCES, StudyResult
 
-__all__ = ["write_report", "format_mcse"]
-
-
-def format_mcse(estimate: float, mcse: float) -> str:
-    """``estimate ± mcse`` with the MCSE to 2 significant figures and the estimate to match."""
-    if not np.isfinite(estimate):
-        return "n/a"
-    if not np.isfinite(mcse) or mcse <= 0:
-        return f"{estimate:.4g}"
-    digits = max(0, 1 - int(np.floor(np.log10(mcse))))
-    if abs(estimate) >= 1e4 or (abs(estimate) < 1e-3 and estimate != 0):
-        exp = int(np.floor(np.log10(abs(estimate))))
-        scale = 10.0**exp
-        d2 = max(0, 1 - int(np.floor(np.log10(mcse / scale))))
-        return f"({estimate / scale:.{d2}f} ± {mcse / scale:.{d2}f})e{exp}"
-    return f"{estimate:.{digits}f} ± {mcse:.{digits}f}"
+__all__ = ["write_report"]
 
 
 def _md_table(df: pd.DataFrame) -> str:
@@ -56,8 +41,15 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         "",
     ]
     figures = []
-    if "mse_vs_features" in d.outputs.get("figures", []) and "n_features" in grid_cols:
+    wanted = d.outputs.get("figures", [])
+    if "mse_vs_features" in wanted and "n_features" in grid_cols:
         figures += _mse_figures(summary, theory, out)
+    if "kernel_scatter" in wanted:
+        figures += _scatter_figure(pd.read_parquet(out / "pairs.parquet"), out)
+    if "error_vs_degree" in wanted and "degree" in grid_cols:
+        figures += _lines_figures(summary, out, d.metrics, "degree", "norm" if "norm" in grid_cols else None)
+    if "boxplots" in wanted and "dataset" in grid_cols:
+        figures += _box_figures(summary, out, d.metrics)
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
     for metric in d.metrics:
@@ -106,6 +98,9 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
             ),
             "",
         ]
+    notes = d.outputs.get("notes")
+    if notes:
+        lines += ["## Notes", "", notes.strip(), ""]
     failed = int((result.trials["status"] != "ok").sum())
     lines += [f"Failed trials: {failed}.", ""]
     path = out / "report.md"
@@ -128,5 +123,69 @@ def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame, out: Path) -> list
         ax = plot_mse_vs_features(summary, theory if not theory.empty else None, metric=metric)
         saved = save_figure(ax.figure, out / "figures" / f"{metric}_vs_features")
         plt.close(ax.figure)
+        paths.append(saved[1])
+    return paths
+
+
+def _scatter_figure(pairs: pd.DataFrame, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from ..plots import plot_kernel_scatter, save_figure
+
+    axes = plot_kernel_scatter(pairs)
+    saved = save_figure(axes[0].figure, out / "figures" / "kernel_scatter")
+    plt.close(axes[0].figure)
+    return [saved[1]]
+
+
+def _box_figures(summary: pd.DataFrame, out: Path, metrics: list[str]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from ..plots import plot_metric_boxplot, save_figure
+
+    paths = []
+    for metric in ("mse", "max_rel_err"):
+        if metric not in metrics:
+            continue
+        ax = plot_metric_boxplot(summary, metric)
+        saved = save_figure(ax.figure, out / "figures" / f"boxplot_{metric}")
+        plt.close(ax.figure)
+        paths.append(saved[1])
+    return paths
+
+
+_YLABELS = {
+    "mse": "MSE",
+    "rel_mse": "relative MSE  E[(K̂-K)²/K²]",
+    "max_rel_err": "E[max relative error]",
+    "mean_rel_err": "mean relative error",
+}
+
+
+def _lines_figures(
+    summary: pd.DataFrame, out: Path, metrics: list[str], x: str, col: str | None
+) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from ..plots import plot_metric_lines, save_figure
+
+    paths = []
+    for metric in ("rel_mse", "max_rel_err"):
+        if metric not in metrics:
+            continue
+        axes = plot_metric_lines(
+            summary, metric, x, col=col, xlabel=f"{x} n", ylabel=_YLABELS.get(metric, metric)
+        )
+        saved = save_figure(axes[0].figure, out / "figures" / f"{metric}_vs_{x}")
+        plt.close(axes[0].figure)
         paths.append(saved[1])
     return paths

@@ -1,0 +1,71 @@
+"""Distributions of a metric across data sets, one box per estimator (seed 004, Figures 2-3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ._style import estimator_colors, paper_style
+
+__all__ = ["prepare_metric_boxplot", "plot_metric_boxplot"]
+
+
+def prepare_metric_boxplot(summary: pd.DataFrame, metric: str, by: str = "dataset") -> pd.DataFrame:
+    """Rows drawn: ``estimator``, ``by`` value, ``value`` (one per data set and estimator)."""
+    s = summary[summary["metric"] == metric]
+    if s.empty:
+        raise ValueError(f"summary has no rows for metric {metric!r}")
+    if by not in s.columns:
+        raise ValueError(f"summary has no column {by!r} (the data-set axis)")
+    return pd.DataFrame(
+        {"estimator": s["estimator"].to_numpy(), by: s[by].to_numpy(), "value": s["estimate"].to_numpy()}
+    )
+
+
+def plot_metric_boxplot(
+    summary: pd.DataFrame, metric: str, *, by: str = "dataset", log: bool = True, ax: Any = None
+) -> Any:
+    """Boxplot of ``metric`` over data sets per estimator, with the individual data sets as dots."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    frame = prepare_metric_boxplot(summary, metric, by)
+    order = list(dict.fromkeys(frame["estimator"]))
+    pal = estimator_colors(order)
+    with paper_style() as st:
+        if ax is None:
+            _, ax = plt.subplots(figsize=st["figsize"])
+        # matplotlib's boxplot (seaborn 0.13's passes the deprecated `vert` to matplotlib >= 3.11)
+        data = [frame.loc[frame["estimator"] == lab, "value"].to_numpy() for lab in order]
+        bp = ax.boxplot(data, positions=range(len(order)), widths=0.6, showfliers=False, patch_artist=True)
+        for patch, lab in zip(bp["boxes"], order):
+            patch.set_facecolor(pal[lab])
+            patch.set_alpha(0.8)
+        for med in bp["medians"]:
+            med.set_color("k")
+        sns.stripplot(
+            data=frame,
+            x="estimator",
+            y="value",
+            order=order,
+            color="k",
+            size=2,
+            alpha=0.6,
+            ax=ax,
+            jitter=0.15,
+        )
+        ax.set_xticks(range(len(order)), order)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel("")
+        names = {
+            "mse": "MSE per data set",
+            "max_rel_err": "max relative error per data set",
+            "rel_mse": "relative MSE per data set",
+        }
+        ax.set_ylabel(names.get(metric, metric))
+        ax.tick_params(axis="x", rotation=30)
+        for lab in ax.get_xticklabels():
+            lab.set_horizontalalignment("right")
+    return ax

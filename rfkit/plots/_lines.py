@@ -1,0 +1,82 @@
+"""A metric against a design axis, one line per estimator, optionally faceted by another axis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._style import DOUBLE_WIDTH, estimator_colors, log_interval, paper_style
+
+__all__ = ["prepare_metric_lines", "plot_metric_lines"]
+
+
+def prepare_metric_lines(summary: pd.DataFrame, metric: str, x: str, col: str | None = None) -> pd.DataFrame:
+    """Rows drawn: ``estimator``, ``x``, ``col`` (or None), ``estimate``, ``lower``, ``upper``.
+
+    ``lower``/``upper`` are the ±2 MCSE interval of the log (:func:`log_interval`).
+    """
+    s = summary[summary["metric"] == metric]
+    if s.empty:
+        raise ValueError(f"summary has no rows for metric {metric!r}")
+    for c in [x] + ([col] if col else []):
+        if c not in s.columns:
+            raise ValueError(f"summary has no column {c!r}")
+    mc = s["mcse"].fillna(0.0).to_numpy()
+    lo, hi = log_interval(s["estimate"], mc)
+    return pd.DataFrame(
+        {
+            "estimator": s["estimator"].to_numpy(),
+            "x": s[x].to_numpy(),
+            "col": s[col].to_numpy() if col else None,
+            "estimate": s["estimate"].to_numpy(),
+            "lower": lo,
+            "upper": hi,
+        }
+    )
+
+
+def plot_metric_lines(
+    summary: pd.DataFrame,
+    metric: str,
+    x: str,
+    *,
+    col: str | None = None,
+    logx: bool = False,
+    logy: bool = True,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+) -> Any:
+    """Lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value."""
+    import matplotlib.pyplot as plt
+
+    frame = prepare_metric_lines(summary, metric, x, col)
+    panels = [None] if col is None else list(dict.fromkeys(frame["col"]))
+    colors = estimator_colors(dict.fromkeys(frame["estimator"]))
+    with paper_style("double"):
+        fig, axes = plt.subplots(1, len(panels), figsize=(DOUBLE_WIDTH, 2.4), squeeze=False, sharey=True)
+        for ax, pv in zip(axes[0], panels):
+            g0 = frame if pv is None else frame[frame["col"] == pv]
+            for lab, g in g0.groupby("estimator", sort=False):
+                yerr = np.vstack([g["estimate"] - g["lower"], g["upper"] - g["estimate"]])
+                ax.errorbar(
+                    g["x"],
+                    g["estimate"],
+                    yerr=yerr,
+                    marker="o",
+                    ms=3,
+                    capsize=1.5,
+                    color=colors[lab],
+                    label=lab,
+                )
+            if logx:
+                ax.set_xscale("log", base=2)
+            if logy:
+                ax.set_yscale("log")
+            ax.set_xlabel(xlabel or x)
+            if pv is not None:
+                ax.set_title(f"{col} = {pv}")
+        axes[0][0].set_ylabel(ylabel or metric)
+        axes[0][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return axes[0]

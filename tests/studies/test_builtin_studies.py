@@ -1,0 +1,61 @@
+"""Every built-in study runs in its quick profile and writes tables, figures and a report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import rfkit.study as st
+from rfkit.study._cli import main as cli_main
+
+STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.toml"))
+
+
+def test_studies_exist():
+    names = {p.stem for p in STUDIES}
+    assert {"performer-mse", "cexp-adaptive", "deterministic-maps"} <= names
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
+def test_quick_run_writes_everything(path, tmp_path, capsys):
+    out = tmp_path / path.stem
+    assert cli_main(["run", str(path), "--quick", "--out", str(out), "--no-progress"]) == 0
+    for f in (
+        "summary.parquet",
+        "summary.csv",
+        "trials.parquet",
+        "pairs.parquet",
+        "manifest.json",
+        "report.md",
+    ):
+        assert (out / f).exists(), f
+    report = (out / "report.md").read_text()
+    design = st.load_design(path)
+    for fig in design.outputs.get("figures", []):
+        pngs = list((out / "figures").glob("*.png"))
+        assert pngs, f"no figure written for {fig}"
+        for png in pngs:
+            assert f"figures/{png.name}" in report
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert set(summary["estimator"]) == set(design.labels)
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_user_errors_exit_nonzero_without_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        'name = "x"\ntrials = 1\n[data]\nsource = "pairs"\ndim = 2\n[grid]\nn_features = [1]\n[[estimators]]\nmap = "Nope"\n'
+    )
+    assert cli_main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "estimators[0].map" in err and "Traceback" not in err
+    assert cli_main(["run", str(tmp_path / "missing.toml")]) == 2
+    assert "cannot read study file" in capsys.readouterr().err
+
+
+def test_cli_list(capsys):
+    assert cli_main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "performer-mse" in out and "cexp-adaptive" in out
