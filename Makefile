@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rfkit-installed
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint docs demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ lint: install
 
 test: install lint
 	$(BIN)/python -m pytest -q
+	$(MAKE) docs
+
+# Docs: executes the notebooks (quick mode) and fails on any warning.
+docs: install
+	RFKIT_DOCS_QUICK=1 $(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
 
 demo: install
 	$(BIN)/python scripts/demo.py --out out/demo
@@ -29,4 +34,4 @@ bench: install
 	$(BIN)/python benchmarks/bench_kernel.py
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .ruff_cache
+	rm -rf $(VENV) out .pytest_cache .ruff_cache docs/_build docs/generated docs/notebooks

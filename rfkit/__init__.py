@@ -1,15 +1,24 @@
 """rfkit: random-feature estimators of the softmax kernel and of softmax attention.
 
 Estimators, closed-form theory, Monte Carlo harnesses, bounds, figures and tables.
-``import rfkit`` loads NumPy and SciPy only (no pandas, no matplotlib).
+
+Submodules: :mod:`rfkit.features`, :mod:`rfkit.projections`, :mod:`rfkit.kernels` (loaded
+with the package) and :mod:`rfkit.theory`, :mod:`rfkit.attention`, :mod:`rfkit.data`,
+:mod:`rfkit.study`, :mod:`rfkit.plots`, :mod:`rfkit.tables` (loaded on first use, so
+``import rfkit`` loads NumPy and SciPy only: no pandas, no matplotlib).
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from . import exceptions, features, projections
 from .kernels import gaussian_kernel, log_gaussian_kernel, log_softmax_kernel, softmax_kernel
 
 __version__ = "0.1.0"
+
+_LAZY = ("theory", "attention", "data", "study", "plots", "tables")
 
 __all__ = [
     "__version__",
@@ -20,4 +29,17 @@ __all__ = [
     "log_softmax_kernel",
     "gaussian_kernel",
     "log_gaussian_kernel",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'rfkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

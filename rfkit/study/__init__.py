@@ -7,11 +7,13 @@ Example (not executed here)::
     result.summary(); result.compare_theory()
 """
 
+from ._cli import builtin_study
 from ._design import DATA_SOURCES, FEATURE_MAPS, KINDS, METRICS, Design, load_design
 from ._results import StudyResult, mcse_summary
 from ._runner import EXECUTORS, run, run_trial
 
 __all__ = [
+    "builtin_study",
     "Design",
     "load_design",
     "run",

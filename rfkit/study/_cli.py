@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..exceptions import RFKitError, StudyError
 
-__all__ = ["add_study_commands", "builtin_study_dirs"]
+__all__ = ["add_study_commands", "builtin_study_dirs", "builtin_study"]
 
 
 def builtin_study_dirs() -> list[Path]:
@@ -19,6 +19,15 @@ def builtin_study_dirs() -> list[Path]:
     if here not in dirs:
         dirs.append(here)
     return [d for d in dirs if d.is_dir()]
+
+
+def builtin_study(name: str) -> Path:
+    """Path of a built-in study file by name (``"performer-mse"``), searched as ``rfkit list`` does."""
+    for d in builtin_study_dirs():
+        cand = d / f"{name}.toml"
+        if cand.exists():
+            return cand
+    raise FileNotFoundError(f"no built-in study named {name!r}; see `rfkit list`")
 
 
 def _find_study(name: str) -> Path:
