@@ -19,9 +19,9 @@ lint: install
 	$(BIN)/ruff check rfkit tests benchmarks scripts
 	$(BIN)/ruff format --check rfkit tests benchmarks scripts
 
-test: install lint
+# pytest runs last so its summary closes the output
+test: install lint docs
 	$(BIN)/python -m pytest -q
-	$(MAKE) docs
 
 # Docs: executes the notebooks (quick mode) and fails on any warning.
 docs: install
