@@ -1,0 +1,59 @@
+r"""Closed-form theory for rfkit's estimators: exact MSEs, bounds, conformance checks.
+
+Formulas, sources and derivations: ``docs/theory.md`` and THEORY.md. Nothing here
+samples except :func:`check` (which calls the estimators' own draws).
+
+Kernel estimators (THEORY.md §1-§4, §6)
+    :func:`mse`, :func:`log_mse`, :func:`relative_mse`, :func:`bias`,
+    :func:`performer_orthogonal_bound`, :func:`expected_mse`, :func:`check`.
+Deterministic maps (§7)
+    :func:`truncated_kernel`, :func:`relative_truncation_error`,
+    :func:`truncation_error_bound`, :func:`deterministic_feature_dim`,
+    :func:`negative_region`, :func:`taylor_real_root`.
+Ratio estimators (§9, §10)
+    :func:`rfa_delta_method`, :func:`ratio_bias_identity`, :func:`ra_mse`,
+    :func:`attention_error_bound`.
+Bounds (§5)
+    :mod:`rfkit.theory.bounds`.
+"""
+
+from . import bounds
+from ._check import CheckResult, check
+from ._deterministic import (
+    NegativeRegion,
+    deterministic_feature_dim,
+    negative_region,
+    relative_truncation_error,
+    taylor_real_root,
+    truncated_kernel,
+    truncation_error_bound,
+)
+from ._expected import EXPECTED_MSE_THRESHOLDS, expected_mse
+from ._kernel_mse import CLOSED_FORM_PROJECTIONS, bias, log_mse, mse, performer_orthogonal_bound, relative_mse
+from ._ratio import RFADeltaMethod, attention_error_bound, ra_mse, ratio_bias_identity, rfa_delta_method
+
+__all__ = [
+    "bounds",
+    "mse",
+    "log_mse",
+    "relative_mse",
+    "bias",
+    "performer_orthogonal_bound",
+    "expected_mse",
+    "EXPECTED_MSE_THRESHOLDS",
+    "CLOSED_FORM_PROJECTIONS",
+    "check",
+    "CheckResult",
+    "truncated_kernel",
+    "relative_truncation_error",
+    "truncation_error_bound",
+    "deterministic_feature_dim",
+    "negative_region",
+    "taylor_real_root",
+    "NegativeRegion",
+    "rfa_delta_method",
+    "RFADeltaMethod",
+    "ratio_bias_identity",
+    "ra_mse",
+    "attention_error_bound",
+]

@@ -1,0 +1,212 @@
+"""`rfkit bound ...`: readable output, --json, and clean user errors (no traceback)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rfkit.cli import main
+
+
+def test_max_relative_error_text(capsys):
+    assert main(["bound", "max-relative-error", "--r", "0.5", "--n-features", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "0.0921175" in out and "assumptions" in out
+
+
+def test_max_relative_error_json(capsys):
+    assert main(["bound", "max-relative-error", "--r", "0.2", "--r-y", "0.5", "-m", "16", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["bound"] == pytest.approx(2 / np.sqrt(32) * np.sinh(0.49 / 2), rel=1e-12)
+    assert data["r_y"] == 0.5
+
+
+def test_chi2_json_with_scalar_covariances(capsys):
+    args = ["bound", "chi2", "--mean-x", "[0, 0, 0]", "--cov-x", "0.01", "--mean-y", "[0,0,0]"]
+    args += ["--cov-y", "0.04", "--n-points", "20", "--p", "0.9", "--n-features", "64", "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["lambda_y"] == pytest.approx(0.04)
+    assert data["method"] == "chi2"
+
+
+def test_hotelling_from_files(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    fx, fy = tmp_path / "x.npy", tmp_path / "y.csv"
+    np.save(fx, rng.normal(size=(40, 3)))
+    np.savetxt(fy, rng.normal(size=(50, 3)), delimiter=",")
+    assert (
+        main(
+            [
+                "bound",
+                "hotelling",
+                "--x",
+                str(fx),
+                "--y",
+                str(fy),
+                "--p",
+                "0.95",
+                "-m",
+                "32",
+                "--A",
+                "[1, 2, 0.5]",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "hotelling-new" in out and "quantile_x" in out
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["bound", "max-relative-error", "--r", "0.5", "--n-features", "0"], "n_features"),
+        (["bound", "max-relative-error", "--r", "-1", "--n-features", "4"], "`r`"),
+        (
+            [
+                "bound",
+                "chi2",
+                "--mean-x",
+                "[0,0]",
+                "--cov-x",
+                "[[1,2],[2,1]]",
+                "--mean-y",
+                "[0,0]",
+                "--cov-y",
+                "1",
+                "--n-points",
+                "3",
+                "--p",
+                "0.9",
+                "-m",
+                "4",
+            ],
+            "positive definite",
+        ),
+        (
+            [
+                "bound",
+                "chi2",
+                "--mean-x",
+                "[0,0]",
+                "--cov-x",
+                "1",
+                "--mean-y",
+                "[0,0]",
+                "--cov-y",
+                "1",
+                "--n-points",
+                "3",
+                "--p",
+                "1.5",
+                "-m",
+                "4",
+            ],
+            "`p`",
+        ),
+        (
+            [
+                "bound",
+                "chi2",
+                "--mean-x",
+                "[0,0]",
+                "--cov-x",
+                "1",
+                "--mean-y",
+                "[0,0]",
+                "--cov-y",
+                "1",
+                "--n-points",
+                "0",
+                "--p",
+                "0.5",
+                "-m",
+                "4",
+            ],
+            "n_points",
+        ),
+        (
+            [
+                "bound",
+                "chi2",
+                "--mean-x",
+                "oops",
+                "--cov-x",
+                "1",
+                "--mean-y",
+                "[0,0]",
+                "--cov-y",
+                "1",
+                "--n-points",
+                "3",
+                "--p",
+                "0.5",
+                "-m",
+                "4",
+            ],
+            "mean-x",
+        ),
+        (
+            [
+                "bound",
+                "chi2",
+                "--mean-x",
+                "[0,0]",
+                "--cov-x",
+                "1",
+                "--mean-y",
+                "[0,0]",
+                "--cov-y",
+                "1",
+                "--A",
+                "[[1,1],[1,1]]",
+                "--n-points",
+                "3",
+                "--p",
+                "0.5",
+                "-m",
+                "4",
+            ],
+            "singular",
+        ),
+        (
+            [
+                "bound",
+                "hotelling",
+                "--x",
+                "[[0,1],[1,0]]",
+                "--y",
+                "[[0,1],[1,0],[2,2]]",
+                "--p",
+                "0.5",
+                "-m",
+                "4",
+            ],
+            "n > d",
+        ),
+    ],
+)
+def test_user_errors_return_nonzero_without_traceback(argv, match, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err
+    assert "Traceback" not in err
+
+
+def test_usage_errors(capsys):
+    assert main(["bound"]) == 2
+    assert main(["bound", "max-relative-error", "--r", "x", "-m", "3"]) == 2
+    assert main([]) == 2
+    assert main(["--help"]) == 0
+    capsys.readouterr()
+
+
+def test_study_commands_are_wired(tmp_path, capsys):
+    """`rfkit list` / `rfkit run` come from the study harness; a missing study file is a user error."""
+    assert main(["list"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "missing.toml")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
