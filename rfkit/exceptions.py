@@ -10,7 +10,9 @@ TypeError)`` idea)::
     ├── NonFiniteInputError(RFKitError, ValueError)
     ├── SingularMatrixError(RFKitError, numpy.linalg.LinAlgError)
     ├── NumericalOverflowError(RFKitError, FloatingPointError)
-    └── StudyError(RFKitError, RuntimeError)
+    ├── StudyError(RFKitError, RuntimeError)
+    ├── ModelNotInstalledError(RFKitError, ImportError)
+    └── CorruptWeightsError(RFKitError, ValueError)
 
     RFKitWarning(UserWarning)
     ├── IllConditionedWarning(RFKitWarning, RuntimeWarning)
@@ -31,6 +33,8 @@ __all__ = [
     "SingularMatrixError",
     "NumericalOverflowError",
     "StudyError",
+    "ModelNotInstalledError",
+    "CorruptWeightsError",
     "RFKitWarning",
     "IllConditionedWarning",
     "NonPositiveNormalizerWarning",
@@ -88,6 +92,14 @@ class StudyError(RFKitError, RuntimeError):
         self.cell = cell
         self.trial = trial
         self.spawn_key = spawn_key
+
+
+class ModelNotInstalledError(RFKitError, ImportError):
+    """The package with pretrained weights (all-MiniLM-L6-v2) is not installed or incomplete."""
+
+
+class CorruptWeightsError(RFKitError, ValueError):
+    """A weights or vocabulary file does not match its expected hash or format."""
 
 
 class RFKitWarning(UserWarning):

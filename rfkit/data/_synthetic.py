@@ -189,3 +189,54 @@ def hard_qk(
         res = [r[0] for r in res]
     q, k, mq, cq, mk, ck = res
     return SyntheticQK(q, k, mq, cq, mk, ck)
+
+
+def sequence_qkv(
+    n_tokens: int,
+    dim: int,
+    d_v: int = 8,
+    *,
+    structure: str = "iid",
+    scale: float = 1.0,
+    n_clusters: int = 8,
+    spread: float = 0.3,
+    rng: Any = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""A synthetic attention input ``(Q, K, V)`` of ``n_tokens`` tokens.
+
+    ``structure="iid"``: queries and keys i.i.d. :math:`\mathcal N(0, I_d/\sqrt d)` times
+    ``scale`` (logits of standard deviation about ``scale**2``): contiguous chunks carry no
+    information. ``structure="local"``: tokens are clustered by position, as image patches
+    or text spans are: the sequence is cut into ``n_clusters`` contiguous segments, each
+    with a centre :math:`c_j \sim \mathcal N(0, I_d/\sqrt d)`; token :math:`i` of segment
+    :math:`j` has :math:`q_i, k_i = \text{scale}\,(c_j + \text{spread}\,\varepsilon)`, so
+    attention is peaked within segments. Values are i.i.d. :math:`\mathcal N(0, 1)`.
+
+    Returns
+    -------
+    Q, K : ndarray of shape (n_tokens, dim)
+    V : ndarray of shape (n_tokens, d_v)
+    """
+    owner = "sequence_qkv"
+    n = check_int(n_tokens, "n_tokens", owner, low=1)
+    d = check_int(dim, "dim", owner, low=1)
+    dv = check_int(d_v, "d_v", owner, low=1)
+    s = check_real(scale, "scale", owner, low=0.0)
+    if structure not in ("iid", "local"):
+        raise InvalidParameterError(
+            f"The `structure` parameter of {owner} must be a str among ['iid', 'local']. Got {structure!r} instead."
+        )
+    gen = check_rng(rng)
+    r = d**-0.25
+    if structure == "iid":
+        Q = s * r * gen.standard_normal((n, d))
+        K = s * r * gen.standard_normal((n, d))
+    else:
+        c = check_int(n_clusters, "n_clusters", owner, low=1, high=n)
+        sp = check_real(spread, "spread", owner, low=0.0)
+        seg = np.minimum((np.arange(n) * c) // n, c - 1)
+        centres = r * gen.standard_normal((c, d))
+        Q = s * (centres[seg] + sp * r * gen.standard_normal((n, d)))
+        K = s * (centres[seg] + sp * r * gen.standard_normal((n, d)))
+    V = gen.standard_normal((n, dv))
+    return Q, K, V
