@@ -31,19 +31,27 @@ _FAMILY_ORDER = [
 
 
 def estimator_colors(labels: Iterable[str]) -> dict[str, str]:
-    """A stable colour per estimator label: the family (prefix before '-') fixes the colour.
+    """A stable colour per estimator label.
 
-    The same family always gets the same colour across figures, whatever else is plotted.
+    The family (the label's prefix before the first '-') fixes the colour, so the same
+    family has the same colour across figures; when several labels of one figure share a
+    family, the later ones take the next colours not used by any family present.
     """
+    labels = list(dict.fromkeys(labels))
+    fams = [str(lab).split("-")[0].lower() for lab in labels]
+    base = {f: _PALETTE[_FAMILY_ORDER.index(f) % len(_PALETTE)] for f in fams if f in _FAMILY_ORDER}
+    used = set(base.values())
+    spare = [c for c in _PALETTE if c not in used]
     out: dict[str, str] = {}
-    extra = 0
-    for lab in labels:
-        fam = str(lab).split("-")[0].lower()
-        if fam in _FAMILY_ORDER:
-            out[lab] = _PALETTE[_FAMILY_ORDER.index(fam) % len(_PALETTE)]
+    seen: set[str] = set()
+    k = 0
+    for lab, fam in zip(labels, fams):
+        if fam in base and fam not in seen:
+            out[lab] = base[fam]
+            seen.add(fam)
         else:
-            out[lab] = _PALETTE[(len(_FAMILY_ORDER) + extra) % len(_PALETTE)]
-            extra += 1
+            out[lab] = spare[k % len(spare)] if spare else _PALETTE[k % len(_PALETTE)]
+            k += 1
     return out
 
 

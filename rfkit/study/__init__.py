@@ -8,7 +8,7 @@ Example (not executed here)::
 """
 
 from ._cli import builtin_study
-from ._design import DATA_SOURCES, FEATURE_MAPS, KINDS, METRICS, Design, load_design
+from ._design import DATA_SOURCES, FEATURE_MAPS, KINDS, METRICS, METRICS_BY_KIND, Design, load_design
 from ._results import StudyResult, mcse_summary
 from ._runner import EXECUTORS, run, run_trial
 
@@ -24,5 +24,6 @@ __all__ = [
     "KINDS",
     "DATA_SOURCES",
     "METRICS",
+    "METRICS_BY_KIND",
     "FEATURE_MAPS",
 ]

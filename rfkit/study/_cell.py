@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import data as rkdata
-from ..exceptions import InvalidParameterError, StudyError
+from ..exceptions import InvalidParameterError, NumericalOverflowError, StudyError
 from ._design import Design
 from ._estimators import build_feature_map
 
@@ -52,6 +52,8 @@ def cell_data(
     if src == "hard":
         s = rkdata.hard_qk(n, p.pop("dim"), rng=gen, **p)
         return s.q, s.k
+    if src == "sequence":
+        return rkdata.sequence_qkv(p.pop("n_tokens", 256), p.pop("dim"), rng=gen, **p)  # type: ignore[return-value]
     raise InvalidParameterError(f"unknown data source {src!r}")  # pragma: no cover - validated in Design
 
 
@@ -63,8 +65,10 @@ def _theory_mse(fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         return np.full(X.shape[0], np.nan)
     try:
         return np.asarray(theory.mse(fm, X, Y), dtype=float)
-    except InvalidParameterError:
+    except InvalidParameterError:  # no closed form for this map / projection
         return np.full(X.shape[0], np.nan)
+    except NumericalOverflowError:  # the MSE itself exceeds float64: keep it infinite, never silently NaN
+        return np.exp(np.asarray(theory.log_mse(fm, X, Y), dtype=float))
 
 
 def _evaluate(fm: Any, X: np.ndarray, Y: np.ndarray, log_truth: np.ndarray, streams: list[Any]) -> np.ndarray:
@@ -75,6 +79,19 @@ def _evaluate(fm: Any, X: np.ndarray, Y: np.ndarray, log_truth: np.ndarray, stre
 
 
 def run_cell(
+    design_dict: dict[str, Any],
+    cell_index: int,
+    entropy: int,
+    spawn_key: tuple[int, ...],
+    on_error: str = "raise",
+) -> dict[str, Any]:
+    """All trials of every estimator in one cell (kernel or attention designs)."""
+    if design_dict.get("kind", "kernel") == "attention":
+        return _run_attention_cell(design_dict, cell_index, entropy, spawn_key, on_error)
+    return _run_kernel_cell(design_dict, cell_index, entropy, spawn_key, on_error)
+
+
+def _run_kernel_cell(
     design_dict: dict[str, Any],
     cell_index: int,
     entropy: int,
@@ -100,7 +117,7 @@ def run_cell(
     streams = trial_streams(entropy, spawn_key, cell_index, range(T))  # shared by all estimators (CRN)
     trial_frames, pair_frames = [], []
     for est in design.estimators:
-        label = est.get("label", est["map"])
+        label = design._label(est)
         fm = build_feature_map(est["map"], design.estimator_params(est, cell))
         if fm.needs_data:
             fm = fm.fit(X, Y)
@@ -180,4 +197,126 @@ def run_cell(
         "cell": cell_index,
         "trials": pd.concat(trial_frames, ignore_index=True),
         "pairs": pd.concat(pair_frames, ignore_index=True),
+    }
+
+
+def _failure(
+    exc: Exception,
+    label: str,
+    cell: dict[str, Any],
+    cell_index: int,
+    t: int,
+    entropy: int,
+    spawn_key: tuple[int, ...],
+) -> StudyError:
+    return StudyError(
+        f"trial {t} of cell {cell_index} ({label!r}, {cell}) failed: {type(exc).__name__}: {exc}. "
+        f"Replay it with rfkit.study.run_trial(design, cell={cell_index}, trial={t}, entropy={entropy}).",
+        cell=cell_index,
+        trial=t,
+        spawn_key=tuple(spawn_key) + (cell_index, t),
+    )
+
+
+def _run_attention_cell(
+    design_dict: dict[str, Any],
+    cell_index: int,
+    entropy: int,
+    spawn_key: tuple[int, ...],
+    on_error: str = "raise",
+) -> dict[str, Any]:
+    """Attention designs: every estimator's output against exact softmax attention.
+
+    Per trial: the mean signed and squared error over all (query, value-dimension) entries,
+    the mean and maximum absolute error, and the number of rows with a non-positive
+    normaliser (NaN output, never clipped). Per query: bias, variance and MSE over trials.
+    The median wall time per call is kept apart (``timings``): it is not reproducible.
+    """
+    import time
+    import warnings
+
+    from .. import attention
+    from ..exceptions import NonPositiveNormalizerWarning
+    from ._estimators import build_attention_estimator
+
+    design = Design(**design_dict)
+    cell = design.cells()[cell_index]
+    Q, K, V = cell_data(design, cell, entropy, spawn_key)  # type: ignore[misc]
+    exact = attention.softmax(Q, K, V)
+    T = design.trials
+    n, dv = exact.shape[-2:]
+    streams = trial_streams(entropy, spawn_key, cell_index, range(T))
+    trial_frames, query_frames, timing_rows = [], [], []
+    for est in design.estimators:
+        label = design._label(est)
+        estimator = build_attention_estimator(design.estimator_params(est, cell))
+        outs = np.full((T, n, dv), np.nan)
+        status = np.array(["ok"] * T, dtype=object)
+        nonpos = np.zeros(T)
+        times = []
+        for t in range(T):
+            try:
+                t0 = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
+                    res = estimator(Q, K, V, rng=streams[t])
+                times.append(time.perf_counter() - t0)
+                outs[t] = res.output
+                nonpos[t] = res.n_nonpositive
+            except Exception as exc:  # noqa: BLE001
+                if on_error == "raise":
+                    raise _failure(exc, label, cell, cell_index, t, entropy, spawn_key) from exc
+                status[t] = f"error:{type(exc).__name__}"
+        ok = status == "ok"
+        err = outs - exact
+        with np.errstate(invalid="ignore"):
+            mean_out = np.nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
+            sq_dev = np.nanmean((outs - mean_out) ** 2, axis=(1, 2))
+            trial_frames.append(
+                pd.DataFrame(
+                    {
+                        "cell": cell_index,
+                        "estimator": label,
+                        "trial": np.arange(T),
+                        "status": status.astype(str),
+                        "err": np.nanmean(err, axis=(1, 2)),
+                        "sq_err": np.nanmean(err**2, axis=(1, 2)),
+                        "abs_err": np.nanmean(np.abs(err), axis=(1, 2)),
+                        "max_abs_err": np.nanmax(np.abs(err), axis=(1, 2)),
+                        "sq_dev": sq_dev,
+                        "nonpositive_rows": nonpos,
+                    }
+                )
+            )
+            n_ok = int(ok.sum())
+            e = err[ok]
+            query_frames.append(
+                pd.DataFrame(
+                    {
+                        "cell": cell_index,
+                        "estimator": label,
+                        "pair": np.arange(n),  # query index
+                        "bias2": np.mean((mean_out - exact) ** 2, axis=-1),
+                        "variance": np.mean(np.nanvar(outs[ok], axis=0, ddof=1), axis=-1)
+                        if n_ok > 1
+                        else np.nan,
+                        "mse": np.nanmean(e**2, axis=(0, 2)) if n_ok else np.nan,
+                        "theory_mse": np.nan,
+                        "truth": np.nan,
+                    }
+                )
+            )
+        timing_rows.append(
+            {
+                "cell": cell_index,
+                "estimator": label,
+                "seconds_median": float(np.median(times)) if times else np.nan,
+                "calls": len(times),
+            }
+        )
+    return {
+        "cell": cell_index,
+        "trials": pd.concat(trial_frames, ignore_index=True),
+        "pairs": pd.concat(query_frames, ignore_index=True),
+        "timings": pd.DataFrame(timing_rows),
     }

@@ -52,14 +52,23 @@ else:  # pragma: no cover
 
 __all__ = ["Design", "load_design", "KINDS", "DATA_SOURCES", "METRICS", "FEATURE_MAPS"]
 
-KINDS = ("kernel",)
+KINDS = ("kernel", "attention")
 #: data parameters per source; ``dataset`` (any source) indexes independent data sets.
 DATA_SOURCES = {
     "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine", "dataset"},
     "gaussian": {"n_pairs", "dim", "mean_q", "cov_q", "mean_k", "cov_k", "scale_q", "scale_k", "dataset"},
     "hard": {"n_pairs", "dim", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k", "dataset"},
+    # attention inputs (Q, K, V)
+    "sequence": {"n_tokens", "dim", "d_v", "structure", "scale", "n_clusters", "spread", "dataset"},
 }
-METRICS = ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err")
+#: data sources that give (Q, K, V) sequences (kind = "attention") rather than pairs
+SEQUENCE_SOURCES = ("sequence",)
+METRICS_BY_KIND = {
+    "kernel": ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err"),
+    "attention": ("mse", "bias", "variance", "mean_abs_err", "max_abs_err", "nonpositive_rows"),
+}
+METRICS = tuple(dict.fromkeys(m for ms in METRICS_BY_KIND.values() for m in ms))
+ATTENTION_ESTIMATORS = ("RFA", "RA", "SNIS", "LARA")
 FEATURE_MAPS = ("Trig", "Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "Taylor", "Limit")
 _TOP_KEYS = {
     "name",
@@ -75,7 +84,7 @@ _TOP_KEYS = {
     "quick",
     "outputs",
 }
-_ESTIMATOR_AXES = {"n_features", "degree", "n", "projection"}
+_ESTIMATOR_AXES = {"n_features", "degree", "n", "projection", "samples", "weights"}
 
 
 def _err(source: str, key: str, rule: str, got: Any) -> InvalidParameterError:
@@ -125,7 +134,7 @@ class Design:
     trials: int
     kind: str = "kernel"
     seed: int | None = None
-    metrics: list[str] = dataclasses.field(default_factory=lambda: list(METRICS))
+    metrics: list[str] | None = None
     chunk_trials: int = 250
     description: str = ""
     outputs: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -146,9 +155,17 @@ class Design:
             isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
         ):
             raise _err(src, "seed", "must be a non-negative integer", self.seed)
-        bad = [m for m in self.metrics if m not in METRICS]
+        allowed = METRICS_BY_KIND[self.kind]
+        if self.metrics is None:
+            object.__setattr__(self, "metrics", list(allowed))
+        bad = [m for m in self.metrics if m not in allowed]
         if bad or not self.metrics:
-            raise _err(src, "metrics", f"must be a non-empty list from {list(METRICS)}", self.metrics)
+            raise _err(
+                src,
+                "metrics",
+                f"must be a non-empty list from {list(allowed)} (kind {self.kind!r})",
+                self.metrics,
+            )
         self._check_data()
         self._check_grid()
         self._check_estimators()
@@ -161,6 +178,13 @@ class Design:
         s = self.data["source"]
         if s not in DATA_SOURCES:
             raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", s)
+        if (s in SEQUENCE_SOURCES) != (self.kind == "attention"):
+            need = (
+                "a sequence source " + str(list(SEQUENCE_SOURCES))
+                if self.kind == "attention"
+                else "a pair source"
+            )
+            raise _err(src, "data.source", f"must be {need} for kind {self.kind!r}", s)
         allowed = DATA_SOURCES[s]
         for key in self.data:
             if key != "source" and key not in allowed:
@@ -181,7 +205,17 @@ class Design:
                 raise _err(src, f"grid.{axis}", f"is not a known axis (allowed: {sorted(allowed)})", axis)
             if not isinstance(values, list) or not values:
                 raise _err(src, f"grid.{axis}", "must be a non-empty list of values", values)
-            if axis in ("n_features", "dim", "n_pairs", "degree", "n", "dataset"):
+            if axis in (
+                "n_features",
+                "dim",
+                "n_pairs",
+                "degree",
+                "n",
+                "dataset",
+                "samples",
+                "n_tokens",
+                "d_v",
+            ):
                 for v in values:
                     if (
                         isinstance(v, bool)
@@ -197,7 +231,7 @@ class Design:
             raise _err(src, "data.dim", "must be given (in [data] or as a grid axis)", None)
 
     def _check_estimators(self) -> None:
-        from ._estimators import build_feature_map
+        from ._estimators import build_attention_estimator, build_feature_map
 
         src = self.source
         if not isinstance(self.estimators, list) or not self.estimators:
@@ -207,13 +241,21 @@ class Design:
         labels = set()
         for i, est in enumerate(self.estimators):
             where = f"estimators[{i}]"
-            if not isinstance(est, Mapping) or "map" not in est:
-                raise _err(src, f"{where}.map", f"must name a feature map among {list(FEATURE_MAPS)}", None)
-            if est["map"] not in FEATURE_MAPS:
-                raise _err(
-                    src, f"{where}.map", f"must name a feature map among {list(FEATURE_MAPS)}", est["map"]
-                )
-            label = est.get("label", est["map"])
+            if self.kind == "attention":
+                if not isinstance(est, Mapping) or est.get("estimator") not in ATTENTION_ESTIMATORS:
+                    got = est.get("estimator") if isinstance(est, Mapping) else est
+                    raise _err(src, f"{where}.estimator", f"must be one of {list(ATTENTION_ESTIMATORS)}", got)
+                if est["estimator"] == "RFA" and est.get("map", "Positive") not in FEATURE_MAPS:
+                    raise _err(
+                        src,
+                        f"{where}.map",
+                        f"must name a feature map among {list(FEATURE_MAPS)}",
+                        est.get("map"),
+                    )
+            elif not isinstance(est, Mapping) or est.get("map") not in FEATURE_MAPS:
+                got = est.get("map") if isinstance(est, Mapping) else est
+                raise _err(src, f"{where}.map", f"must name a feature map among {list(FEATURE_MAPS)}", got)
+            label = self._label(est)
             if label in labels:
                 raise _err(src, f"{where}.label", "must be unique", label)
             labels.add(label)
@@ -221,15 +263,22 @@ class Design:
             for cell in self.cells():
                 params = self.estimator_params(est, cell)
                 try:
-                    build_feature_map(est["map"], params)
+                    if self.kind == "attention":
+                        build_attention_estimator(params)
+                    else:
+                        build_feature_map(est["map"], params)
                 except InvalidParameterError as exc:
                     raise InvalidParameterError(f"{src}: {where} ({label!r}): {exc}") from None
 
     # ---------------------------------------------------------------- structure
+    @staticmethod
+    def _label(est: Mapping[str, Any]) -> str:
+        return str(est.get("label", est.get("map", est.get("estimator"))))
+
     @property
     def labels(self) -> list[str]:
         """Estimator labels in design order."""
-        return [e.get("label", e["map"]) for e in self.estimators]
+        return [self._label(e) for e in self.estimators]
 
     def cells(self) -> list[dict[str, Any]]:
         """Grid points in cell order (product of the axes in the given order)."""
@@ -264,6 +313,12 @@ class Design:
 
         from .. import features
 
+        if self.kind == "attention":
+            params = {k: v for k, v in est.items() if k != "label"}
+            for axis in ("samples", "weights"):
+                if axis in cell and axis not in params:
+                    params[axis] = cell[axis]
+            return params
         cls = getattr(features, str(est.get("map")), None)
         takes = set(inspect.signature(cls).parameters) if isinstance(cls, type) else set()
         params = {k: v for k, v in est.items() if k not in ("map", "label")}

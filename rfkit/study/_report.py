@@ -48,6 +48,13 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         figures += _scatter_figure(pd.read_parquet(out / "pairs.parquet"), out)
     if "error_vs_degree" in wanted and "degree" in grid_cols:
         figures += _lines_figures(summary, out, d.metrics, "degree", "norm" if "norm" in grid_cols else None)
+    if "mse_vs_samples" in wanted and "samples" in grid_cols:
+        col = next((c for c in grid_cols if c not in ("samples",)), None)
+        figures += _lines_figures(
+            summary, out, ["mse", "max_abs_err"], "samples", col, logx=True, only=("mse", "max_abs_err")
+        )
+    if "cost" in wanted and (out / "timings.parquet").exists():
+        figures += _cost_figure(pd.read_parquet(out / "timings.parquet"), out, grid_cols)
     if "boxplots" in wanted and "dataset" in grid_cols:
         figures += _box_figures(summary, out, d.metrics)
     for f in figures:
@@ -162,6 +169,7 @@ def _box_figures(summary: pd.DataFrame, out: Path, metrics: list[str]) -> list[P
 
 _YLABELS = {
     "mse": "MSE",
+    "max_abs_err": "E[max |Â - A|]",
     "rel_mse": "relative MSE  E[(K̂-K)²/K²]",
     "max_rel_err": "E[max relative error]",
     "mean_rel_err": "mean relative error",
@@ -169,7 +177,13 @@ _YLABELS = {
 
 
 def _lines_figures(
-    summary: pd.DataFrame, out: Path, metrics: list[str], x: str, col: str | None
+    summary: pd.DataFrame,
+    out: Path,
+    metrics: list[str],
+    x: str,
+    col: str | None,
+    logx: bool = False,
+    only: tuple[str, ...] = ("rel_mse", "max_rel_err"),
 ) -> list[Path]:
     import matplotlib
 
@@ -179,13 +193,38 @@ def _lines_figures(
     from ..plots import plot_metric_lines, save_figure
 
     paths = []
-    for metric in ("rel_mse", "max_rel_err"):
+    for metric in only:
         if metric not in metrics:
             continue
+        xlabel = {"degree": "degree n", "samples": "number of random samples S"}.get(x, x)
         axes = plot_metric_lines(
-            summary, metric, x, col=col, xlabel=f"{x} n", ylabel=_YLABELS.get(metric, metric)
+            summary, metric, x, col=col, logx=logx, xlabel=xlabel, ylabel=_YLABELS.get(metric, metric)
         )
         saved = save_figure(axes[0].figure, out / "figures" / f"{metric}_vs_{x}")
         plt.close(axes[0].figure)
         paths.append(saved[1])
     return paths
+
+
+def _cost_figure(timings: pd.DataFrame, out: Path, grid_cols: list[str]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from ..plots import plot_metric_lines, save_figure
+
+    col = next((c for c in grid_cols if c != "samples"), None)
+    frame = timings.rename(columns={"seconds_median": "estimate"}).assign(metric="seconds", mcse=0.0)
+    axes = plot_metric_lines(
+        frame,
+        "seconds",
+        "samples",
+        col=col,
+        logx=True,
+        xlabel="number of random samples S",
+        ylabel="median seconds per call",
+    )
+    saved = save_figure(axes[0].figure, out / "figures" / "cost_vs_samples")
+    plt.close(axes[0].figure)
+    return [saved[1]]

@@ -23,6 +23,10 @@ METRIC_SOURCES = {
     "variance": ("sq_dev", "mean over pairs of Var[K_hat] (divisor T-1)"),
     "mean_rel_err": ("abs_rel_err", "mean over pairs of E|K_hat - K|/K"),
     "max_rel_err": ("max_rel_err", "E[max over pairs of |K_hat - K|/K]"),
+    # attention designs: errors of the output against exact softmax attention
+    "mean_abs_err": ("abs_err", "mean over queries and value dims of E|A_hat - A|"),
+    "max_abs_err": ("max_abs_err", "E[max over queries and value dims of |A_hat - A|]"),
+    "nonpositive_rows": ("nonpositive_rows", "mean number of rows with a non-positive normaliser"),
 }
 
 
@@ -74,6 +78,7 @@ class StudyResult:
     pairs: pd.DataFrame
     provenance: dict[str, Any]
     out: Path | None = None
+    timings: pd.DataFrame | None = None
 
     @property
     def grid_columns(self) -> list[str]:
@@ -100,7 +105,7 @@ class StudyResult:
         out = pd.DataFrame(rows)
         return out.rename(columns={"n": "n_trials"})
 
-    def compare_theory(self) -> pd.DataFrame:
+    def compare_theory(self) -> pd.DataFrame:  # noqa: C901
         """Measured vs closed-form MSE (mean over pairs), with MCSE and ``z``.
 
         ``z = (measured - predicted) / mcse``; rows only for estimators with a closed form.
@@ -108,6 +113,8 @@ class StudyResult:
         """
         summ = self.summary()
         keys = ["cell", "estimator", *self.grid_columns]
+        if "theory_mse" not in self.pairs or self.pairs["theory_mse"].isna().all():
+            return pd.DataFrame()
         pred = (
             self.pairs.assign(theory_rel_mse=self.pairs["theory_mse"] / self.pairs["truth"] ** 2)
             .groupby(keys, sort=False)[["theory_mse", "theory_rel_mse"]]
@@ -151,7 +158,10 @@ class StudyResult:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         meta = json.dumps(self.provenance, default=str)
-        for name, df in (("trials", self.trials), ("pairs", self.pairs), ("summary", self.summary())):
+        tables = [("trials", self.trials), ("pairs", self.pairs), ("summary", self.summary())]
+        if self.timings is not None:
+            tables.append(("timings", self.timings))
+        for name, df in tables:
             df = df.copy()
             df.attrs["rfkit"] = meta
             atomic_parquet(df, out / f"{name}.parquet")
@@ -169,12 +179,14 @@ class StudyResult:
         p = Path(path)
         prov = json.loads((p / "manifest.json").read_text())
         design = Design(**prov["design"], source=str(p / "manifest.json"))
+        timings = pd.read_parquet(p / "timings.parquet") if (p / "timings.parquet").exists() else None
         return cls(
             design=design,
             trials=pd.read_parquet(p / "trials.parquet"),
             pairs=pd.read_parquet(p / "pairs.parquet"),
             provenance=prov,
             out=p,
+            timings=timings,
         )
 
 

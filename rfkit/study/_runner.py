@@ -233,6 +233,9 @@ def run(
                 "trials": pd.read_parquet(out_path / "cells" / f"cell-{c:06d}.trials.parquet"),
                 "pairs": pd.read_parquet(out_path / "cells" / f"cell-{c:06d}.pairs.parquet"),
             }
+            tpath = out_path / "cells" / f"cell-{c:06d}.timings.parquet"
+            if tpath.exists():
+                results[c]["timings"] = pd.read_parquet(tpath)
     todo = [c for c in range(len(cells)) if c not in done]
     dd = design.to_dict()
     tasks = [(dd, c, entropy, spawn_key, on_error) for c in todo]
@@ -244,6 +247,8 @@ def run(
             c = res["cell"]
             results[c] = res
             if out_path is not None:
+                if "timings" in res:  # before the pairs file, which marks the cell complete
+                    atomic_parquet(res["timings"], out_path / "cells" / f"cell-{c:06d}.timings.parquet")
                 atomic_parquet(res["trials"], out_path / "cells" / f"cell-{c:06d}.trials.parquet")
                 atomic_parquet(res["pairs"], out_path / "cells" / f"cell-{c:06d}.pairs.parquet")
             bar(1)
@@ -270,7 +275,14 @@ def run(
         "machine": _machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    result = StudyResult(design=design, trials=trials_df, pairs=pairs_df, provenance=provenance)
+    timings_df = None
+    if all("timings" in results[c] for c in range(len(cells))):
+        timings_df = _with_grid(
+            pd.concat([results[c]["timings"] for c in range(len(cells))], ignore_index=True), grid
+        )
+    result = StudyResult(
+        design=design, trials=trials_df, pairs=pairs_df, provenance=provenance, timings=timings_df
+    )
     if out_path is not None:
         result.save(out_path)
     return result
@@ -304,24 +316,41 @@ def run_trial(
 ) -> pd.DataFrame:
     """Replay one (cell, trial) alone, e.g. the one a :class:`StudyError` names.
 
-    Returns the ratios estimate/truth per estimator and pair for that trial.
+    Kernel designs: the ratios estimate/truth per estimator and pair; attention designs: the
+    squared error of each query's output per estimator.
     """
     from ._cell import _evaluate, cell_data
     from ._estimators import build_feature_map
 
     design = _resolve_design(design, False, None)
     cells = design.cells()
+    stream = trial_streams(entropy, spawn_key, cell, range(trial, trial + 1))
+    rows = []
+    if design.kind == "attention":
+        from .. import attention
+        from ._estimators import build_attention_estimator
+
+        Q, K, V = cell_data(design, cells[cell], entropy, spawn_key)  # type: ignore[misc]
+        exact = attention.softmax(Q, K, V)
+        for est in design.estimators:
+            estimator = build_attention_estimator(design.estimator_params(est, cells[cell]))
+            out = estimator(Q, K, V, rng=stream[0]).output
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "estimator": design._label(est),
+                        "query": np.arange(out.shape[-2]),
+                        "sq_err": np.mean((out - exact) ** 2, axis=-1),
+                    }
+                )
+            )
+        return pd.concat(rows, ignore_index=True)
     X, Y = cell_data(design, cells[cell], entropy, spawn_key)
     log_truth = np.sum(X * Y, axis=1)
-    rows = []
     for est in design.estimators:
         fm = build_feature_map(est["map"], design.estimator_params(est, cells[cell]))
         if fm.needs_data:
             fm = fm.fit(X, Y)
-        r = _evaluate(fm, X, Y, log_truth, trial_streams(entropy, spawn_key, cell, range(trial, trial + 1)))[
-            0
-        ]
-        rows.append(
-            pd.DataFrame({"estimator": est.get("label", est["map"]), "pair": np.arange(len(r)), "ratio": r})
-        )
+        r = _evaluate(fm, X, Y, log_truth, stream)[0]
+        rows.append(pd.DataFrame({"estimator": design._label(est), "pair": np.arange(len(r)), "ratio": r}))
     return pd.concat(rows, ignore_index=True)

@@ -46,7 +46,7 @@ def test_tables_and_summary():
     assert set(res.trials.columns) >= {"cell", "estimator", "n_features", "dim", "trial", "status", "sq_err"}
     assert res.trials.groupby(["cell", "estimator", "trial"]).size().max() == 1
     s = res.summary()
-    assert set(s["metric"]) == set(st.METRICS)
+    assert set(s["metric"]) == set(st.METRICS_BY_KIND["kernel"])
     assert (s["n_trials"] == 60).all() and (s["n_failed"] == 0).all()
     row = s[(s.metric == "mse") & (s.estimator == "positive") & (s.cell == 0)].iloc[0]
     raw = res.trials[(res.trials.cell == 0) & (res.trials.estimator == "positive")]["sq_err"]
@@ -271,3 +271,62 @@ def test_quick_profile_and_hash():
     assert q.trials < d.trials and len(q.cells()) < len(d.cells())
     assert q.hash() != d.hash()
     assert isinstance(rk.study.Design, type)
+
+
+# ---------------------------------------------------------------------- attention designs
+def attention_design(**over):
+    kw = dict(
+        name="attn",
+        kind="attention",
+        estimators=[
+            {"label": "rfa", "estimator": "RFA", "map": "Positive"},
+            {"label": "ra", "estimator": "RA"},
+            {"label": "lara", "estimator": "LARA", "weights": "balance"},
+        ],
+        grid={"samples": [4, 8]},
+        data={
+            "source": "sequence",
+            "n_tokens": 16,
+            "dim": 4,
+            "d_v": 3,
+            "structure": "local",
+            "n_clusters": 4,
+        },
+        trials=12,
+        seed=5,
+    )
+    kw.update(over)
+    return st.Design(**kw)
+
+
+def test_attention_design_runs_and_is_reproducible():
+    a = st.run(attention_design())
+    b = st.run(attention_design(), executor="processes", workers=2)
+    pd.testing.assert_frame_equal(a.summary(), b.summary(), check_exact=True)
+    assert len(a.trials) == 2 * 3 * 12
+    assert set(a.summary()["metric"]) == set(st.METRICS_BY_KIND["attention"])
+    assert a.timings is not None and (a.timings["seconds_median"] > 0).all()
+    assert a.compare_theory().empty  # no closed forms for attention outputs
+
+
+def test_ra_is_unbiased_in_the_harness():
+    """RA's per-query mean output equals exact attention: bias^2 is within noise (variance/T)."""
+    res = st.run(attention_design(trials=400, grid={"samples": [4]}))
+    q = res.pairs[res.pairs.estimator == "ra"]
+    # E[bias2_hat] = bias^2 + variance / T; an unbiased estimator has bias2_hat ~ variance / T
+    ratio = (q["bias2"] / (q["variance"] / 400)).mean()
+    assert ratio < 1.6, ratio
+
+
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        ({"estimators": [{"estimator": "Performer"}]}, "`estimators\\[0\\].estimator` must be one of"),
+        ({"data": {"source": "pairs", "dim": 4}}, "must be a sequence source"),
+        ({"metrics": ["rel_mse"]}, "must be a non-empty list from"),
+        ({"estimators": [{"estimator": "RA", "n_proposals": 3}]}, "RA has no parameter `n_proposals`"),
+    ],
+)
+def test_bad_attention_designs(over, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        attention_design(**over)
