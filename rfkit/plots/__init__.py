@@ -6,6 +6,7 @@ tests can check what a figure shows without rendering it.
 """
 
 from ._box import plot_metric_boxplot, prepare_metric_boxplot
+from ._heatmap import plot_attention_matrices, plot_head_heatmap, prepare_head_heatmap
 from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
 from ._scatter import plot_kernel_scatter, prepare_kernel_scatter
@@ -20,6 +21,9 @@ __all__ = [
     "plot_metric_boxplot",
     "prepare_metric_boxplot",
     "fit_slopes",
+    "plot_head_heatmap",
+    "prepare_head_heatmap",
+    "plot_attention_matrices",
     "plot_metric_lines",
     "prepare_metric_lines",
     "paper_style",

@@ -52,6 +52,20 @@ def cell_data(
     if src == "hard":
         s = rkdata.hard_qk(n, p.pop("dim"), rng=gen, **p)
         return s.q, s.k
+    if src == "minilm":
+        # layers/heads as data axes select one model head per cell; `gen` is unused (no randomness)
+        layer = int(p.pop("layer", (p.pop("layers", [0]) or [0])[0]))
+        head = int(p.pop("head", (p.pop("heads", [0]) or [0])[0]))
+        n_texts = p.pop("n_texts", None)
+        texts = None if n_texts is None else list(rkdata.PASSAGES[: int(n_texts)])
+        res = rkdata.minilm_qk(
+            texts,
+            layers=[layer],
+            heads=[head],
+            max_len=p.pop("max_len", 64),
+            scale=p.pop("scale", "symmetric"),
+        )
+        return res.q[:, 0, 0], res.k[:, 0, 0], res.v[:, 0, 0]  # type: ignore[return-value]
     if src == "sequence":
         return rkdata.sequence_qkv(p.pop("n_tokens", 256), p.pop("dim"), rng=gen, **p)  # type: ignore[return-value]
     raise InvalidParameterError(f"unknown data source {src!r}")  # pragma: no cover - validated in Design
@@ -243,8 +257,17 @@ def _run_attention_cell(
     cell = design.cells()[cell_index]
     Q, K, V = cell_data(design, cell, entropy, spawn_key)  # type: ignore[misc]
     exact = attention.softmax(Q, K, V)
+    data_stats = None
+    if design.data["source"] == "minilm":
+        from ..data import describe
+
+        st = describe(Q, K).select_dtypes("number").drop(columns=["axis0"], errors="ignore")
+        st = st.mean().to_frame().T  # averaged over texts
+        data_stats = st.assign(cell=cell_index)
     T = design.trials
-    n, dv = exact.shape[-2:]
+    dv = exact.shape[-1]
+    n = int(np.prod(exact.shape[:-1]))  # all query rows (texts x tokens for real data)
+    exact2 = exact.reshape(n, dv)
     streams = trial_streams(entropy, spawn_key, cell_index, range(T))
     trial_frames, query_frames, timing_rows = [], [], []
     for est in design.estimators:
@@ -261,14 +284,14 @@ def _run_attention_cell(
                     warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
                     res = estimator(Q, K, V, rng=streams[t])
                 times.append(time.perf_counter() - t0)
-                outs[t] = res.output
+                outs[t] = res.output.reshape(n, dv)
                 nonpos[t] = res.n_nonpositive
             except Exception as exc:  # noqa: BLE001
                 if on_error == "raise":
                     raise _failure(exc, label, cell, cell_index, t, entropy, spawn_key) from exc
                 status[t] = f"error:{type(exc).__name__}"
         ok = status == "ok"
-        err = outs - exact
+        err = outs - exact2
         with np.errstate(invalid="ignore"):
             mean_out = np.nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
             sq_dev = np.nanmean((outs - mean_out) ** 2, axis=(1, 2))
@@ -296,7 +319,7 @@ def _run_attention_cell(
                         "cell": cell_index,
                         "estimator": label,
                         "pair": np.arange(n),  # query index
-                        "bias2": np.mean((mean_out - exact) ** 2, axis=-1),
+                        "bias2": np.mean((mean_out - exact2) ** 2, axis=-1),
                         "variance": np.mean(np.nanvar(outs[ok], axis=0, ddof=1), axis=-1)
                         if n_ok > 1
                         else np.nan,
@@ -314,9 +337,12 @@ def _run_attention_cell(
                 "calls": len(times),
             }
         )
-    return {
+    out = {
         "cell": cell_index,
         "trials": pd.concat(trial_frames, ignore_index=True),
         "pairs": pd.concat(query_frames, ignore_index=True),
         "timings": pd.DataFrame(timing_rows),
     }
+    if data_stats is not None:
+        out["data_stats"] = data_stats
+    return out

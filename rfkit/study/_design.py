@@ -60,9 +60,11 @@ DATA_SOURCES = {
     "hard": {"n_pairs", "dim", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k", "dataset"},
     # attention inputs (Q, K, V)
     "sequence": {"n_tokens", "dim", "d_v", "structure", "scale", "n_clusters", "spread", "dataset"},
+    # real queries/keys/values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk)
+    "minilm": {"layer", "head", "layers", "heads", "n_texts", "max_len", "scale", "dim"},
 }
 #: data sources that give (Q, K, V) sequences (kind = "attention") rather than pairs
-SEQUENCE_SOURCES = ("sequence",)
+SEQUENCE_SOURCES = ("sequence", "minilm")
 METRICS_BY_KIND = {
     "kernel": ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err"),
     "attention": ("mse", "bias", "variance", "mean_abs_err", "max_abs_err", "nonpositive_rows"),
@@ -227,7 +229,7 @@ class Design:
                         )
             if len(set(map(repr, values))) != len(values):
                 raise _err(src, f"grid.{axis}", "must not repeat values", values)
-        if "dim" not in self.grid and "dim" not in self.data:
+        if "dim" not in self.grid and "dim" not in self.data and self.data["source"] != "minilm":
             raise _err(src, "data.dim", "must be given (in [data] or as a grid axis)", None)
 
     def _check_estimators(self) -> None:

@@ -55,6 +55,8 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         )
     if "cost" in wanted and (out / "timings.parquet").exists():
         figures += _cost_figure(pd.read_parquet(out / "timings.parquet"), out, grid_cols)
+    if "head_heatmap" in wanted and {"layer", "head"} <= set(grid_cols):
+        figures += _heatmap_figure(summary, out)
     if "boxplots" in wanted and "dataset" in grid_cols:
         figures += _box_figures(summary, out, d.metrics)
     for f in figures:
@@ -105,6 +107,9 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
             ),
             "",
         ]
+    stats_path = out / "data_stats.parquet"
+    if "hard_heads" in d.outputs.get("tables", []) and stats_path.exists():
+        lines += _hard_heads(summary, pd.read_parquet(stats_path), d.labels)
     notes = d.outputs.get("notes")
     if notes:
         lines += ["## Notes", "", notes.strip(), ""]
@@ -228,3 +233,49 @@ def _cost_figure(timings: pd.DataFrame, out: Path, grid_cols: list[str]) -> list
     saved = save_figure(axes[0].figure, out / "figures" / "cost_vs_samples")
     plt.close(axes[0].figure)
     return [saved[1]]
+
+
+def _heatmap_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from ..plots import plot_head_heatmap, save_figure
+
+    axes = plot_head_heatmap(summary, "mse")
+    fig = axes.ravel()[0].figure
+    saved = save_figure(fig, out / "figures" / "mse_by_layer_head")
+    plt.close(fig)
+    return [saved[1]]
+
+
+def _hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], top: int = 8) -> list[str]:
+    """Which heads are hard, and why: heads ranked by the first estimator's MSE, with their statistics."""
+    mse = summary[summary["metric"] == "mse"].pivot_table(
+        index="cell", columns="estimator", values="estimate"
+    )
+    ref = labels[0]
+    cols = ["layer", "head", "logit_max", "qk_sum_sq_mean", "entropy_mean", "attention_max_mean"]
+    cols = [c for c in cols if c in stats.columns]
+    table = stats.set_index("cell")[cols].join(mse[[c for c in labels if c in mse.columns]])
+    table = table.sort_values(ref, ascending=False)
+    corr = table[[ref, "logit_max", "qk_sum_sq_mean", "entropy_mean"]].corr(method="spearman")[ref]
+    show = table.head(top).reset_index(drop=True)
+    for c in show.columns:
+        if c not in ("layer", "head"):
+            show[c] = show[c].map(lambda v: f"{v:.3g}")
+    return [
+        "## Which heads are hard, and why",
+        "",
+        f"Heads ranked by the MSE of `{ref}` (top {top} of {len(table)}), with the statistics of their queries "
+        "and keys averaged over texts (rk.data.describe): max logit, mean ||q+k||^2 over pairs, attention "
+        "entropy (nats) and mean largest attention weight.",
+        "",
+        _md_table(show),
+        "",
+        f"Spearman rank correlation of `{ref}`'s MSE across heads with: max logit "
+        f"{corr.get('logit_max', float('nan')):+.2f}, mean ||q+k||^2 {corr.get('qk_sum_sq_mean', float('nan')):+.2f}, "
+        f"attention entropy {corr.get('entropy_mean', float('nan')):+.2f}.",
+        "",
+    ]

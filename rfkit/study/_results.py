@@ -71,6 +71,11 @@ class StudyResult:
         Seed entropy and spawn key, design hash, versions, machine, timings.
     out : Path or None
         Folder the result was written to.
+    timings : DataFrame or None
+        Attention designs: median wall time per call per (cell, estimator). Not reproducible,
+        so kept apart from the tables that are.
+    data_stats : DataFrame or None
+        Real-data designs: statistics of the cell's queries and keys (``rk.data.describe``).
     """
 
     design: Design
@@ -79,6 +84,7 @@ class StudyResult:
     provenance: dict[str, Any]
     out: Path | None = None
     timings: pd.DataFrame | None = None
+    data_stats: pd.DataFrame | None = None
 
     @property
     def grid_columns(self) -> list[str]:
@@ -161,6 +167,8 @@ class StudyResult:
         tables = [("trials", self.trials), ("pairs", self.pairs), ("summary", self.summary())]
         if self.timings is not None:
             tables.append(("timings", self.timings))
+        if self.data_stats is not None:
+            tables.append(("data_stats", self.data_stats))
         for name, df in tables:
             df = df.copy()
             df.attrs["rfkit"] = meta
@@ -180,6 +188,7 @@ class StudyResult:
         prov = json.loads((p / "manifest.json").read_text())
         design = Design(**prov["design"], source=str(p / "manifest.json"))
         timings = pd.read_parquet(p / "timings.parquet") if (p / "timings.parquet").exists() else None
+        stats = pd.read_parquet(p / "data_stats.parquet") if (p / "data_stats.parquet").exists() else None
         return cls(
             design=design,
             trials=pd.read_parquet(p / "trials.parquet"),
@@ -187,6 +196,7 @@ class StudyResult:
             provenance=prov,
             out=p,
             timings=timings,
+            data_stats=stats,
         )
 
 

@@ -23,6 +23,8 @@ from ._results import StudyResult, atomic_parquet, atomic_text
 __all__ = ["run", "run_trial", "EXECUTORS"]
 
 EXECUTORS = ("serial", "processes", "dask")
+#: optional per-cell tables besides trials and pairs (not part of the reproducible summary)
+EXTRA_TABLES = ("timings", "data_stats")
 
 
 def _versions() -> dict[str, str]:
@@ -233,9 +235,10 @@ def run(
                 "trials": pd.read_parquet(out_path / "cells" / f"cell-{c:06d}.trials.parquet"),
                 "pairs": pd.read_parquet(out_path / "cells" / f"cell-{c:06d}.pairs.parquet"),
             }
-            tpath = out_path / "cells" / f"cell-{c:06d}.timings.parquet"
-            if tpath.exists():
-                results[c]["timings"] = pd.read_parquet(tpath)
+            for extra in EXTRA_TABLES:
+                tpath = out_path / "cells" / f"cell-{c:06d}.{extra}.parquet"
+                if tpath.exists():
+                    results[c][extra] = pd.read_parquet(tpath)
     todo = [c for c in range(len(cells)) if c not in done]
     dd = design.to_dict()
     tasks = [(dd, c, entropy, spawn_key, on_error) for c in todo]
@@ -247,8 +250,9 @@ def run(
             c = res["cell"]
             results[c] = res
             if out_path is not None:
-                if "timings" in res:  # before the pairs file, which marks the cell complete
-                    atomic_parquet(res["timings"], out_path / "cells" / f"cell-{c:06d}.timings.parquet")
+                for extra in EXTRA_TABLES:  # before the pairs file, which marks the cell complete
+                    if extra in res:
+                        atomic_parquet(res[extra], out_path / "cells" / f"cell-{c:06d}.{extra}.parquet")
                 atomic_parquet(res["trials"], out_path / "cells" / f"cell-{c:06d}.trials.parquet")
                 atomic_parquet(res["pairs"], out_path / "cells" / f"cell-{c:06d}.pairs.parquet")
             bar(1)
@@ -275,13 +279,18 @@ def run(
         "machine": _machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    timings_df = None
-    if all("timings" in results[c] for c in range(len(cells))):
-        timings_df = _with_grid(
-            pd.concat([results[c]["timings"] for c in range(len(cells))], ignore_index=True), grid
-        )
+    extras = {}
+    for extra in EXTRA_TABLES:
+        if all(extra in results[c] for c in range(len(cells))):
+            frames = [results[c][extra] for c in range(len(cells))]
+            extras[extra] = _with_grid(pd.concat(frames, ignore_index=True), grid)
     result = StudyResult(
-        design=design, trials=trials_df, pairs=pairs_df, provenance=provenance, timings=timings_df
+        design=design,
+        trials=trials_df,
+        pairs=pairs_df,
+        provenance=provenance,
+        timings=extras.get("timings"),
+        data_stats=extras.get("data_stats"),
     )
     if out_path is not None:
         result.save(out_path)
@@ -290,8 +299,8 @@ def run(
 
 def _with_grid(df: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
     cols = [c for c in grid.columns if c != "cell"]
-    merged = df.merge(grid, on="cell", how="left")
-    front = ["cell", "estimator", *cols]
+    merged = df.drop(columns=[c for c in cols if c in df.columns]).merge(grid, on="cell", how="left")
+    front = [c for c in ("cell", "estimator") if c in merged.columns] + cols
     return merged[front + [c for c in merged.columns if c not in front]]
 
 

@@ -1,0 +1,87 @@
+"""Heatmaps: a metric over (layer, head) per estimator; exact vs estimated attention matrices."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._style import DOUBLE_WIDTH, paper_style
+
+__all__ = ["prepare_head_heatmap", "plot_head_heatmap", "plot_attention_matrices"]
+
+
+def prepare_head_heatmap(
+    summary: pd.DataFrame, metric: str = "mse", rows: str = "layer", cols: str = "head"
+) -> dict[str, pd.DataFrame]:
+    """One (rows x cols) table of ``metric`` per estimator: the matrices drawn."""
+    s = summary[summary["metric"] == metric]
+    if s.empty:
+        raise ValueError(f"summary has no rows for metric {metric!r}")
+    return {
+        lab: g.pivot_table(index=rows, columns=cols, values="estimate", aggfunc="first")
+        for lab, g in s.groupby("estimator", sort=False)
+    }
+
+
+def plot_head_heatmap(
+    summary: pd.DataFrame,
+    metric: str = "mse",
+    *,
+    estimators: Sequence[str] | None = None,
+    rows: str = "layer",
+    cols: str = "head",
+) -> Any:
+    """log10 of ``metric`` per (layer, head), one panel per estimator, on a shared colour scale."""
+    import matplotlib.pyplot as plt
+
+    mats = prepare_head_heatmap(summary, metric, rows, cols)
+    labels = list(mats) if estimators is None else list(estimators)
+    logs = {lab: np.log10(mats[lab].to_numpy(dtype=float)) for lab in labels}
+    finite = np.concatenate([v[np.isfinite(v)] for v in logs.values()])
+    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    ncol = min(3, len(labels))
+    nrow = -(-len(labels) // ncol)
+    with paper_style("double"):
+        fig, axes = plt.subplots(nrow, ncol, figsize=(DOUBLE_WIDTH, 1.9 * nrow + 0.4), squeeze=False)
+        im = None
+        for ax, lab in zip(axes.ravel(), labels):
+            m = mats[lab]
+            im = ax.imshow(logs[lab], vmin=vmin, vmax=vmax, cmap="viridis", aspect="auto")
+            ax.set_title(lab)
+            ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
+            ax.set_yticks(range(m.shape[0]), [str(r) for r in m.index])
+            ax.set_xlabel(cols)
+            ax.set_ylabel(rows)
+        for ax in axes.ravel()[len(labels) :]:
+            ax.set_visible(False)
+        if im is not None:
+            fig.colorbar(im, ax=axes.ravel().tolist(), label=f"log10 {metric}", shrink=0.8)
+    return axes
+
+
+def plot_attention_matrices(exact: np.ndarray, estimates: dict[str, np.ndarray]) -> Any:
+    """Exact attention probabilities next to estimated ones (rows: queries, columns: keys).
+
+    ``exact`` and each estimate are (n, n) matrices computed beforehand (e.g. with
+    ``rk.attention.softmax(Q, K, np.eye(n))`` and an estimator called on the same ``V``).
+    """
+    import matplotlib.pyplot as plt
+
+    panels = {"exact": np.asarray(exact), **{k: np.asarray(v) for k, v in estimates.items()}}
+    vmax = float(np.nanmax(panels["exact"]))
+    with paper_style("double"):
+        fig, axes = plt.subplots(
+            1, len(panels), figsize=(DOUBLE_WIDTH, DOUBLE_WIDTH / len(panels) + 0.5), squeeze=False
+        )
+        im = None
+        for ax, (lab, mat) in zip(axes[0], panels.items()):
+            im = ax.imshow(mat, vmin=0.0, vmax=vmax, cmap="magma")
+            ax.set_title(lab)
+            ax.set_xlabel("key")
+        axes[0][0].set_ylabel("query")
+        if im is not None:
+            fig.colorbar(im, ax=axes[0].tolist(), label="attention probability", shrink=0.8)
+    return axes[0]
