@@ -1,0 +1,129 @@
+"""The result object returned by every randomized attention estimator."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import NumericalOverflowError
+
+__all__ = ["AttentionResult"]
+
+
+def _exp_checked(logabs: np.ndarray, what: str, alternative: str) -> np.ndarray:
+    limit = float(np.log(np.finfo(logabs.dtype).max))
+    finite = logabs[np.isfinite(logabs)]
+    if finite.size and float(np.max(finite)) > limit:
+        raise NumericalOverflowError(
+            f"AttentionResult.{what}: exp({float(np.max(finite)):.4g}) exceeds the {logabs.dtype} range; "
+            f"use `{alternative}` instead."
+        )
+    return np.exp(logabs)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AttentionResult:
+    r"""Output of a randomized attention estimator with its diagnostics.
+
+    Ratio estimators (RFA, SNIS, LARA) estimate the numerator
+    :math:`\hat N_n \approx Z_n\,\mathrm{Attn}(q_n)` and the normaliser
+    :math:`\hat D_n \approx Z_n = \sum_m e^{q_n^\top k_m}` and return
+    :math:`\hat N_n / \hat D_n`. Both are kept in the scaled form used across
+    rfkit: :math:`\hat N_n = e^{s_n}\,\text{numerator\_values}_n` and
+    :math:`\hat D_n = e^{s_n}\,\text{denominator\_values}_n` with
+    :math:`s_n` = ``log_scale``, so they never overflow.
+
+    Attributes
+    ----------
+    output : ndarray of shape (..., n, dv)
+        The attention estimate. Rows whose estimated normaliser is <= 0 are NaN
+        (never clipped) and counted in ``n_nonpositive``.
+    method : str
+        ``"RFA"``, ``"RA"``, ``"SNIS"`` or ``"LARA"``.
+    estimator : object
+        The estimator specification that produced the result.
+    feature_map : FeatureMap or None
+        RFA: the feature map actually used (data-dependent parameters resolved).
+    draw : FeatureDraw or tuple of FeatureDraw or None
+        RFA: the draw (one per head when draws are not shared across heads).
+    log_scale : ndarray of shape (..., n) or None
+        Common log scale :math:`s_n` of numerator and denominator (ratio estimators).
+    numerator_values : ndarray of shape (..., n, dv) or None
+    denominator_values : ndarray of shape (..., n) or None
+    n_nonpositive : int
+        Number of query rows with estimated normaliser <= 0 (output NaN there).
+    ess : ndarray of shape (..., n) or None
+        SNIS/LARA: effective sample size :math:`(\sum_s|w_{ns}|)^2/\sum_s w_{ns}^2`
+        of the importance weights of each query (between 1 and the number of samples).
+    n_floored : int or None
+        LARA with ``weights="optimal"``: how many weights :math:`\alpha_{nc}(\omega)`
+        were raised to ``alpha_floor``.
+    n_negative_alpha : int or None
+        LARA ``"optimal"``: how many raw weights were negative.
+    omega : ndarray or None
+        SNIS/LARA: the samples :math:`\omega_s`, shape (S, d) when shared by all
+        slices, else (..., S, d).
+    proposal_means : ndarray or None
+        SNIS/LARA: proposal means, shape (..., C, d).
+    mcse : ndarray of shape (..., n, dv) or None
+        RA: Monte Carlo standard error of each output entry (sample standard
+        deviation of :math:`f_n(\omega_s)` over :math:`\sqrt S`; NaN for S = 1).
+    """
+
+    output: np.ndarray
+    method: str
+    estimator: Any = None
+    feature_map: Any = None
+    draw: Any = None
+    log_scale: np.ndarray | None = None
+    numerator_values: np.ndarray | None = None
+    denominator_values: np.ndarray | None = None
+    n_nonpositive: int = 0
+    ess: np.ndarray | None = None
+    n_floored: int | None = None
+    n_negative_alpha: int | None = None
+    omega: np.ndarray | None = None
+    proposal_means: np.ndarray | None = None
+    mcse: np.ndarray | None = None
+
+    def _need_ratio(self, what: str) -> None:
+        if self.log_scale is None or self.denominator_values is None:
+            raise AttributeError(f"{self.method} does not estimate a normaliser (`{what}` is undefined).")
+
+    @property
+    def normalizer_sign(self) -> np.ndarray:
+        """Sign of the estimated normaliser :math:`\\hat D_n` (..., n)."""
+        self._need_ratio("normalizer_sign")
+        return np.sign(self.denominator_values)  # type: ignore[arg-type]
+
+    @property
+    def log_normalizer(self) -> np.ndarray:
+        r""":math:`\log|\hat D_n|` (..., n); finite even where :math:`\hat D_n` overflows."""
+        self._need_ratio("log_normalizer")
+        with np.errstate(divide="ignore"):
+            return self.log_scale + np.log(np.abs(self.denominator_values))  # type: ignore[operator,arg-type]
+
+    @property
+    def normalizer(self) -> np.ndarray:
+        r"""Estimated normaliser :math:`\hat D_n \approx Z_n` (..., n).
+
+        Raises
+        ------
+        NumericalOverflowError
+            If it exceeds the float range (use ``log_normalizer`` and ``normalizer_sign``).
+        """
+        self._need_ratio("normalizer")
+        assert self.log_scale is not None and self.denominator_values is not None
+        return self.denominator_values * _exp_checked(self.log_scale, "normalizer", "log_normalizer")
+
+    @property
+    def numerator(self) -> np.ndarray:
+        r"""Estimated numerator :math:`\hat N_n \approx Z_n\,\mathrm{Attn}(q_n)` (..., n, dv).
+
+        Defined also in rows whose normaliser is <= 0 (where ``output`` is NaN).
+        """
+        self._need_ratio("numerator")
+        scale = _exp_checked(self.log_scale, "numerator", "log_scale and numerator_values")  # type: ignore[arg-type]
+        return self.numerator_values * scale[..., None]  # type: ignore[operator]
