@@ -61,22 +61,19 @@ class _Featurizer:
         self.draw = draw
         self.fast = isinstance(draw, ExpDraw)
         if isinstance(draw, ExpDraw):
-            W = draw.projection * draw._b  # (m, d) or (T, m, d)
-            e = draw.a * draw._sqnorm  # (m,) or (T, m)
-            if draw.hyperbolic:
-                W = np.concatenate([W, -W], axis=-2)
-                e = np.concatenate([e, e], axis=-1)
+            W, e, c = draw.log_linear_form()  # (D, d) / (T, D, d); (D,) / (T, D) or None; constant
             WT = np.swapaxes(W, -1, -2).astype(dtype)
             if W.ndim == 3:  # T draws: (T, 1, d, D) broadcasts against (g, rows, d) slices
                 WT = WT[:, None]
-                e = e[:, None, None, :]
+                if e is not None:
+                    e = e[:, None, None, :]
             self.WT = np.ascontiguousarray(WT)
-            self.e = e.astype(dtype) if draw.a != 0.0 else None
-            self.c = float(draw._c)
+            self.e = e.astype(dtype) if e is not None else None
+            self.c = c
 
     def _logits(self, X: np.ndarray, side: str) -> tuple[np.ndarray, np.ndarray]:
         """(b W u' + e, row constant c - |u'|^2/2) for validated rows X."""
-        U = self.draw._map(X, side)  # type: ignore[attr-defined]
+        U = self.draw.transform(X, side)  # type: ignore[attr-defined]
         P = U @ self.WT
         if self.e is not None:
             P += self.e

@@ -304,6 +304,27 @@ class ExpDraw(FeatureDraw):
         self._c = half_logdet - 0.5 * float(np.log((2 if hyperbolic else 1) * m))
         self._c_pair = 2.0 * half_logdet - float(np.log((2 if hyperbolic else 1) * m))
 
+    def transform(self, X: np.ndarray, side: str) -> np.ndarray:
+        r"""Rows mapped by :math:`A` (``side="query"``) or :math:`A^{-\top}` (``side="key"``); identity without ``A``."""
+        return self._map(X, side)
+
+    def log_linear_form(self) -> tuple[np.ndarray, np.ndarray | None, float]:
+        r"""The affine form of the log-features: ``(W, e, c)`` with
+
+        .. math:: \log\phi_k(u) = W_k^\top u' + e_k + c - \tfrac12\|u'\|^2,\qquad u' = \mathrm{transform}(u),
+
+        ``W`` of shape (D, d) (or (T, D, d)): :math:`\sqrt{1-4a}\,\omega_i` (and its negative for
+        the hyperbolic maps); ``e`` of shape (D,) (or (T, D)): :math:`a\|\omega_i\|^2`, None when
+        :math:`a = 0`; and the constant ``c``. Lets attention code build features in one product.
+        """
+        W = self.projection * self._b
+        e = self.a * self._sqnorm if self.a != 0.0 else None
+        if self.hyperbolic:
+            W = np.concatenate([W, -W], axis=-2)
+            if e is not None:
+                e = np.concatenate([e, e], axis=-1)
+        return W, e, float(self._c)
+
     def _map(self, X: np.ndarray, side: str) -> np.ndarray:
         """Apply :math:`A` (queries) or :math:`A^{-\\top}` (keys) to the rows."""
         if self.A is None:
