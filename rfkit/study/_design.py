@@ -52,7 +52,7 @@ else:  # pragma: no cover
 
 __all__ = ["Design", "load_design", "KINDS", "DATA_SOURCES", "METRICS", "FEATURE_MAPS"]
 
-KINDS = ("kernel", "attention")
+KINDS = ("kernel", "attention", "concentration")
 #: data parameters per source; ``dataset`` (any source) indexes independent data sets.
 DATA_SOURCES = {
     "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine", "dataset"},
@@ -68,6 +68,7 @@ SEQUENCE_SOURCES = ("sequence", "minilm")
 METRICS_BY_KIND = {
     "kernel": ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err"),
     "attention": ("mse", "bias", "variance", "mean_abs_err", "max_abs_err", "nonpositive_rows"),
+    "concentration": ("coverage", "rms_over_bound", "realized_exceeds"),
 }
 METRICS = tuple(dict.fromkeys(m for ms in METRICS_BY_KIND.values() for m in ms))
 ATTENTION_ESTIMATORS = ("RFA", "RA", "SNIS", "LARA")
@@ -87,6 +88,8 @@ _TOP_KEYS = {
     "outputs",
 }
 _ESTIMATOR_AXES = {"n_features", "degree", "n", "projection", "samples", "weights"}
+#: axes of concentration designs that are neither data nor estimator parameters
+_BOUND_AXES = {"p"}
 
 
 def _err(source: str, key: str, rule: str, got: Any) -> InvalidParameterError:
@@ -187,7 +190,7 @@ class Design:
                 else "a pair source"
             )
             raise _err(src, "data.source", f"must be {need} for kind {self.kind!r}", s)
-        allowed = DATA_SOURCES[s]
+        allowed = DATA_SOURCES[s] | (_BOUND_AXES if self.kind == "concentration" else set())
         for key in self.data:
             if key != "source" and key not in allowed:
                 raise _err(
@@ -202,6 +205,17 @@ class Design:
         if not isinstance(self.grid, Mapping):
             raise _err(src, "grid", "must be a table of axis = [values]", self.grid)
         allowed = DATA_SOURCES[self.data["source"]] | _ESTIMATOR_AXES
+        if self.kind == "concentration":
+            allowed = allowed | _BOUND_AXES
+            if self.data["source"] != "gaussian":
+                raise _err(
+                    src,
+                    "data.source",
+                    "must be 'gaussian' for kind 'concentration' (the theorem's model)",
+                    self.data["source"],
+                )
+            if "p" not in self.grid and "p" not in self.data:
+                raise _err(src, "grid.p", "must give the probability levels p of the bound", None)
         for axis, values in self.grid.items():
             if axis not in allowed:
                 raise _err(src, f"grid.{axis}", f"is not a known axis (allowed: {sorted(allowed)})", axis)
@@ -289,8 +303,8 @@ class Design:
 
     def data_params(self, cell: Mapping[str, Any]) -> dict[str, Any]:
         """Data parameters of a cell: fixed ``[data]`` values updated by data axes of the grid."""
-        out = dict(self.data)
-        out.update({k: v for k, v in cell.items() if k not in _ESTIMATOR_AXES})
+        out = {k: v for k, v in self.data.items() if k not in _BOUND_AXES}
+        out.update({k: v for k, v in cell.items() if k not in _ESTIMATOR_AXES and k not in _BOUND_AXES})
         return out
 
     def data_key(self, cell: Mapping[str, Any]) -> int:

@@ -57,6 +57,8 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         figures += _cost_figure(pd.read_parquet(out / "timings.parquet"), out, grid_cols)
     if "head_heatmap" in wanted and {"layer", "head"} <= set(grid_cols):
         figures += _heatmap_figure(summary, out)
+    if "coverage" in wanted and "p" in grid_cols:
+        figures += _coverage_figures(summary, out, grid_cols)
     if "boxplots" in wanted and "dataset" in grid_cols:
         figures += _box_figures(summary, out, d.metrics)
     for f in figures:
@@ -279,3 +281,47 @@ def _hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], t
         f"attention entropy {corr.get('entropy_mean', float('nan')):+.2f}.",
         "",
     ]
+
+
+def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from ..plots import plot_metric_lines, save_figure
+
+    col = "n_pairs" if "n_pairs" in grid_cols else None
+    sub = summary[summary["metric"].isin(["coverage", "rms_over_bound"])]
+    if "n_features" in grid_cols:  # one figure per m would repeat; show the largest m
+        sub = sub[sub["n_features"] == sub["n_features"].max()]
+    paths = []
+    axes = plot_metric_lines(
+        sub,
+        "coverage",
+        "p",
+        col=col,
+        logy=False,
+        xlabel="target probability p",
+        ylabel="coverage of the bound",
+    )
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], "k:", lw=0.8)
+        ax.set_xlim(0.0, 1.02)
+        ax.set_ylim(0.0, 1.05)
+    saved = save_figure(axes[0].figure, out / "figures" / "coverage_vs_p")
+    plt.close(axes[0].figure)
+    paths.append(saved[1])
+    axes = plot_metric_lines(
+        sub,
+        "rms_over_bound",
+        "p",
+        col=col,
+        logy=True,
+        xlabel="target probability p",
+        ylabel="max RMS relative error / bound",
+    )
+    saved = save_figure(axes[0].figure, out / "figures" / "tightness_vs_p")
+    plt.close(axes[0].figure)
+    paths.append(saved[1])
+    return paths

@@ -27,6 +27,13 @@ METRIC_SOURCES = {
     "mean_abs_err": ("abs_err", "mean over queries and value dims of E|A_hat - A|"),
     "max_abs_err": ("max_abs_err", "E[max over queries and value dims of |A_hat - A|]"),
     "nonpositive_rows": ("nonpositive_rows", "mean number of rows with a non-positive normaliser"),
+    # concentration designs (seed 004 Thm 3.3)
+    "coverage": ("covered", "fraction of data sets where max_ij sqrt(MSE)/SM <= the bound (theorem: >= p)"),
+    "rms_over_bound": ("rms_over_bound", "mean over data sets of max_ij sqrt(MSE)/SM divided by the bound"),
+    "realized_exceeds": (
+        "realized_exceeds",
+        "fraction of data sets where one draw's max realised relative error exceeds the bound",
+    ),
 }
 
 

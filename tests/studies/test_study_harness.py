@@ -330,3 +330,23 @@ def test_ra_is_unbiased_in_the_harness():
 def test_bad_attention_designs(over, match):
     with pytest.raises(InvalidParameterError, match=match):
         attention_design(**over)
+
+
+def test_concentration_design_checks():
+    base = dict(
+        name="c",
+        kind="concentration",
+        estimators=[{"map": "HCEXP", "A": "identity"}],
+        grid={"p": [0.9], "n_pairs": [4], "n_features": [16]},
+        data={"source": "gaussian", "dim": 3, "mean_q": 0.1, "cov_q": 0.01, "mean_k": 0.0, "cov_k": 0.01},
+        trials=30,
+        seed=1,
+    )
+    res = st.run(st.Design(**base))
+    s = res.summary()
+    cov = s[s.metric == "coverage"].iloc[0]
+    assert cov["estimate"] >= 0.9 - 5 * max(cov["mcse"], np.sqrt(0.9 * 0.1 / 30))
+    with pytest.raises(InvalidParameterError, match="must give the probability levels p"):
+        st.Design(**{**base, "grid": {"n_pairs": [4], "n_features": [16]}})
+    with pytest.raises(InvalidParameterError, match="must be 'gaussian' for kind 'concentration'"):
+        st.Design(**{**base, "data": {"source": "pairs", "dim": 3}})
