@@ -30,7 +30,11 @@ test: install lint docs
 docs: install
 	RFKIT_DOCS_QUICK=1 $(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
 
+# A real study: performer-mse (trig/positive/hyperbolic x iid/orthogonal, MSE vs m, theory overlaid).
+# Writes Parquet tables, figures (PDF+PNG) and a Markdown report to out/performer-mse.
 demo: install
+	rm -rf out/performer-mse
+	$(BIN)/rfkit run studies/performer-mse.toml --out out/performer-mse
 	$(BIN)/python scripts/demo.py --out out/demo
 
 bench: install
