@@ -73,28 +73,28 @@ def _prepare_out(out: Path, design: Design, root: np.random.SeedSequence, resume
         probe.unlink()
     except OSError as exc:
         raise StudyError(f"output directory {str(out)!r} is not writable: {exc.strerror or exc}") from None
-    if manifest.exists():
-        old = json.loads(manifest.read_text())
-        same = {k: old.get(k) for k in ident} == ident
-        if not resume:
-            raise StudyError(
-                f"{out} already holds results of a study run; pass resume=True (--resume) to continue "
-                "it, or choose another output directory. Nothing was overwritten."
-            )
-        if not same:
-            raise StudyError(
-                f"cannot resume in {out}: it holds a run of a different design or seed "
-                f"(design hash {old.get('design_hash')} vs {ident['design_hash']}, entropy "
-                f"{old.get('entropy')} vs {ident['entropy']}). Nothing was overwritten."
-            )
-    elif resume and any(cells_dir.iterdir()):
-        raise StudyError(f"cannot resume in {out}: cell files exist but run.json is missing.")
-    atomic_text(manifest, json.dumps({**ident, "design": design.to_dict()}, indent=2, default=str))
     done = set()
     for f in cells_dir.glob("cell-*.trials.parquet"):
         c = int(f.name.split("-")[1].split(".")[0])
         if (cells_dir / f"cell-{c:06d}.pairs.parquet").exists():
             done.add(c)
+    if manifest.exists():
+        old = json.loads(manifest.read_text())
+        same = {k: old.get(k) for k in ident} == ident
+        if not resume and (done or (out / "trials.parquet").exists()):
+            raise StudyError(
+                f"{out} already holds results of a study run; pass resume=True (--resume) to continue "
+                "it, or choose another output directory. Nothing was overwritten."
+            )
+        if resume and not same:
+            raise StudyError(
+                f"cannot resume in {out}: it holds a run of a different design or seed "
+                f"(design hash {old.get('design_hash')} vs {ident['design_hash']}, entropy "
+                f"{old.get('entropy')} vs {ident['entropy']}). Nothing was overwritten."
+            )
+    elif resume and done:
+        raise StudyError(f"cannot resume in {out}: cell files exist but run.json is missing.")
+    atomic_text(manifest, json.dumps({**ident, "design": design.to_dict()}, indent=2, default=str))
     return done
 
 
@@ -134,7 +134,7 @@ def _iter_results(
     else:
         try:
             if scheduler:
-                client = own_client = Client(scheduler, timeout="10s")
+                client = own_client = Client(scheduler, timeout="5s")
             else:
                 cluster = LocalCluster(
                     n_workers=workers or os.cpu_count() or 1,

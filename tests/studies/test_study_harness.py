@@ -114,7 +114,9 @@ def test_run_trial_replays_a_trial():
 def test_performer_mse_quick_agrees_with_theory():
     res = st.run(PERFORMER, quick=True, rng=20261122)
     cmp = res.compare_theory()
-    closed = [e["label"] for e in res.design.estimators if e.get("projection", "iid") in ("iid", "orthogonal")]
+    closed = [
+        e["label"] for e in res.design.estimators if e.get("projection", "iid") in ("iid", "orthogonal")
+    ]
     assert set(cmp["estimator"]) == set(closed)  # every estimator with a closed form is compared
     assert len(cmp[cmp.metric == "mse"]) == len(res.design.cells()) * len(closed)
     assert (cmp["z"].abs() <= 5).all(), cmp.sort_values("z")
@@ -351,3 +353,10 @@ def test_concentration_design_checks():
         st.Design(**{**base, "grid": {"n_pairs": [4], "n_features": [16]}})
     with pytest.raises(InvalidParameterError, match="must be 'gaussian' for kind 'concentration'"):
         st.Design(**{**base, "data": {"source": "pairs", "dim": 3}})
+
+
+def test_unreachable_scheduler_is_a_clear_error(tmp_path):
+    out = tmp_path / "o"
+    with pytest.raises(StudyError, match="cannot reach the Dask scheduler"):
+        st.run(small_design(), scheduler="tcp://127.0.0.1:9", out=out)
+    st.run(small_design(), out=out)  # nothing was computed: the same folder can be used again
