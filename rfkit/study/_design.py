@@ -148,6 +148,22 @@ class Design:
 
     def __post_init__(self) -> None:
         src = self.source
+        if (
+            isinstance(self.data, Mapping)
+            and self.data.get("source") == "minilm"
+            and isinstance(self.grid, Mapping)
+        ):
+            # `data = {source = "minilm", layers = [...], heads = [...]}`: one cell per (layer, head)
+            data, grid = dict(self.data), dict(self.grid)
+            front = {}
+            for plural, axis in (("layers", "layer"), ("heads", "head")):
+                if plural in data:  # sets (or, in a [quick] profile, overrides) the axis
+                    vals = data.pop(plural)
+                    front[axis] = list(vals) if isinstance(vals, list) else [vals]
+                    grid.pop(axis, None)
+            grid = {**front, **grid}
+            object.__setattr__(self, "data", data)
+            object.__setattr__(self, "grid", grid)
         if not isinstance(self.name, str) or not self.name or any(c in self.name for c in "/\\ "):
             raise _err(src, "name", "must be a non-empty string without spaces or slashes", self.name)
         if self.kind not in KINDS:
