@@ -94,10 +94,25 @@ def to_markdown(table: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
+_TEX = str.maketrans(
+    {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "_": r"\_",
+        "#": r"\#",
+        "^": r"\^{}",
+        "~": r"\~{}",
+        "$": r"\$",
+        "{": r"\{",
+        "}": r"\}",
+    }
+)
+
+
 def _tex_escape(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
-        text = text.replace(a, b)
-    return text
+    """Escape LaTeX's special characters (one pass, so replacements are not re-escaped)."""
+    return text.translate(_TEX)
 
 
 def to_latex(table: pd.DataFrame, *, caption: str | None = None, label: str | None = None) -> str:

@@ -1,0 +1,127 @@
+"""Plots are tested on the frames they draw (prepare_*) and by rendering on the Agg backend."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import rfkit as rk  # noqa: E402
+import rfkit.plots as rkp  # noqa: E402
+import rfkit.study as st  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def kernel_result():
+    d = st.Design(
+        name="p",
+        estimators=[{"label": "positive", "map": "Positive"}, {"label": "trig", "map": "Trig"}],
+        grid={"n_features": [4, 16, 64], "dataset": [0, 1]},
+        data={"source": "pairs", "n_pairs": 6, "dim": 4, "norm": 0.5},
+        trials=200,
+        seed=1,
+    )
+    return st.run(d)
+
+
+def test_mse_vs_features_frame_and_render(kernel_result):
+    summ = kernel_result.summary()
+    cmp = kernel_result.compare_theory()
+    frame = rkp.prepare_mse_vs_features(summ[summ.dataset == 0], cmp[cmp.dataset == 0])
+    assert list(frame.columns) == ["estimator", "x", "estimate", "lower", "upper", "predicted"]
+    assert len(frame) == 2 * 3 and frame["predicted"].notna().all()
+    assert (frame["lower"] < frame["estimate"]).all() and (frame["estimate"] < frame["upper"]).all()
+    ax = rkp.plot_mse_vs_features(summ[summ.dataset == 0], cmp[cmp.dataset == 0])
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() and ax.get_ylabel()
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"positive", "trig"}
+    plt.close("all")
+
+
+def test_slopes_are_minus_one_for_unbiased_estimators(kernel_result):
+    slopes = rkp.fit_slopes(kernel_result.summary()[lambda s: s.dataset == 0])
+    assert set(slopes["estimator"]) == {"positive", "trig"}
+    for _, r in slopes.iterrows():
+        assert r["ci_low"] < r["slope"] < r["ci_high"]
+        assert r["ci_low"] - 0.15 < -1.0 < r["ci_high"] + 0.15  # MSE ~ 1/m
+
+
+def test_scatter_frame(kernel_result):
+    frame = rkp.prepare_kernel_scatter(kernel_result.pairs, cell=0)
+    assert list(frame["estimator"].cat.categories) == ["positive", "trig"]
+    np.testing.assert_allclose(
+        frame["truth"], np.tile(kernel_result.pairs.query("cell == 0 and estimator == 'trig'")["truth"], 2)
+    )
+    axes = rkp.plot_kernel_scatter(kernel_result.pairs, cell=0)
+    assert len(axes) == 2 and axes[0].get_xlim() == axes[0].get_ylim()
+    plt.close("all")
+
+
+def test_boxplot_frame(kernel_result):
+    frame = rkp.prepare_metric_boxplot(kernel_result.summary(), "mse")
+    assert len(frame) == 2 * 3 * 2  # estimators x m x datasets
+    ax = rkp.plot_metric_boxplot(kernel_result.summary(), "mse")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["positive", "trig"]
+    plt.close("all")
+
+
+def test_metric_lines_and_heatmap():
+    summ = pd.DataFrame(
+        {
+            "estimator": ["a"] * 4 + ["b"] * 4,
+            "layer": [0, 0, 1, 1] * 2,
+            "head": [0, 1, 0, 1] * 2,
+            "metric": "mse",
+            "estimate": [1e-3, 2e-3, 5e-2, 1e-1, 2e-3, 3e-3, 4e-2, 3e-2],
+            "mcse": 1e-4,
+        }
+    )
+    mats = rkp.prepare_head_heatmap(summ)
+    assert mats["a"].loc[1, 1] == pytest.approx(0.1) and mats["b"].shape == (2, 2)
+    axes = rkp.plot_head_heatmap(summ)
+    assert axes.ravel()[0].get_title() == "a"
+    frame = rkp.prepare_metric_lines(summ, "mse", "head", col="layer")
+    assert set(frame["col"]) == {0, 1}
+    rkp.plot_metric_lines(summ, "mse", "head", col="layer")
+    plt.close("all")
+
+
+def test_attention_matrices_render():
+    rng = np.random.default_rng(0)
+    Q, K = 0.5 * rng.normal(size=(2, 12, 4))
+    exact = rk.attention.softmax(Q, K, np.eye(12))
+    est = rk.attention.RFA(rk.features.Positive(32))(Q, K, np.eye(12), rng=0).output
+    axes = rkp.plot_attention_matrices(exact, {"RFA (m=32)": est})
+    assert [a.get_title() for a in axes] == ["exact", "RFA (m=32)"]
+    plt.close("all")
+
+
+def test_estimator_colors_stable_and_distinct():
+    c1 = rkp.estimator_colors(["trig", "positive", "positive-orthogonal"])
+    c2 = rkp.estimator_colors(["positive", "hyperbolic"])
+    assert c1["positive"] == c2["positive"]  # same family, same colour across figures
+    assert len(set(c1.values())) == 3
+
+
+def test_save_figure_writes_pdf_and_png(tmp_path):
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4])
+    paths = rkp.save_figure(fig, tmp_path / "f")
+    assert [p.suffix for p in paths] == [".pdf", ".png"] and all(p.stat().st_size > 0 for p in paths)
+    plt.close(fig)
+
+
+def test_import_rfkit_loads_no_matplotlib_or_pandas():
+    import subprocess
+    import sys
+
+    code = "import sys, rfkit, rfkit.theory, rfkit.attention, rfkit.features; print('matplotlib' in sys.modules, 'pandas' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "False"]
