@@ -144,11 +144,21 @@ def sample_projection_streams(
     owner = "sample_projection_streams"
     kind, m, d = _check_kind(kind, n_features, dim, owner)
     hb = check_int(hd_blocks, "hd_blocks", owner, low=1)
-    parts = [_ingredients(kind, check_rng(r), 1, m, d, hb) for r in rngs]
-    if not parts:
+    gens = [_stream_generator(r) for r in rngs]
+    if not gens:
         raise InvalidParameterError("`rngs` must hold at least one random stream.")
+    if kind == "iid":  # hot path of studies: one small draw per stream, no per-stream bookkeeping
+        return np.stack([g.standard_normal((m, d)) for g in gens])
+    parts = [_ingredients(kind, g, 1, m, d, hb) for g in gens]
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return _assemble(kind, merged, m, d)
+
+
+def _stream_generator(r: Any) -> np.random.Generator:
+    """``check_rng`` with a fast path for SeedSequence objects (same stream as default_rng)."""
+    if type(r) is np.random.SeedSequence:
+        return np.random.Generator(np.random.PCG64(r))
+    return check_rng(r)
 
 
 def _ingredients(
