@@ -12,6 +12,20 @@ from ._results import METRIC_SOURCES, StudyResult
 __all__ = ["write_report"]
 
 
+def _save(fig: object, out: Path, name: str) -> Path:
+    """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from ..plots import save_figure
+
+    saved = save_figure(fig, out / "figures" / name)
+    plt.close(fig)  # type: ignore[arg-type]
+    return saved[1]
+
+
 def _md_table(df: pd.DataFrame) -> str:
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
@@ -125,54 +139,33 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
 
 
 def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from ..plots import plot_mse_vs_features, save_figure
+    from ..plots import plot_mse_vs_features
 
     paths = []
     for metric in ("mse", "rel_mse"):
         if summary[summary["metric"] == metric].empty:
             continue
         ax = plot_mse_vs_features(summary, theory if not theory.empty else None, metric=metric)
-        saved = save_figure(ax.figure, out / "figures" / f"{metric}_vs_features")
-        plt.close(ax.figure)
-        paths.append(saved[1])
+        paths.append(_save(ax.figure, out, f"{metric}_vs_features"))
     return paths
 
 
 def _scatter_figure(pairs: pd.DataFrame, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from ..plots import plot_kernel_scatter, save_figure
+    from ..plots import plot_kernel_scatter
 
     axes = plot_kernel_scatter(pairs)
-    saved = save_figure(axes[0].figure, out / "figures" / "kernel_scatter")
-    plt.close(axes[0].figure)
-    return [saved[1]]
+    return [_save(axes[0].figure, out, "kernel_scatter")]
 
 
 def _box_figures(summary: pd.DataFrame, out: Path, metrics: list[str]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from ..plots import plot_metric_boxplot, save_figure
+    from ..plots import plot_metric_boxplot
 
     paths = []
     for metric in ("mse", "max_rel_err"):
         if metric not in metrics:
             continue
         ax = plot_metric_boxplot(summary, metric)
-        saved = save_figure(ax.figure, out / "figures" / f"boxplot_{metric}")
-        plt.close(ax.figure)
-        paths.append(saved[1])
+        paths.append(_save(ax.figure, out, f"boxplot_{metric}"))
     return paths
 
 
@@ -194,12 +187,7 @@ def _lines_figures(
     logx: bool = False,
     only: tuple[str, ...] = ("rel_mse", "max_rel_err"),
 ) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from ..plots import plot_metric_lines, save_figure
+    from ..plots import plot_metric_lines
 
     paths = []
     for metric in only:
@@ -209,19 +197,12 @@ def _lines_figures(
         axes = plot_metric_lines(
             summary, metric, x, col=col, logx=logx, xlabel=xlabel, ylabel=_YLABELS.get(metric, metric)
         )
-        saved = save_figure(axes[0].figure, out / "figures" / f"{metric}_vs_{x}")
-        plt.close(axes[0].figure)
-        paths.append(saved[1])
+        paths.append(_save(axes[0].figure, out, f"{metric}_vs_{x}"))
     return paths
 
 
 def _cost_figure(timings: pd.DataFrame, out: Path, grid_cols: list[str]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from ..plots import plot_metric_lines, save_figure
+    from ..plots import plot_metric_lines
 
     col = next((c for c in grid_cols if c != "samples"), None)
     frame = timings.rename(columns={"seconds_median": "estimate"}).assign(metric="seconds", mcse=0.0)
@@ -234,24 +215,15 @@ def _cost_figure(timings: pd.DataFrame, out: Path, grid_cols: list[str]) -> list
         xlabel="number of random samples S",
         ylabel="median seconds per call",
     )
-    saved = save_figure(axes[0].figure, out / "figures" / "cost_vs_samples")
-    plt.close(axes[0].figure)
-    return [saved[1]]
+    return [_save(axes[0].figure, out, "cost_vs_samples")]
 
 
 def _heatmap_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from ..plots import plot_head_heatmap, save_figure
+    from ..plots import plot_head_heatmap
 
     axes = plot_head_heatmap(summary, "mse")
     fig = axes.ravel()[0].figure
-    saved = save_figure(fig, out / "figures" / "mse_by_layer_head")
-    plt.close(fig)
-    return [saved[1]]
+    return [_save(fig, out, "mse_by_layer_head")]
 
 
 def _hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], top: int = 8) -> list[str]:
@@ -286,12 +258,7 @@ def _hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], t
 
 
 def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from ..plots import plot_metric_lines, save_figure
+    from ..plots import plot_metric_lines
 
     col = "n_pairs" if "n_pairs" in grid_cols else None
     sub = summary[summary["metric"].isin(["coverage", "rms_over_bound"])]
@@ -311,9 +278,7 @@ def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) ->
         ax.plot([0, 1], [0, 1], "k:", lw=0.8)
         ax.set_xlim(0.0, 1.02)
         ax.set_ylim(0.0, 1.05)
-    saved = save_figure(axes[0].figure, out / "figures" / "coverage_vs_p")
-    plt.close(axes[0].figure)
-    paths.append(saved[1])
+    paths.append(_save(axes[0].figure, out, "coverage_vs_p"))
     axes = plot_metric_lines(
         sub,
         "rms_over_bound",
@@ -323,9 +288,7 @@ def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) ->
         xlabel="target probability p",
         ylabel="max RMS relative error / bound",
     )
-    saved = save_figure(axes[0].figure, out / "figures" / "tightness_vs_p")
-    plt.close(axes[0].figure)
-    paths.append(saved[1])
+    paths.append(_save(axes[0].figure, out, "tightness_vs_p"))
     return paths
 
 
