@@ -21,6 +21,7 @@ install: $(STAMP)
 lint: install
 	$(BIN)/ruff check rfkit tests benchmarks scripts
 	$(BIN)/ruff format --check rfkit tests benchmarks scripts
+	$(BIN)/mypy rfkit
 
 # pytest runs last so its summary closes the output
 test: install lint docs

@@ -40,6 +40,8 @@ def _check_common(spec: Any) -> None:
 
 
 class _ExpMap(FeatureMap):
+    n_features: int
+    projection: str
     hyperbolic: bool = False
 
     def feature_dim(self, dim: int) -> int:

@@ -61,7 +61,7 @@ def paper_style(width: str = "single") -> Iterator[dict[str, Any]]:
     import matplotlib as mpl
 
     w = COLUMN_WIDTH if width == "single" else DOUBLE_WIDTH
-    rc = {
+    rc: dict[str, Any] = {
         "font.size": 8,
         "axes.titlesize": 8,
         "axes.labelsize": 8,
@@ -76,7 +76,7 @@ def paper_style(width: str = "single") -> Iterator[dict[str, Any]]:
         "savefig.dpi": 200,
         "pdf.fonttype": 42,
     }
-    with mpl.rc_context(rc):
+    with mpl.rc_context(rc):  # type: ignore[arg-type]
         yield {"figsize": (w, w * 0.75)}
 
 

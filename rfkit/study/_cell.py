@@ -370,7 +370,7 @@ def _run_concentration_cell(
 
     design = Design(**design_dict)
     cell = design.cells()[cell_index]
-    p = float(cell.get("p", design.data.get("p")))
+    p = float(cell["p"] if "p" in cell else design.data["p"])
     params = design.data_params(cell)
     params.pop("source")
     params.pop("dataset", None)
@@ -387,11 +387,8 @@ def _run_concentration_cell(
             raise InvalidParameterError(
                 f"{label!r}: the concentration theorem needs a fixed A (not a rule fitted to the data)."
             )
-        A = (
-            np.asarray(fm.A, dtype=float)
-            if not isinstance(getattr(fm, "A", None), (str, type(None)))
-            else np.eye(dim)
-        )
+        A_spec: Any = getattr(fm, "A", None)
+        A = np.asarray(A_spec, dtype=np.float64) if not isinstance(A_spec, (str, type(None))) else np.eye(dim)
         if A.ndim == 1:
             A = np.diag(A)
         ref = rkdata.gaussian_qk(1, dim, rng=0, **params)
@@ -403,7 +400,7 @@ def _run_concentration_cell(
             A,
             s_pts,
             p,
-            fm.n_features,
+            int(getattr(fm, "n_features")),  # noqa: B009 - FeatureMap has no n_features in general
         )
         rows = []
         for t in range(T):

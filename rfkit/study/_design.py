@@ -139,7 +139,7 @@ class Design:
     trials: int
     kind: str = "kernel"
     seed: int | None = None
-    metrics: list[str] | None = None
+    metrics: list[str] = dataclasses.field(default_factory=list)
     chunk_trials: int = 250
     description: str = ""
     outputs: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -177,7 +177,7 @@ class Design:
         ):
             raise _err(src, "seed", "must be a non-negative integer", self.seed)
         allowed = METRICS_BY_KIND[self.kind]
-        if self.metrics is None:
+        if not self.metrics:  # default: every metric of the kind
             object.__setattr__(self, "metrics", list(allowed))
         bad = [m for m in self.metrics if m not in allowed]
         if bad or not self.metrics:

@@ -109,7 +109,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
             f"{n} (cell, estimator) comparisons of the measured MSE with rfkit.theory; "
             f"{int((t['z'].abs() <= 5).sum())} within 5 MCSE"
             + (
-                f"; largest |z| = {abs(worst['z']):.2f} ({worst['estimator']}, m={worst.get('n_features', '')})."
+                f"; largest |z| = {abs(worst['z']):.2f} ({worst['estimator']}, m={worst.get('n_features', '')})."  # type: ignore[index,union-attr]
                 if n
                 else "."
             ),

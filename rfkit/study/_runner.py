@@ -146,8 +146,8 @@ def _iter_results(
         except (OSError, TimeoutError) as exc:
             raise StudyError(f"cannot reach the Dask scheduler {scheduler!r}: {exc}") from None
     try:
-        futs = [client.submit(run_cell, *t, pure=False) for t in tasks]
-        for f in das_completed(futs):
+        dfuts: list[Any] = [client.submit(run_cell, *t, pure=False) for t in tasks]
+        for f in das_completed(dfuts):
             yield f.result()
     finally:
         if own_client is not None:
