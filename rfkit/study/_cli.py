@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..exceptions import RFKitError, StudyError
+from ..exceptions import RFKitError
 
 __all__ = ["add_study_commands", "builtin_study_dirs", "builtin_study"]
 
@@ -166,19 +166,3 @@ def add_study_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.set_defaults(func=cmd_run)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (used until the package CLI wires these commands in)."""
-    parser = argparse.ArgumentParser(prog="rfkit")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_study_commands(sub)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except StudyError as exc:
-        print(f"rfkit: error: {exc}", file=sys.stderr)
-        return 1
-    except RFKitError as exc:
-        print(f"rfkit: error: {exc}", file=sys.stderr)
-        return 2

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import rfkit.study as st
-from rfkit.study._cli import main as cli_main
+from rfkit.cli import main as cli_main
 
 STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.toml"))
 
@@ -59,3 +59,43 @@ def test_cli_list(capsys):
     assert cli_main(["list"]) == 0
     out = capsys.readouterr().out
     assert "performer-mse" in out and "cexp-adaptive" in out
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_resume_completes(tmp_path):
+    """SIGINT mid-run: exit 130, finished cells kept, a hint to --resume; resuming completes the run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    study = tmp_path / "s.toml"
+    study.write_text(
+        'name = "s"\ntrials = 50\nseed = 3\n[data]\nsource = "pairs"\nn_pairs = 4\ndim = 4\n'
+        '[grid]\nn_features = [2, 4, 8, 16, 32, 64, 128, 256]\n[[estimators]]\nmap = "Positive"\n'
+    )
+    out = tmp_path / "out"
+    code = (
+        "import sys, time\n"
+        "import rfkit.study._runner as R\n"
+        "real = R.run_cell\n"
+        "def slow(*a, **k):\n    r = real(*a, **k); time.sleep(0.5); return r\n"
+        "R.run_cell = slow\n"
+        "from rfkit.cli import main\n"
+        f"sys.exit(main(['run', {str(study)!r}, '--out', {str(out)!r}, '--no-progress']))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list((out / "cells").glob("*.pairs.parquet"))) < 2:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err and "Traceback" not in err
+    kept = len(list((out / "cells").glob("*.pairs.parquet")))
+    assert 2 <= kept < 8
+    assert cli_main(["run", str(study), "--out", str(out), "--resume", "--no-progress"]) == 0
+    ref = st.run(study)
+    got = pd.read_parquet(out / "trials.parquet")
+    pd.testing.assert_frame_equal(got, ref.trials, check_exact=True)
