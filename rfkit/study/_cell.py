@@ -85,8 +85,29 @@ def _theory_mse(fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         return np.exp(np.asarray(theory.log_mse(fm, X, Y), dtype=float))
 
 
-def _evaluate(fm: Any, X: np.ndarray, Y: np.ndarray, log_truth: np.ndarray, streams: list[Any]) -> np.ndarray:
-    draw = fm.sample_streams(X.shape[1], streams)
+def _evaluate(
+    fm: Any,
+    X: np.ndarray,
+    Y: np.ndarray,
+    log_truth: np.ndarray,
+    streams: list[Any],
+    cache: dict[tuple[Any, ...], np.ndarray] | None = None,
+) -> np.ndarray:
+    """Ratios estimate/truth, (trials, pairs), for the given trial streams.
+
+    With ``cache``, directions are shared between estimators that draw the same ones: with
+    common random numbers, maps with equal (projection, n_features, dim) get identical
+    directions from identical streams, so they are drawn once per chunk.
+    """
+    d = X.shape[1]
+    if cache is not None and fm.is_random:
+        key = (fm.projection, fm.n_features, d)  # the cache lives for one chunk of streams
+        W = cache.get(key)
+        if W is None:
+            W = cache[key] = fm._projection_streams(d, streams)
+        draw = fm._from_projection(d, len(streams), W)
+    else:
+        draw = fm.sample_streams(d, streams)
     sign, logabs = draw.slog_pairwise(X, Y)
     with np.errstate(over="ignore"):
         return sign * np.exp(logabs - log_truth)  # ratio estimate / truth, (trials, pairs)
@@ -132,18 +153,20 @@ def _run_kernel_cell(
     T, N = design.trials, X.shape[0]
     streams = trial_streams(entropy, spawn_key, cell_index, range(T))  # shared by all estimators (CRN)
     trial_frames, pair_frames = [], []
+    labels = [design._label(est) for est in design.estimators]
+    fms = []
     for est in design.estimators:
-        label = design._label(est)
         fm = build_feature_map(est["map"], design.estimator_params(est, cell))
-        if fm.needs_data:
-            fm = fm.fit(X, Y)
-        ratio = np.full((T, N), np.nan)
-        status = np.array(["ok"] * T, dtype=object)
-        for start in range(0, T, design.chunk_trials):
-            chunk = range(start, min(T, start + design.chunk_trials))
+        fms.append(fm.fit(X, Y) if fm.needs_data else fm)
+    ratios = [np.full((T, N), np.nan) for _ in fms]
+    statuses = [np.array(["ok"] * T, dtype=object) for _ in fms]
+    for start in range(0, T, design.chunk_trials):
+        chunk = range(start, min(T, start + design.chunk_trials))
+        cache: dict[tuple[Any, ...], np.ndarray] = {}  # directions shared within this chunk
+        for label, fm, ratio, status in zip(labels, fms, ratios, statuses):
             try:
                 ratio[chunk.start : chunk.stop] = _evaluate(
-                    fm, X, Y, log_truth, streams[chunk.start : chunk.stop]
+                    fm, X, Y, log_truth, streams[chunk.start : chunk.stop], cache=cache
                 )
             except Exception:  # noqa: BLE001 - replay trial by trial to name the failing ones
                 for t in chunk:
@@ -151,15 +174,9 @@ def _run_kernel_cell(
                         ratio[t] = _evaluate(fm, X, Y, log_truth, streams[t : t + 1])[0]
                     except Exception as exc:  # noqa: BLE001
                         if on_error == "raise":
-                            raise StudyError(
-                                f"trial {t} of cell {cell_index} ({label!r}, {cell}) failed: "
-                                f"{type(exc).__name__}: {exc}. Replay it with rfkit.study.run_trial("
-                                f"design, cell={cell_index}, trial={t}, entropy={entropy}).",
-                                cell=cell_index,
-                                trial=t,
-                                spawn_key=tuple(spawn_key) + (cell_index, t),
-                            ) from exc
+                            raise _failure(exc, label, cell, cell_index, t, entropy, spawn_key) from exc
                         status[t] = f"error:{type(exc).__name__}"
+    for label, fm, ratio, status in zip(labels, fms, ratios, statuses):
         ok = status == "ok"
         rel = ratio - 1.0
         with np.errstate(over="ignore", invalid="ignore"):

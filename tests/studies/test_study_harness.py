@@ -84,10 +84,10 @@ def test_failing_trial_raises_with_replay_info(monkeypatch):
 
     real = _cell._evaluate
 
-    def flaky(fm, X, Y, lt, streams):
+    def flaky(fm, X, Y, lt, streams, **kw):
         if any(s.spawn_key[-1] == 3 for s in streams) and type(fm).__name__ == "Trig":
             raise FloatingPointError("boom")
-        return real(fm, X, Y, lt, streams)
+        return real(fm, X, Y, lt, streams, **kw)
 
     monkeypatch.setattr(_cell, "_evaluate", flaky)
     with pytest.raises(StudyError, match="trial 3 of cell 0 \\('trig'") as info:
