@@ -302,6 +302,20 @@ class Design:
                 except InvalidParameterError as exc:
                     raise InvalidParameterError(f"{src}: {where} ({label!r}): {exc}") from None
 
+    @classmethod
+    def trusted(cls, fields: Mapping[str, Any]) -> Design:
+        """Rebuild a design from the ``to_dict()`` of one already validated (in workers), skipping checks."""
+        obj = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in fields:
+                value = fields[f.name]
+            elif f.default is not dataclasses.MISSING:
+                value = f.default
+            else:
+                value = f.default_factory()  # type: ignore[misc]
+            object.__setattr__(obj, f.name, value)
+        return obj
+
     # ---------------------------------------------------------------- structure
     @staticmethod
     def _label(est: Mapping[str, Any]) -> str:
