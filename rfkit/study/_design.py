@@ -312,7 +312,7 @@ class Design:
             elif f.default is not dataclasses.MISSING:
                 value = f.default
             else:
-                value = f.default_factory()  # type: ignore[misc]
+                value = f.default_factory()  # type: ignore[misc,operator]
             object.__setattr__(obj, f.name, value)
         return obj
 
