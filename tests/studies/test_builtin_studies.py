@@ -77,7 +77,9 @@ def test_ctrl_c_stops_cleanly_and_resume_completes(tmp_path):
     )
     out = tmp_path / "out"
     code = (
-        "import sys, time\n"
+        "import signal, sys, time\n"
+        # a terminal's Ctrl-C handler, even when the test runs as a background job with SIGINT ignored
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import rfkit.study._runner as R\n"
         "real = R.run_cell\n"
         "def slow(*a, **k):\n    r = real(*a, **k); time.sleep(0.5); return r\n"
