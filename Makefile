@@ -38,8 +38,10 @@ demo: install
 	$(BIN)/rfkit run studies/performer-mse.toml --out out/performer-mse
 	$(BIN)/python scripts/demo.py --out out/demo
 
+# Speed and memory against this machine's limits and, when installed, peer libraries
+# (see docs/benchmarks.md); writes benchmarks/results/bench.md and bench.json.
 bench: install
-	$(BIN)/python benchmarks/bench_kernel.py
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache docs/_build docs/generated docs/notebooks

@@ -28,7 +28,7 @@ from .._validation import check_int, check_option, check_real
 from ..exceptions import RFKitWarning, ShapeError
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
-from ._base import FeatureDraw, FeatureMap, fast_logsumexp, iter_chunks
+from ._base import FeatureDraw, FeatureMap, Features, fast_logsumexp, iter_chunks, project
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
@@ -353,6 +353,19 @@ class ExpDraw(FeatureDraw):
         if self.a != 0.0:
             expo = expo + (a_mult * self.a) * sqnorm.astype(dt, copy=False)
         return expo
+
+    def _features(self, X: np.ndarray, side: str) -> Features:
+        """Scaled features in one product and in-place passes (same values as ``Features.from_log``)."""
+        U = self._map(X, side)
+        W, e, c = self.log_linear_form()
+        P = project(U, W)  # ([T,] ..., n, D), a fresh array
+        if e is not None:
+            P += (e if W.ndim == 2 else e.reshape((e.shape[0],) + (1,) * (P.ndim - 2) + e.shape[-1:])).astype(P.dtype)
+        rowmax = np.max(P, axis=-1)
+        P -= rowmax[..., None]
+        np.exp(P, out=P)
+        log_scale = rowmax + (c - 0.5 * np.einsum("...i,...i->...", U, U)).astype(P.dtype)
+        return Features(values=P, log_scale=log_scale)
 
     def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
         U = self._map(X, side)

@@ -78,7 +78,10 @@ class TrigDraw(FeatureDraw):
 
     def _features(self, X: np.ndarray, side: str) -> Features:
         P = project(X, self.projection)
-        values = np.concatenate([np.sin(P), np.cos(P)], axis=-1)
+        m = P.shape[-1]
+        values = np.empty(P.shape[:-1] + (2 * m,), dtype=P.dtype)
+        np.sin(P, out=values[..., :m])  # written into the two halves: no temporaries, no concatenate
+        np.cos(P, out=values[..., m:])
         return Features(values=values, log_scale=self._scale(X, P))
 
     def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
