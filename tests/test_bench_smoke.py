@@ -1,0 +1,33 @@
+"""Smoke test of the benchmark entry point (``make bench``): a quick run writes its report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_run_all_quick_writes_markdown_and_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--no-peers", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    md = (out / "bench.md").read_text()
+    data = json.loads((out / "bench.json").read_text())
+    assert "# rfkit benchmarks" in md and "## Targets (issue 8)" in md
+    assert data["config"]["quick"] is True
+    assert data["peers"] == {"skipped": "--no-peers"}
+    names = {r["name"] for r in data["rfkit"]}
+    assert {"RFA Positive", "RFA Positive causal", "exact softmax", "SNIS S=256"} <= names
+    for row in data["rfkit"]:
+        assert row["median_s"] > 0 and row["floor_s"] > 0 and row["peak_mib"] >= 0
+    assert data["limits"]["gemm"] and data["limits"]["elementwise_block"]
+    assert data["targets"]
