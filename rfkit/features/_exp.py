@@ -360,7 +360,9 @@ class ExpDraw(FeatureDraw):
         W, e, c = self.log_linear_form()
         P = project(U, W)  # ([T,] ..., n, D), a fresh array
         if e is not None:
-            P += (e if W.ndim == 2 else e.reshape((e.shape[0],) + (1,) * (P.ndim - 2) + e.shape[-1:])).astype(P.dtype)
+            P += (e if W.ndim == 2 else e.reshape((e.shape[0],) + (1,) * (P.ndim - 2) + e.shape[-1:])).astype(
+                P.dtype
+            )
         rowmax = np.max(P, axis=-1)
         P -= rowmax[..., None]
         np.exp(P, out=P)

@@ -205,7 +205,9 @@ def test_out_folder_written_and_not_overwritten(tmp_path):
         assert (out / f).exists()
     back = st.StudyResult.load(out)
     pd.testing.assert_frame_equal(back.trials, res.trials, check_exact=True)
-    meta = json.loads(pd.read_parquet(out / "summary.parquet").attrs["rfkit"])  # provenance in Parquet metadata
+    meta = json.loads(
+        pd.read_parquet(out / "summary.parquet").attrs["rfkit"]
+    )  # provenance in Parquet metadata
     assert meta["design_hash"] == small_design().hash() and meta["entropy"] == str(123)
     assert {"rfkit", "numpy", "pandas"} <= set(meta["versions"]) and "cpus" in meta["machine"]
     assert back.provenance["design_hash"] == small_design().hash()
