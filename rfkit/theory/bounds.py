@@ -268,12 +268,11 @@ def _check_mean_cov(mean: Any, cov: Any, nm: str, nc: str, owner: str) -> tuple[
 
 def _assemble(
     *,
-    lam_x: float,
-    lam_y: float,
+    A: tuple[np.ndarray, np.ndarray],
+    cov: tuple[np.ndarray, np.ndarray],
+    mean: tuple[np.ndarray, np.ndarray],
     Qx: float,
     Qy: float,
-    mx: np.ndarray,
-    my: np.ndarray,
     p: float,
     q: float,
     s: int,
@@ -281,6 +280,11 @@ def _assemble(
     method: str,
     assumptions: str,
 ) -> ConcentrationBound:
+    """The bound from ``A`` (and ``A^-1``), the covariances and means of x and y, and the thresholds."""
+    Am, Ainv = A
+    lam_x = float(np.linalg.eigvalsh(Am @ cov[0] @ Am.T).max())
+    lam_y = float(np.linalg.eigvalsh(Ainv.T @ cov[1] @ Ainv).max())
+    mx, my = Am @ mean[0], Ainv.T @ mean[1]  # transformed means A mu_x, A^-T mu_y
     r_x = float(np.sqrt(lam_x * Qx) + np.linalg.norm(mx))
     r_y = float(np.sqrt(lam_y * Qy) + np.linalg.norm(my))
     r = max(r_x, r_y)
@@ -374,15 +378,12 @@ def chi2_concentration(
     m = check_int(n_features, "n_features", owner, low=1)
     q = float(np.exp(np.log(pp) / (2 * s)))
     Qd = float(stats.chi2.ppf(q, d))
-    lam_x = float(np.linalg.eigvalsh(Am @ Sx @ Am.T).max())
-    lam_y = float(np.linalg.eigvalsh(Ainv.T @ Sy @ Ainv).max())
     return _assemble(
-        lam_x=lam_x,
-        lam_y=lam_y,
+        A=(Am, Ainv),
+        cov=(Sx, Sy),
+        mean=(mx, my),
         Qx=Qd,
         Qy=Qd,
-        mx=Am @ mx,
-        my=Ainv.T @ my,
         p=pp,
         q=q,
         s=s,
@@ -507,15 +508,12 @@ def hotelling_concentration(
         q = 1.0 - (1.0 - pp) / (2 * s_rep)
     Qx = _hotelling_quantile(q, nx, d, points)
     Qy = _hotelling_quantile(q, ny, d, points)
-    lam_x = float(np.linalg.eigvalsh(Am @ Sx @ Am.T).max())
-    lam_y = float(np.linalg.eigvalsh(Ainv.T @ Sy @ Ainv).max())
     return _assemble(
-        lam_x=lam_x,
-        lam_y=lam_y,
+        A=(Am, Ainv),
+        cov=(Sx, Sy),
+        mean=(mx, my),
         Qx=Qx,
         Qy=Qy,
-        mx=Am @ mx,
-        my=Ainv.T @ my,
         p=pp,
         q=q,
         s=s_rep,
