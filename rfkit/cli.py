@@ -216,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (_UserError, RFKitError) as exc:
         print(f"rfkit {args.command}: error: {exc}", file=sys.stderr)
         return _EXIT_USAGE
+    except BrokenPipeError:  # output piped into e.g. `head`, which closed early: not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -210,3 +210,19 @@ def test_study_commands_are_wired(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", str(tmp_path / "missing.toml")]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_output_piped_into_head_is_not_an_error():
+    """stdout whose reader has gone (``rfkit list | head``): exit 0, no traceback."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys\n"
+        "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"  # every write to stdout now fails with EPIPE
+        "from rfkit.cli import main\n"
+        "sys.exit(main(['list']))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
