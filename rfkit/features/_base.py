@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -478,9 +478,6 @@ def iter_chunks(total: int, per_item: int, budget: int = _CHUNK_ELEMS) -> Iterat
     step = max(1, budget // max(per_item, 1))
     for start in range(0, total, step):
         yield slice(start, min(total, start + step))
-
-
-LogFeatureFn = Callable[[np.ndarray, str], tuple[np.ndarray | None, np.ndarray]]
 
 
 def fast_logsumexp(a: np.ndarray, axis: int = -1) -> np.ndarray:
