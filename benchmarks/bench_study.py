@@ -10,9 +10,9 @@ For a 200-trial grid, compares median wall times of:
 
 Targets: harness / bare <= 1.15 and loop / harness >= 2. Prints medians over repeats and ratios
 for two grids: issue 5's performer-mse (trig, positive, hyperbolic x iid, orthogonal; 7 feature
-counts) and the current built-in study, which also has QMC and structured projections. In the
-latter, scipy's scrambled-Sobol construction (about 0.4 ms per draw, the same in all three
-variants) dominates every variant and compresses the ratios.
+counts) and the current built-in study, which also has QMC and structured projections. (Until
+issue 14 the QMC directions came from one scipy Sobol' engine per draw, about 0.4 ms each in all
+three variants, which dominated and compressed the ratios; they are now vectorised over draws.)
 """
 
 from __future__ import annotations
