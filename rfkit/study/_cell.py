@@ -58,7 +58,8 @@ def cell_data(
         head = int(p.pop("head", (p.pop("heads", [0]) or [0])[0]))
         n_texts = p.pop("n_texts", None)
         texts = None if n_texts is None else list(rkdata.PASSAGES[: int(n_texts)])
-        res = rkdata.minilm_qk(
+        load = rkdata.smollm2_qk if p.pop("causal", False) else rkdata.minilm_qk  # decoder or encoder
+        res = load(
             texts,
             layers=[layer],
             heads=[head],
@@ -286,12 +287,13 @@ def _run_attention_cell(
     design = Design.trusted(design_dict)  # validated once by run(); workers skip the checks
     cell = design.cells()[cell_index]
     Q, K, V = cell_data(design, cell, entropy, spawn_key)  # type: ignore[misc]
-    exact = attention.softmax(Q, K, V)
+    causal = design.data["source"] == "minilm" and bool(design.data.get("causal", False))
+    exact = attention.softmax(Q, K, V, causal=causal)
     data_stats = None
     if design.data["source"] == "minilm":
         from ..data import describe
 
-        st = describe(Q, K).select_dtypes("number").drop(columns=["axis0"], errors="ignore")
+        st = describe(Q, K, causal=causal).select_dtypes("number").drop(columns=["axis0"], errors="ignore")
         st = st.mean().to_frame().T  # averaged over texts
         data_stats = st.assign(cell=cell_index)
     T = design.trials
@@ -302,7 +304,10 @@ def _run_attention_cell(
     trial_frames, query_frames, timing_rows = [], [], []
     for est in design.estimators:
         label = design._label(est)
-        estimator = build_attention_estimator(design.estimator_params(est, cell))
+        params = dict(design.estimator_params(est, cell))
+        if causal:  # real decoder data: every estimator attends causally
+            params.setdefault("causal", True)
+        estimator = build_attention_estimator(params)
         outs = np.full((T, n, dv), np.nan)
         status = np.array(["ok"] * T, dtype=object)
         nonpos = np.zeros(T)

