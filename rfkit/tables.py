@@ -31,11 +31,17 @@ def format_mcse(estimate: float, mcse: float, *, latex: bool = False) -> str:
     '0.01235 ± 0.00021'
     >>> format_mcse(123456.0, 789.0)
     '(1.2346 ± 0.0079)e5'
+
+    An MCSE below 1e-12 of the estimate is round-off (a deterministic estimator): the value is
+    shown alone.
+
+    >>> format_mcse(2.926002366940087e-05, 7.8e-23)
+    '2.926e-05'
     """
     pm = r" \pm " if latex else " ± "
     if not np.isfinite(estimate):
         return "n/a"
-    if not np.isfinite(mcse) or mcse <= 0:
+    if not np.isfinite(mcse) or mcse <= 1e-12 * abs(estimate):  # zero, or round-off of an exact value
         return f"{estimate:.4g}"
     mag = abs(estimate) if estimate != 0 else mcse
     if mag >= 1e4 or mag < 1e-3:

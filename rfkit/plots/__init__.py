@@ -11,7 +11,7 @@ from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
 from ._scatter import plot_kernel_scatter, prepare_kernel_scatter
 from ._slopes import fit_slopes
-from ._style import estimator_colors, paper_style, save_figure
+from ._style import dodged, estimator_colors, estimator_markers, paper_style, save_figure
 
 __all__ = [
     "plot_mse_vs_features",
@@ -28,5 +28,7 @@ __all__ = [
     "prepare_metric_lines",
     "paper_style",
     "estimator_colors",
+    "estimator_markers",
+    "dodged",
     "save_figure",
 ]

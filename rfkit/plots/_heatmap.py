@@ -33,8 +33,12 @@ def plot_head_heatmap(
     estimators: Sequence[str] | None = None,
     rows: str = "layer",
     cols: str = "head",
+    colorbar_label: str | None = None,
 ) -> Any:
-    """log10 of ``metric`` per (layer, head), one panel per estimator, on a shared colour scale."""
+    """log10 of ``metric`` per (layer, head), one panel per estimator, on a shared colour scale.
+
+    Axis labels appear on the outer panels only; ``colorbar_label`` defaults to ``"log10 <metric>"``.
+    """
     import matplotlib.pyplot as plt
 
     mats = prepare_head_heatmap(summary, metric, rows, cols)
@@ -45,20 +49,24 @@ def plot_head_heatmap(
     ncol = min(3, len(labels))
     nrow = -(-len(labels) // ncol)
     with paper_style("double"):
-        fig, axes = plt.subplots(nrow, ncol, figsize=(DOUBLE_WIDTH, 1.9 * nrow + 0.4), squeeze=False)
+        fig, axes = plt.subplots(
+            nrow, ncol, figsize=(DOUBLE_WIDTH, 2.0 * nrow + 0.5), squeeze=False, layout="constrained"
+        )
         im = None
-        for ax, lab in zip(axes.ravel(), labels):
+        for i, (ax, lab) in enumerate(zip(axes.ravel(), labels)):
             m = mats[lab]
             im = ax.imshow(logs[lab], vmin=vmin, vmax=vmax, cmap="viridis", aspect="auto")
             ax.set_title(lab)
             ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
             ax.set_yticks(range(m.shape[0]), [str(r) for r in m.index])
-            ax.set_xlabel(cols)
-            ax.set_ylabel(rows)
+            if i // ncol == nrow - 1 or i + ncol >= len(labels):  # bottom panel of its column
+                ax.set_xlabel(cols)
+            if i % ncol == 0:
+                ax.set_ylabel(rows)
         for ax in axes.ravel()[len(labels) :]:
             ax.set_visible(False)
         if im is not None:
-            fig.colorbar(im, ax=axes.ravel().tolist(), label=f"log10 {metric}", shrink=0.8)
+            fig.colorbar(im, ax=axes.ravel().tolist(), label=colorbar_label or f"log10 {metric}", shrink=0.8)
     return axes
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import DOUBLE_WIDTH, estimator_colors, log_interval, paper_style
+from ._style import DOUBLE_WIDTH, dodged, estimator_colors, estimator_markers, log_interval, paper_style
 
 __all__ = ["prepare_metric_lines", "plot_metric_lines"]
 
@@ -48,12 +48,17 @@ def plot_metric_lines(
     xlabel: str | None = None,
     ylabel: str | None = None,
 ) -> Any:
-    """Lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value."""
+    """Lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value.
+
+    Each estimator has its own colour and marker, and its points are shifted slightly sideways
+    so that estimators with equal values do not hide each other.
+    """
     import matplotlib.pyplot as plt
 
     frame = prepare_metric_lines(summary, metric, x, col)
     panels = [None] if col is None else list(dict.fromkeys(frame["col"]))
-    colors = estimator_colors(dict.fromkeys(frame["estimator"]))
+    labels = list(dict.fromkeys(frame["estimator"]))
+    colors, markers = estimator_colors(labels), estimator_markers(labels)
     with paper_style("double"):
         fig, axes = plt.subplots(1, len(panels), figsize=(DOUBLE_WIDTH, 2.4), squeeze=False, sharey=True)
         for ax, pv in zip(axes[0], panels):
@@ -61,10 +66,10 @@ def plot_metric_lines(
             for lab, g in g0.groupby("estimator", sort=False):
                 yerr = np.vstack([g["estimate"] - g["lower"], g["upper"] - g["estimate"]])
                 ax.errorbar(
-                    g["x"],
+                    dodged(g["x"], labels.index(lab), len(labels), log=logx),  # equal values stay visible
                     g["estimate"],
                     yerr=yerr,
-                    marker="o",
+                    marker=markers[lab],
                     ms=3,
                     capsize=1.5,
                     color=colors[lab],
