@@ -47,11 +47,13 @@ def plot_metric_lines(
     logy: bool = True,
     xlabel: str | None = None,
     ylabel: str | None = None,
+    col_title: str | None = None,
 ) -> Any:
     """Lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value.
 
     Each estimator has its own colour and marker, and its points are shifted slightly sideways
-    so that estimators with equal values do not hide each other.
+    so that estimators with equal values do not hide each other. ``col_title`` formats each
+    panel's title from its ``col`` value (``"{}"`` is replaced; default ``"<col> = {}"``).
     """
     import matplotlib.pyplot as plt
 
@@ -81,7 +83,7 @@ def plot_metric_lines(
                 ax.set_yscale("log")
             ax.set_xlabel(xlabel or x)
             if pv is not None:
-                ax.set_title(f"{col} = {pv}")
+                ax.set_title((col_title or f"{col} = {{}}").replace("{}", str(pv)))
         axes[0][0].set_ylabel(ylabel or metric)
         axes[0][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return axes[0]

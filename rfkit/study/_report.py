@@ -256,6 +256,8 @@ _ATTENTION_YLABELS = {
 }
 #: what the "samples" axis counts for each estimator family (a budget, not always random samples)
 _SAMPLES_LABEL = "random samples S (RFA: features m)"
+#: panel titles for the facet axes of the built-in studies ("{}" is the value)
+_PANEL_TITLES = {"norm": "‖x‖ = ‖y‖ = {}", "n_pairs": "s = {} query/key pairs", "structure": "{} tokens"}
 
 
 def _lines_figures(
@@ -277,7 +279,14 @@ def _lines_figures(
             continue
         xlabel = {"degree": "degree n", "samples": _SAMPLES_LABEL}.get(x, x)
         axes = plot_metric_lines(
-            summary, metric, x, col=col, logx=logx, xlabel=xlabel, ylabel=labels.get(metric, metric)
+            summary,
+            metric,
+            x,
+            col=col,
+            logx=logx,
+            xlabel=xlabel,
+            ylabel=labels.get(metric, metric),
+            col_title=_PANEL_TITLES.get(col or ""),
         )
         paths.append(_save(axes[0].figure, out, f"{metric}_vs_{x}"))
     return paths
@@ -296,6 +305,7 @@ def _cost_figure(timings: pd.DataFrame, out: Path, grid_cols: list[str]) -> list
         logx=True,
         xlabel=_SAMPLES_LABEL,
         ylabel="median seconds per call",
+        col_title=_PANEL_TITLES.get(col or ""),
     )
     return [_save(axes[0].figure, out, "cost_vs_samples")]
 
@@ -356,6 +366,7 @@ def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) ->
         logy=False,
         xlabel="target probability p",
         ylabel="coverage of the bound",
+        col_title=_PANEL_TITLES.get(col or ""),
     )
     for ax in axes:
         ax.plot([0, 1], [0, 1], "k:", lw=0.8, label="coverage = p (the theorem: at least this)")
@@ -371,6 +382,7 @@ def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) ->
         logy=True,
         xlabel="target probability p",
         ylabel="max RMS relative error / bound",
+        col_title=_PANEL_TITLES.get(col or ""),
     )
     paths.append(_save(axes[0].figure, out, "tightness_vs_p"))
     return paths
