@@ -95,7 +95,7 @@ UNBIASED_PROJECTIONS: tuple[str, ...] = ("iid", "orthogonal", "qmc")
 _SOBOL_MAX_DIM = 21201
 _SOBOL_MAX_LOG2 = 30  # scipy's Sobol' engine: at most 2^30 points
 _SOBOL_DIGITS = 52  # b: digits per coordinate; (y + 1/2) 2^-52 is exact in float64
-_QMC_CHUNK = 1 << 18  # points x dims per block of the digits-to-Gaussian transform (cache-sized)
+_QMC_CHUNK = 1 << 16  # points x dims per block of the digits-to-Gaussian transform (L2-sized)
 
 
 def block_sizes(n_features: int, dim: int) -> list[int]:
