@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.rfkit-installed
 
 .PHONY: install test lint docs demo bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
