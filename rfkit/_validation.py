@@ -95,14 +95,28 @@ def check_option(value: Any, name: str, owner: str, options: Iterable[str]) -> s
     return value
 
 
-def float_dtype(*arrays: np.ndarray) -> np.dtype[Any]:
+def float_dtype(*arrays: Any) -> Any:
     """Common floating dtype of already-validated float arrays (float32 only if all are)."""
-    return np.result_type(*arrays, np.float32)
+    if all(type(a) is np.ndarray for a in arrays):
+        return np.result_type(*arrays, np.float32)
+    from ._backend import get_backend
+
+    xp = get_backend(*(("array", a) for a in arrays)).xp
+    return xp.result_type(*arrays)
 
 
 def _first_bad_index(arr: np.ndarray) -> tuple[int, ...]:
     bad = np.argwhere(~np.isfinite(arr))
     return tuple(int(i) for i in bad[0])
+
+
+def _non_finite_error(arr: np.ndarray, name: str, dtype_text: str) -> NonFiniteInputError:
+    idx = _first_bad_index(arr)
+    if np.isnan(arr[idx]):
+        return NonFiniteInputError(f"Input `{name}` contains NaN (first at index {idx}).")
+    return NonFiniteInputError(
+        f"Input `{name}` contains infinity or a value too large for {dtype_text} (first at index {idx})."
+    )
 
 
 def as_float_array(
@@ -112,12 +126,28 @@ def as_float_array(
     min_ndim: int = 0,
     check_finite: bool = True,
     shape_hint: str = "",
-) -> np.ndarray:
-    """Convert ``X`` to a float32/float64 ndarray, refusing other dtypes and non-finite values.
+    backend: Any = None,
+) -> Any:
+    """Validate a float32/float64 array, refusing other dtypes and non-finite values.
 
-    Integer, boolean, complex and object inputs raise :class:`InvalidParameterError`
-    (no silent casts: an integer array is almost always a bug in a kernel study).
+    NumPy inputs and plain Python data give an ndarray; arrays of another supported
+    library (PyTorch, CuPy, array_api_strict: see :mod:`rfkit._backend`) are checked in
+    that library and returned as they are. Integer, boolean, complex, half-precision and
+    object inputs raise :class:`InvalidParameterError` (no silent casts: an integer array
+    is almost always a bug in a kernel study).
+
+    Parameters
+    ----------
+    backend : Backend, optional
+        The call's backend (from :func:`rfkit._backend.get_backend`); resolved from ``X``
+        alone when omitted.
     """
+    if backend is None:
+        from ._backend import get_backend
+
+        backend = get_backend((name, X))
+    if not backend.is_numpy:
+        return _as_float_array_xp(X, name, backend, min_ndim, check_finite, shape_hint)
     arr = np.asarray(X)
     if arr.dtype.kind != "f" or arr.dtype.type not in _FLOATS:
         raise InvalidParameterError(
@@ -131,17 +161,33 @@ def as_float_array(
         with np.errstate(over="ignore", invalid="ignore"):
             total = arr.sum(dtype=np.float64)
         if not np.isfinite(total) and not np.all(np.isfinite(arr)):
-            idx = _first_bad_index(arr)
-            if np.isnan(arr[idx]):
-                raise NonFiniteInputError(f"Input `{name}` contains NaN (first at index {idx}).")
-            raise NonFiniteInputError(
-                f"Input `{name}` contains infinity or a value too large for {arr.dtype!r} "
-                f"(first at index {idx})."
-            )
+            raise _non_finite_error(arr, name, repr(arr.dtype))
     return arr
 
 
-def check_points(X: Any, name: str, *, dim: int | None = None, check_finite: bool = True) -> np.ndarray:
+def _as_float_array_xp(X: Any, name: str, bk: Any, min_ndim: int, check_finite: bool, shape_hint: str) -> Any:
+    xp = bk.xp
+    from ._backend import is_array
+
+    arr = X if is_array(X) else bk.asarray(X)
+    dname = bk.dtype_name(arr.dtype)
+    if dname not in ("float32", "float64"):
+        raise InvalidParameterError(
+            f"`{name}` must be a floating-point array (float32 or float64); got a {bk.name} array of dtype "
+            f"{dname}. Convert it explicitly (e.g. {name}.to(torch.float64) or xp.astype({name}, xp.float64))."
+        )
+    if arr.ndim < min_ndim:
+        hint = f" {shape_hint}" if shape_hint else ""
+        raise ShapeError(f"`{name}` must have ndim >= {min_ndim}; got shape {tuple(arr.shape)}.{hint}")
+    if check_finite and arr.ndim and all(int(s) for s in arr.shape):
+        if not bool(xp.all(xp.isfinite(arr))):
+            raise _non_finite_error(bk.to_numpy(arr), name, f"{bk.name} {dname}")
+    return arr
+
+
+def check_points(
+    X: Any, name: str, *, dim: int | None = None, check_finite: bool = True, backend: Any = None
+) -> Any:
     """Validate a point array of shape (..., n, d) (points are rows)."""
     arr = as_float_array(
         X,
@@ -149,24 +195,26 @@ def check_points(X: Any, name: str, *, dim: int | None = None, check_finite: boo
         min_ndim=2,
         check_finite=check_finite,
         shape_hint=f"`{name}` must have shape (..., n, d). Use {name}[None, :] for a single point.",
+        backend=backend,
     )
     if dim is not None and arr.shape[-1] != dim:
         raise ShapeError(f"`{name}` has d={arr.shape[-1]} but these features were sampled for dim={dim}.")
     return arr
 
 
-def check_same_dim(X: np.ndarray, Y: np.ndarray, nx: str, ny: str) -> None:
+def check_same_dim(X: Any, Y: Any, nx: str, ny: str) -> None:
     """Raise ShapeError unless ``X`` and ``Y`` share their last axis."""
     if X.shape[-1] != Y.shape[-1]:
         raise ShapeError(
-            f"`{nx}` and `{ny}` must share the last dimension: {nx}.shape={X.shape}, {ny}.shape={Y.shape}."
+            f"`{nx}` and `{ny}` must share the last dimension: {nx}.shape={tuple(X.shape)}, "
+            f"{ny}.shape={tuple(Y.shape)}."
         )
 
 
 def check_broadcast(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
     """Broadcast the leading (batch) shapes, or raise ShapeError naming the arrays."""
     try:
-        return tuple(np.broadcast_shapes(*shapes.values()))
+        return tuple(np.broadcast_shapes(*(tuple(int(n) for n in v) for v in shapes.values())))
     except ValueError:
-        desc = ", ".join(f"{k}: {v}" for k, v in shapes.items())
+        desc = ", ".join(f"{k}: {tuple(v)}" for k, v in shapes.items())
         raise ShapeError(f"Batch dimensions are not broadcastable ({desc}).") from None

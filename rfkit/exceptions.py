@@ -12,7 +12,9 @@ TypeError)`` idea)::
     ├── NumericalOverflowError(RFKitError, FloatingPointError)
     ├── StudyError(RFKitError, RuntimeError)
     ├── ModelNotInstalledError(RFKitError, ImportError)
-    └── CorruptWeightsError(RFKitError, ValueError)
+    ├── CorruptWeightsError(RFKitError, ValueError)
+    ├── BackendError(RFKitError, TypeError)
+    └── BackendNotInstalledError(RFKitError, ImportError)
 
     RFKitWarning(UserWarning)
     ├── IllConditionedWarning(RFKitWarning, RuntimeWarning)
@@ -35,6 +37,8 @@ __all__ = [
     "StudyError",
     "ModelNotInstalledError",
     "CorruptWeightsError",
+    "BackendError",
+    "BackendNotInstalledError",
     "RFKitWarning",
     "IllConditionedWarning",
     "NonPositiveNormalizerWarning",
@@ -100,6 +104,14 @@ class ModelNotInstalledError(RFKitError, ImportError):
 
 class CorruptWeightsError(RFKitError, ValueError):
     """A weights or vocabulary file does not match its expected hash or format."""
+
+
+class BackendError(RFKitError, TypeError):
+    """Arrays of an unsupported library, of two libraries or on two devices in one call."""
+
+
+class BackendNotInstalledError(RFKitError, ImportError):
+    """The array library a backend needs (PyTorch, CuPy, ...) is not installed."""
 
 
 class RFKitWarning(UserWarning):

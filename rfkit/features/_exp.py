@@ -24,11 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from .._backend import get_backend
+from .._parallel import resolve_threads, run_blocks
 from .._validation import check_int, check_option, check_real
 from ..exceptions import RFKitWarning, ShapeError
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
-from ._base import FeatureDraw, FeatureMap, Features, fast_logsumexp, iter_chunks, project
+from ._base import FeatureDraw, FeatureMap, Features, fast_logsumexp, iter_chunks, project, row_blocks
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
@@ -272,7 +274,8 @@ class ExpDraw(FeatureDraw):
     Attributes
     ----------
     projection : ndarray of shape (m, d) or (T, m, d)
-        The directions :math:`\\omega_i` (float64).
+        The directions :math:`\\omega_i` (float64, NumPy: drawn by a NumPy Generator and
+        moved to the input's device when an estimate is made on another backend).
     A : ndarray or None
         The CEXP/HCEXP matrix (diagonal or full), None for the identity.
     a : float
@@ -305,8 +308,9 @@ class ExpDraw(FeatureDraw):
         half_logdet = float(0.25 * dim * np.log1p(-4.0 * a))
         self._c = half_logdet - 0.5 * float(np.log((2 if hyperbolic else 1) * m))
         self._c_pair = 2.0 * half_logdet - float(np.log((2 if hyperbolic else 1) * m))
+        self._llf: tuple[np.ndarray, np.ndarray | None, float] | None = None
 
-    def transform(self, X: np.ndarray, side: str) -> np.ndarray:
+    def transform(self, X: Any, side: str) -> Any:
         r"""Rows mapped by :math:`A` (``side="query"``) or :math:`A^{-\top}` (``side="key"``); identity without ``A``."""
         return self._map(X, side)
 
@@ -317,100 +321,155 @@ class ExpDraw(FeatureDraw):
 
         ``W`` of shape (D, d) (or (T, D, d)): :math:`\sqrt{1-4a}\,\omega_i` (and its negative for
         the hyperbolic maps); ``e`` of shape (D,) (or (T, D)): :math:`a\|\omega_i\|^2`, None when
-        :math:`a = 0`; and the constant ``c``. Lets attention code build features in one product.
+        :math:`a = 0`; and the constant ``c``. NumPy float64 arrays (computed once per draw);
+        :meth:`linear_form_like` gives them on an input's backend. Lets attention code build
+        features in one product.
         """
-        W = self.projection * self._b
-        e = self.a * self._sqnorm if self.a != 0.0 else None
-        if self.hyperbolic:
-            W = np.concatenate([W, -W], axis=-2)
-            if e is not None:
-                e = np.concatenate([e, e], axis=-1)
-        return W, e, float(self._c)
+        if self._llf is None:
+            W = self.projection * self._b
+            e = self.a * self._sqnorm if self.a != 0.0 else None
+            if self.hyperbolic:
+                W = np.concatenate([W, -W], axis=-2)
+                if e is not None:
+                    e = np.concatenate([e, e], axis=-1)
+            self._llf = (W, e, float(self._c))
+        return self._llf
 
-    def _map(self, X: np.ndarray, side: str) -> np.ndarray:
+    def linear_form_like(self, X: Any) -> tuple[Any, Any | None, float]:
+        """:meth:`log_linear_form` on the library, device and dtype of ``X``."""
+        W, e, c = self.log_linear_form()
+        return self.param("llf_W", W, X), (None if e is None else self.param("llf_e", e, X)), c
+
+    def _map(self, X: Any, side: str) -> Any:
         """Apply :math:`A` (queries) or :math:`A^{-\\top}` (keys) to the rows."""
         if self.A is None:
             return X
         if self.A.ndim == 1:
-            a = self.A.astype(X.dtype, copy=False)
+            a = self.param("A", self.A, X)
             return X * a if side == "query" else X / a
         if side == "query":
-            return np.matmul(X, self.A.T.astype(X.dtype, copy=False))  # rows (A x)^T
-        return np.matmul(X, self._Ainv.astype(X.dtype, copy=False))  # type: ignore[union-attr]  # (A^-T y)^T
+            return X @ self.param("AT", self.A.T, X)  # rows (A x)^T
+        return X @ self.param("Ainv", self._Ainv, X)  # type: ignore[arg-type]  # (A^-T y)^T
 
-    def _exponent(self, U: np.ndarray, W: np.ndarray, sqnorm: np.ndarray, a_mult: float) -> np.ndarray:
-        """a_mult*a*||w||^2 + b * U @ W.T for U (N, d), W (t, m, d) or (m, d) -> (N, t, m) / (N, m)."""
-        dt = U.dtype
-        if W.ndim == 2:
-            P = U @ W.T.astype(dt, copy=False)
-            expo = self._b * P if self._b != 1.0 else P
-            if self.a != 0.0:
-                expo = expo + (a_mult * self.a) * sqnorm.astype(dt, copy=False)
-            return expo
-        t, m, d = W.shape
-        P = (U @ W.reshape(t * m, d).T.astype(dt, copy=False)).reshape(U.shape[0], t, m)
-        expo = self._b * P if self._b != 1.0 else P
-        if self.a != 0.0:
-            expo = expo + (a_mult * self.a) * sqnorm.astype(dt, copy=False)
-        return expo
-
-    def _features(self, X: np.ndarray, side: str) -> Features:
+    def _features(self, X: Any, side: str) -> Features:
         """Scaled features in one product and in-place passes (same values as ``Features.from_log``)."""
         U = self._map(X, side)
-        W, e, c = self.log_linear_form()
+        W, e, c = self.linear_form_like(U)
+        if type(U) is np.ndarray:
+            return _exp_features_numpy(U, W, e, c)
+        bk = get_backend(("X", U))
+        xp = bk.xp
         P = project(U, W)  # ([T,] ..., n, D), a fresh array
         if e is not None:
-            P += (e if W.ndim == 2 else e.reshape((e.shape[0],) + (1,) * (P.ndim - 2) + e.shape[-1:])).astype(
-                P.dtype
-            )
-        rowmax = np.max(P, axis=-1)
+            P += e if W.ndim == 2 else xp.reshape(e, (e.shape[0],) + (1,) * (P.ndim - 2) + (e.shape[-1],))
+        rowmax = xp.max(P, axis=-1)
         P -= rowmax[..., None]
-        np.exp(P, out=P)
-        log_scale = rowmax + (c - 0.5 * np.einsum("...i,...i->...", U, U)).astype(P.dtype)
+        P = bk.exp_(P)
+        log_scale = rowmax + (c - 0.5 * xp.sum(U * U, axis=-1))
         return Features(values=P, log_scale=log_scale)
 
-    def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+        xp = get_backend(("X", X)).xp
         U = self._map(X, side)
-        lead = U.shape[:-1]
-        Uf = U.reshape(-1, self.dim)
-        expo = self._exponent(Uf, self.projection, self._sqnorm, 1.0)  # (N, [t,] m)
-        base = (self._c - 0.5 * np.sum(Uf * Uf, axis=-1)).astype(U.dtype)
-        if expo.ndim == 3:
-            base = base[:, None, None]
-        else:
-            base = base[:, None]
-        if self.hyperbolic:
-            logabs = np.concatenate([expo + base, base - expo], axis=-1)
-        else:
-            logabs = expo + base
-        if self.projection.ndim == 3:
-            logabs = np.moveaxis(logabs.reshape(lead + logabs.shape[-2:]), -2, 0)
-        else:
-            logabs = logabs.reshape(lead + logabs.shape[-1:])
-        return None, logabs
+        W, e, c = self.linear_form_like(U)
+        P = project(U, W)  # ([T,] ..., n, D)
+        if e is not None:
+            P = P + (
+                e if W.ndim == 2 else xp.reshape(e, (e.shape[0],) + (1,) * (P.ndim - 2) + (e.shape[-1],))
+            )
+        return None, P + (c - 0.5 * xp.sum(U * U, axis=-1))[..., None]
 
-    def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        bk = get_backend(("X", X))
+        xp = bk.xp
         Xq, Yk = self._map(X, "query"), self._map(Y, "key")
         Z = Xq + Yk
-        base = self._c_pair - 0.5 * (np.sum(Xq * Xq, -1) + np.sum(Yk * Yk, -1))  # (..., n)
-        lead = Z.shape[:-1]
-        Zf = Z.reshape(-1, self.dim)
-        N = Zf.shape[0]
-        W = self.projection
+        base = self._c_pair - 0.5 * (xp.sum(Xq * Xq, axis=-1) + xp.sum(Yk * Yk, axis=-1))  # (..., n)
+        lead = tuple(Z.shape[:-1])
+        Zf = xp.reshape(Z, (-1, self.dim))
+        N = int(Zf.shape[0])
+        W = self.param("W", self.projection, Z)
+        sq = self.param("sqnorm", self._sqnorm, Z)
         batched = W.ndim == 3
-        T = W.shape[0] if batched else 1
-        m = W.shape[-2]
-        out = np.empty((T, N), dtype=Z.dtype)
-        Wb = W if batched else W[None]
-        sq = self._sqnorm if batched else self._sqnorm[None]
-        per_t = N * m * (2 if self.hyperbolic else 1)
-        for ts in iter_chunks(T, per_t):
-            for ns in iter_chunks(N, m * (2 if self.hyperbolic else 1) * (ts.stop - ts.start)):
-                expo = self._exponent(Zf[ns], Wb[ts], sq[ts], 2.0)  # (Nc, tc, m)
-                if self.hyperbolic:
-                    expo = np.concatenate([expo, -expo], axis=-1)
-                out[ts, ns] = fast_logsumexp(expo, axis=-1).T  # exponents are finite
-        logabs = out.reshape((T,) + lead) + base
         if not batched:
-            logabs = logabs[0]
-        return np.ones_like(logabs), logabs
+            W, sq = W[None, ...], sq[None, ...]
+        T, m = int(W.shape[0]), int(W.shape[1])
+        two = 2 if self.hyperbolic else 1
+        b, a2 = self._b, 2.0 * self.a
+
+        def block(ts: slice, ns: slice) -> Any:
+            Wt = W[ts, ...]
+            t = Wt.shape[0]
+            P = xp.reshape(Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m))
+            if b != 1.0:
+                P = P * b
+            if self.a != 0.0:
+                P = P + a2 * sq[ts, ...]
+            if self.hyperbolic:
+                P = xp.concat([P, -P], axis=-1)
+            return xp.matrix_transpose(fast_logsumexp(P, axis=-1))  # (t, Nc); exponents are finite
+
+        if bk.is_numpy:
+            out = np.empty((T, N), dtype=Z.dtype)
+            chunks = [
+                (ts, ns)
+                for ts in iter_chunks(T, N * m * two, budget=_PAIR_BLOCK)
+                for ns in iter_chunks(N, m * two * (ts.stop - ts.start), budget=_PAIR_BLOCK)
+            ]
+
+            def one(tn: tuple[slice, slice]) -> None:
+                out[tn[0], tn[1]] = block(*tn)
+
+            run_blocks(one, chunks, resolve_threads(None, "rfkit"))
+        else:
+            rows = [
+                xp.concat(
+                    [
+                        block(ts, ns)
+                        for ns in iter_chunks(N, m * two * (ts.stop - ts.start), budget=bk.block_elems)
+                    ],
+                    axis=-1,
+                )
+                for ts in iter_chunks(T, N * m * two, budget=bk.block_elems)
+            ]
+            out = xp.concat(rows, axis=0)
+        logabs = xp.reshape(out, (T,) + lead) + base
+        if not batched:
+            logabs = logabs[0, ...]
+        return xp.ones_like(logabs), logabs
+
+
+# Elements per work block of the paired estimates (fixed by sizes: results do not depend on threads).
+_PAIR_BLOCK = 1 << 17
+
+
+def _exp_features_numpy(U: np.ndarray, W: np.ndarray, e: np.ndarray | None, c: float) -> Features:
+    """NumPy features in fixed row blocks on rfkit's thread pool: product, max-shift, exp in place."""
+    lead = U.shape[:-1]
+    d = U.shape[-1]
+    Uf = U.reshape(-1, d)
+    N = Uf.shape[0]
+    batched = W.ndim == 3
+    T = W.shape[0] if batched else 1
+    D = W.shape[-2]
+    WT = (W.reshape(T * D, d) if batched else W).T
+    out = np.empty((N, T * D), dtype=U.dtype)
+    ls = np.empty((N, T), dtype=U.dtype)
+
+    def one(rows: slice) -> None:
+        u = Uf[rows]
+        P = out[rows]
+        np.matmul(u, WT, out=P)
+        P3 = P.reshape(-1, T, D)
+        if e is not None:
+            P3 += e.reshape(T, D)
+        rm = np.max(P3, axis=-1)
+        P3 -= rm[..., None]
+        np.exp(P3, out=P3)
+        ls[rows] = rm + (c - 0.5 * np.einsum("ij,ij->i", u, u))[:, None]
+
+    run_blocks(one, row_blocks(N, T * D), resolve_threads(None, "rfkit"))
+    if not batched:
+        return Features(values=out.reshape(lead + (D,)), log_scale=ls.reshape(lead))
+    values = np.moveaxis(out.reshape(lead + (T, D)), -2, 0)
+    return Features(values=values, log_scale=np.moveaxis(ls.reshape(lead + (T,)), -1, 0))

@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from .._backend import get_backend
+from .._parallel import resolve_threads, run_blocks
 from .._validation import check_int, check_option
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
-from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
+from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project, row_blocks
 
 __all__ = ["Trig", "TrigDraw"]
 
@@ -65,50 +67,112 @@ class Trig(FeatureMap):
 
 
 class TrigDraw(FeatureDraw):
-    """A draw of :class:`Trig`; ``projection`` holds the directions (m, d) or (T, m, d)."""
+    """A draw of :class:`Trig`; ``projection`` holds the directions (m, d) or (T, m, d) (NumPy)."""
 
     def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None, W: np.ndarray) -> None:
         super().__init__(spec, dim, n_draws)
         self.projection = W
         self._logm = 0.5 * float(np.log(W.shape[-2]))
 
-    def _scale(self, X: np.ndarray, P: np.ndarray) -> np.ndarray:
-        ls = (0.5 * np.sum(X * X, axis=-1) - self._logm).astype(X.dtype)
-        return np.ascontiguousarray(np.broadcast_to(ls, P.shape[:-1]))
+    def _scale(self, X: Any, P: Any) -> Any:
+        xp = get_backend(("X", X)).xp
+        ls = 0.5 * xp.sum(X * X, axis=-1) - self._logm
+        return xp.broadcast_to(ls, tuple(P.shape[:-1]))
 
-    def _features(self, X: np.ndarray, side: str) -> Features:
-        P = project(X, self.projection)
-        m = P.shape[-1]
-        values = np.empty(P.shape[:-1] + (2 * m,), dtype=P.dtype)
-        np.sin(P, out=values[..., :m])  # written into the two halves: no temporaries, no concatenate
-        np.cos(P, out=values[..., m:])
-        return Features(values=values, log_scale=self._scale(X, P))
+    def _features(self, X: Any, side: str) -> Features:
+        W = self.param("W", self.projection, X)
+        if type(X) is np.ndarray:
+            return _trig_features_numpy(X, W, self._logm)
+        xp = get_backend(("X", X)).xp
+        P = project(X, W)
+        values = xp.concat([xp.sin(P), xp.cos(P)], axis=-1)
+        return Features(values=values, log_scale=self._scale(X, P) + xp.zeros_like(P[..., 0]))
 
-    def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
-        P = project(X, self.projection)
-        v = np.concatenate([np.sin(P), np.cos(P)], axis=-1)
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+        xp = get_backend(("X", X)).xp
+        P = project(X, self.param("W", self.projection, X))
+        v = xp.concat([xp.sin(P), xp.cos(P)], axis=-1)
         with np.errstate(divide="ignore"):
-            logabs = np.log(np.abs(v)) + self._scale(X, P)[..., None]
-        return np.sign(v), logabs
+            logabs = xp.log(xp.abs(v)) + self._scale(X, P)[..., None]
+        return xp.sign(v), logabs
 
-    def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        bk = get_backend(("X", X))
+        xp = bk.xp
         Dl = X - Y
-        base = 0.5 * (np.sum(X * X, -1) + np.sum(Y * Y, -1)) - 2.0 * self._logm  # (..., n)
-        lead = Dl.shape[:-1]
-        Df = Dl.reshape(-1, self.dim)
-        N = Df.shape[0]
-        W = self.projection
+        base = 0.5 * (xp.sum(X * X, axis=-1) + xp.sum(Y * Y, axis=-1)) - 2.0 * self._logm  # (..., n)
+        lead = tuple(Dl.shape[:-1])
+        Df = xp.reshape(Dl, (-1, self.dim))
+        N = int(Df.shape[0])
+        W = self.param("W", self.projection, Dl)
         batched = W.ndim == 3
-        Wb = W if batched else W[None]
-        T, m = Wb.shape[0], Wb.shape[1]
-        s = np.empty((T, N), dtype=Dl.dtype)
-        for ts in iter_chunks(T, N * m):
-            for ns in iter_chunks(N, m * (ts.stop - ts.start)):
-                P = project(Df[ns], Wb[ts])  # (tc, Nc, m)
-                s[ts, ns] = np.cos(P).sum(axis=-1)
-        s = s.reshape((T,) + lead)
+        Wb = W if batched else W[None, ...]
+        T, m = int(Wb.shape[0]), int(Wb.shape[1])
+
+        def block(ts: slice, ns: slice) -> Any:
+            return xp.sum(xp.cos(project(Df[ns, ...], Wb[ts, ...])), axis=-1)  # (tc, Nc)
+
+        if bk.is_numpy:
+            s = np.empty((T, N), dtype=Dl.dtype)
+            chunks = [
+                (ts, ns)
+                for ts in iter_chunks(T, N * m, budget=_PAIR_BLOCK)
+                for ns in iter_chunks(N, m * (ts.stop - ts.start), budget=_PAIR_BLOCK)
+            ]
+
+            def one(tn: tuple[slice, slice]) -> None:
+                s[tn[0], tn[1]] = block(*tn)
+
+            run_blocks(one, chunks, resolve_threads(None, "rfkit"))
+        else:
+            s = xp.concat(
+                [
+                    xp.concat(
+                        [
+                            block(ts, ns)
+                            for ns in iter_chunks(N, m * (ts.stop - ts.start), budget=bk.block_elems)
+                        ],
+                        axis=-1,
+                    )
+                    for ts in iter_chunks(T, N * m, budget=bk.block_elems)
+                ],
+                axis=0,
+            )
+        s = xp.reshape(s, (T,) + lead)
         if not batched:
-            s = s[0]
+            s = s[0, ...]
         with np.errstate(divide="ignore"):
-            logabs = np.log(np.abs(s)) + base
-        return np.sign(s), logabs
+            logabs = xp.log(xp.abs(s)) + base
+        return xp.sign(s), logabs
+
+
+_PAIR_BLOCK = 1 << 17
+
+
+def _trig_features_numpy(X: np.ndarray, W: np.ndarray, logm: float) -> Features:
+    """NumPy sin/cos features in fixed row blocks on rfkit's thread pool (written into the two halves)."""
+    lead = X.shape[:-1]
+    d = X.shape[-1]
+    Xf = X.reshape(-1, d)
+    N = Xf.shape[0]
+    batched = W.ndim == 3
+    T = W.shape[0] if batched else 1
+    m = W.shape[-2]
+    WT = (W.reshape(T * m, d) if batched else W).T
+    values = np.empty((N, T, 2 * m), dtype=X.dtype)
+    ls = np.empty(N, dtype=X.dtype)
+
+    def one(rows: slice) -> None:
+        x = Xf[rows]
+        P = np.matmul(x, WT).reshape(-1, T, m)
+        np.sin(P, out=values[rows, :, :m])  # written into the two halves: no temporaries, no concatenate
+        np.cos(P, out=values[rows, :, m:])
+        ls[rows] = 0.5 * np.einsum("ij,ij->i", x, x) - logm
+
+    run_blocks(one, row_blocks(N, T * 3 * m), resolve_threads(None, "rfkit"))
+    if not batched:
+        return Features(values=values.reshape(lead + (2 * m,)), log_scale=ls.reshape(lead))
+    vals = np.moveaxis(values.reshape(lead + (T, 2 * m)), -2, 0)
+    return Features(
+        values=vals, log_scale=np.ascontiguousarray(np.broadcast_to(ls.reshape(lead), (T,) + lead))
+    )
