@@ -29,7 +29,15 @@ from ._deterministic import (
     truncation_error_bound,
 )
 from ._expected import EXPECTED_MSE_THRESHOLDS, expected_mse
-from ._kernel_mse import CLOSED_FORM_PROJECTIONS, bias, log_mse, mse, performer_orthogonal_bound, relative_mse
+from ._kernel_mse import (
+    CLOSED_FORM_PROJECTIONS,
+    bias,
+    log_mse,
+    mse,
+    performer_orthogonal_bound,
+    register_closed_form,
+    relative_mse,
+)
 from ._ratio import RFADeltaMethod, attention_error_bound, ra_mse, ratio_bias_identity, rfa_delta_method
 
 __all__ = [
@@ -42,6 +50,7 @@ __all__ = [
     "expected_mse",
     "EXPECTED_MSE_THRESHOLDS",
     "CLOSED_FORM_PROJECTIONS",
+    "register_closed_form",
     "check",
     "CheckResult",
     "truncated_kernel",

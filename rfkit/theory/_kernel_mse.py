@@ -18,6 +18,7 @@ With :math:`K=\sum_b k_b(k_b-1)` ordered same-block pairs (0 for iid directions)
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,10 +38,46 @@ from ._special import (
     trig_orf_pair_minus_sq,
 )
 
-__all__ = ["mse", "log_mse", "bias", "relative_mse", "performer_orthogonal_bound", "CLOSED_FORM_PROJECTIONS"]
+__all__ = [
+    "mse",
+    "log_mse",
+    "bias",
+    "relative_mse",
+    "performer_orthogonal_bound",
+    "CLOSED_FORM_PROJECTIONS",
+    "register_closed_form",
+]
 
 #: Projections with an exact closed form.
 CLOSED_FORM_PROJECTIONS = ("iid", "orthogonal", "orthogonal-fixed")
+
+#: Closed forms of feature-map classes outside the PRF/trig family of ``_parts``:
+#: class -> (log_relative(fm, X, Y, d, m) -> log(MSE/SM^2), log_rel_bias or None).
+_REGISTRY: dict[
+    type, tuple[Callable[..., np.ndarray], Callable[..., tuple[np.ndarray, np.ndarray]] | None]
+] = {}
+
+
+def register_closed_form(
+    cls: type,
+    log_relative: Callable[..., np.ndarray],
+    bias: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None,
+) -> None:
+    r"""Register the closed-form MSE of a feature-map class with :func:`log_mse` and friends.
+
+    Parameters
+    ----------
+    cls : type
+        The feature-map class (its instances dispatch here; subclasses do not).
+    log_relative : callable
+        ``log_relative(fm, X, Y, d, m) -> ndarray``: :math:`\log(\mathrm{MSE}/\mathrm{SM}^2)`
+        for float64 pairs ``X``, ``Y`` of shape (..., d) and feature counts ``m`` (an int64
+        array broadcasting against the pair shape). Raise
+        :class:`~rfkit.exceptions.InvalidParameterError` for settings without a closed form.
+    bias : callable, optional
+        ``bias(fm, X, Y, d) -> (sign, log|bias/SM|)``; omitted for unbiased estimators.
+    """
+    _REGISTRY[cls] = (log_relative, bias)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,8 +213,19 @@ def _parts(plan: _Plan, X: np.ndarray, Y: np.ndarray, d: int) -> _Parts:
     return _Parts(log_sm, log_relvar, cov, bias)
 
 
-def _m_array(n_features: Any, plan: _Plan, owner: str) -> np.ndarray:
+def _registered_relative(
+    fm: Any, X: np.ndarray, Y: np.ndarray, d: int, n_features: Any, owner: str
+) -> np.ndarray:
+    default = getattr(fm, "n_features", None)
+    if n_features is None and default is None:
+        raise InvalidParameterError(f"{owner}: {type(fm).__name__} has no `n_features`; pass n_features=.")
+    m = _m_array(default if n_features is None else n_features, None, owner)
+    return _REGISTRY[type(fm)][0](fm, X, Y, d, m)
+
+
+def _m_array(n_features: Any, plan: _Plan | None, owner: str) -> np.ndarray:
     if n_features is None:
+        assert plan is not None
         return np.asarray(plan.n_features, dtype=np.int64)
     arr = np.asarray(n_features)
     if arr.dtype.kind not in "iu" or np.any(arr < 1):
@@ -269,6 +317,9 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
         Mismatched ``d`` or non-broadcastable pairs; NaN/inf inputs.
     """
     owner = "rfkit.theory.log_mse"
+    if type(fm) in _REGISTRY:
+        X, Y, d = _pair_iv(x, y, owner)
+        return 2.0 * np.sum(X * Y, axis=-1) + _registered_relative(fm, X, Y, d, n_features, owner)
     plan = _plan(fm, owner)
     X, Y, d = _pair_iv(x, y, owner)
     m = _m_array(n_features, plan, owner)
@@ -283,6 +334,9 @@ def relative_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarr
     Raises :class:`~rfkit.exceptions.NumericalOverflowError` if it exceeds the float range.
     """
     owner = "rfkit.theory.relative_mse"
+    if type(fm) in _REGISTRY:
+        X, Y, d = _pair_iv(x, y, owner)
+        return _exp(_registered_relative(fm, X, Y, d, n_features, owner), "relative_mse")
     plan = _plan(fm, owner)
     X, Y, d = _pair_iv(x, y, owner)
     m = _m_array(n_features, plan, owner)
@@ -333,6 +387,13 @@ def bias(fm: Any, x: Any, y: Any) -> np.ndarray:
     ndarray of shape broadcast(x.shape[:-1], y.shape[:-1])
     """
     owner = "rfkit.theory.bias"
+    if type(fm) in _REGISTRY:
+        X, Y, d = _pair_iv(x, y, owner)
+        bias_fn = _REGISTRY[type(fm)][1]
+        if bias_fn is None:
+            return np.zeros(np.broadcast_shapes(X.shape[:-1], Y.shape[:-1]))
+        s, lg = bias_fn(fm, X, Y, d)
+        return s * _exp(lg + np.sum(X * Y, axis=-1), "bias")
     plan = _plan(fm, owner)
     X, Y, d = _pair_iv(x, y, owner)
     parts = _parts(plan, X, Y, d)
