@@ -22,7 +22,17 @@ try:
 except ImportError:  # pragma: no cover - torch is optional
     torch = None
 
+try:
+    import cupy
+except ImportError:  # pragma: no cover - cupy is optional
+    cupy = None
+
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed (optional backend)")
+HAS_CUDA = torch is not None and torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device (GPU tests run on a GPU machine)")
+needs_cupy = pytest.mark.skipif(
+    cupy is None or not HAS_CUDA, reason="CuPy or a CUDA device is missing (GPU tests run on a GPU machine)"
+)
 
 rng0 = np.random.default_rng(2442101192988600726)
 X = 0.3 * rng0.normal(size=(2, 7, 5))
@@ -53,6 +63,14 @@ def _torch(a: np.ndarray, dtype: str = "float64"):
     return torch.asarray(a, dtype=getattr(torch, dtype))
 
 
+def _torch_cuda(a: np.ndarray, dtype: str = "float64"):
+    return torch.asarray(a, dtype=getattr(torch, dtype), device="cuda")
+
+
+def _cupy(a: np.ndarray, dtype: str = "float64"):
+    return cupy.asarray(a, dtype=getattr(cupy, dtype))
+
+
 def _call(draw, method: str, conv, dtype: str):
     other = Y if method in ("kernel", "log_kernel") else Xp
     return getattr(draw, method)(conv(X, dtype), conv(other, dtype))
@@ -69,7 +87,12 @@ def _agree(out: np.ndarray, ref: np.ndarray, method: str, dtype: str) -> None:
     np.testing.assert_allclose(out, ref, rtol=tol, atol=tol * floor)
 
 
-BACKENDS = [pytest.param(_strict, id="array_api_strict"), pytest.param(_torch, id="torch", marks=needs_torch)]
+BACKENDS = [
+    pytest.param(_strict, id="array_api_strict"),
+    pytest.param(_torch, id="torch", marks=needs_torch),
+    pytest.param(_torch_cuda, id="torch-cuda", marks=needs_cuda),
+    pytest.param(_cupy, id="cupy", marks=needs_cupy),
+]
 
 
 @pytest.mark.parametrize("conv", BACKENDS)
@@ -78,9 +101,11 @@ BACKENDS = [pytest.param(_strict, id="array_api_strict"), pytest.param(_torch, i
 @pytest.mark.parametrize("fm", MAPS, ids=lambda f: repr(f)[:40])
 def test_feature_maps_agree_with_numpy(fm, n_draws, dtype, conv):
     draw = fm.sample(5, rng=11, n_draws=n_draws)
+    like = conv(X, dtype)
     for method in METHODS:
         out = _call(draw, method, conv, dtype)
-        assert type(out) is type(conv(X, dtype)), (method, type(out))
+        assert type(out) is type(like), (method, type(out))
+        assert str(get_backend(("out", out)).device) == str(get_backend(("like", like)).device)
         assert get_backend(("out", out)).dtype_name(out.dtype) == dtype
         ref = _reference(draw, method, dtype)
         assert tuple(out.shape) == ref.shape
@@ -147,6 +172,12 @@ def test_mixed_devices_refused():
     b = xps.asarray(Y, device=dev)
     with pytest.raises(BackendError, match=r"`X` is on device .*CPU_DEVICE.* but `Y` is on device .*device1"):
         rk.softmax_kernel(a, b)
+
+
+@needs_cuda
+def test_cuda_tensor_with_cpu_tensor_refused():
+    with pytest.raises(BackendError, match=r"`X` is on device cuda:0 but `Y` is on device cpu"):
+        rk.softmax_kernel(_torch_cuda(X), torch.asarray(Y))
 
 
 @needs_torch
