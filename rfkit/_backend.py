@@ -51,6 +51,9 @@ BACKENDS: tuple[str, ...] = ("numpy", "torch", "cupy", "array_api_strict")
 
 #: Work arrays of chunked loops: this many elements on the CPU, more on accelerators.
 _BLOCK_ELEMS = {"numpy": 1 << 19, "array_api_strict": 1 << 19, "torch": 1 << 19, "cupy": 1 << 24}
+#: Row blocks of the elementwise-heavy steps: L2-sized on the CPU (NumPy runs them on rfkit's
+#: thread pool), one large block on accelerators (their kernels are parallel already).
+_ROW_BLOCK_ELEMS = {"cpu": 1 << 16, "accelerator": 1 << 26}
 
 
 def _compat() -> ModuleType:
@@ -97,6 +100,53 @@ class Backend:
             return _BLOCK_ELEMS["cupy"]
         return _BLOCK_ELEMS[self.name]
 
+    @property
+    def row_block_elems(self) -> int:
+        """Element budget of one row block of :meth:`run_blocks` (fixed per backend)."""
+        on_cpu = self.name in ("numpy", "array_api_strict") or str(self.device).startswith("cpu")
+        return _ROW_BLOCK_ELEMS["cpu" if on_cpu else "accelerator"]
+
+    def row_blocks(self, n_rows: int, per_row: int, budget: int | None = None) -> list[slice]:
+        """Fixed row blocks of at most ``budget`` (default :attr:`row_block_elems`) elements.
+
+        The layout depends only on the sizes (and the backend), never on the thread count.
+        """
+        b = self.row_block_elems if budget is None else budget
+        step = max(1, b // max(per_row, 1))
+        return [slice(s, min(n_rows, s + step)) for s in range(0, n_rows, step)] or [slice(0, 0)]
+
+    def run_blocks(self, fn: Any, blocks: Any, n_threads: Any = None) -> list[Any]:
+        """``[fn(b) for b in blocks]``: NumPy spreads the blocks over rfkit's thread pool.
+
+        NumPy releases the GIL inside its ufuncs and BLAS, so blocks run concurrently; BLAS is
+        held at one thread meanwhile, so the results do not depend on the number of threads
+        (:mod:`rfkit._parallel`). Other libraries run the blocks in order (their own kernels
+        are parallel).
+        """
+        blocks = list(blocks)
+        if self.name != "numpy":
+            return [fn(b) for b in blocks]
+        from ._parallel import resolve_threads, run_blocks
+
+        return run_blocks(fn, blocks, resolve_threads(n_threads, "rfkit"))
+
+    def matmul(self, A: Any, B: Any, n_threads: Any = None) -> Any:
+        """``A @ B`` for ``A`` (..., n, k), ``B`` (..., k, m); on NumPy in row blocks on the thread pool."""
+        if self.name != "numpy":
+            return A @ B
+        n, m = A.shape[-2], B.shape[-1]
+        lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        blocks = self.row_blocks(n, prod(lead) * (A.shape[-1] + m), budget=1 << 20)
+        if len(blocks) <= 1:
+            return np.matmul(A, B)
+        out = np.empty(lead + (n, m), dtype=np.result_type(A, B))
+
+        def one(rows: slice) -> None:
+            np.matmul(A[..., rows, :], B, out=out[..., rows, :])
+
+        self.run_blocks(one, blocks, n_threads)
+        return out
+
     def dtype(self, name: str) -> Any:
         """The namespace's dtype object for ``"float32"``/``"float64"``/``"bool"``/``"int64"``."""
         return getattr(self.xp, name)
@@ -116,7 +166,7 @@ class Backend:
         """
         if self.name == "numpy":
             return np.asarray(a, dtype=dtype)
-        if isinstance(a, np.ndarray) and dtype is not None:
+        if isinstance(a, np.ndarray | np.generic) and dtype is not None:
             a = a.astype(_NUMPY_OF[self.dtype_name(dtype)], copy=False)
         if self.name == "torch":
             import torch
@@ -132,6 +182,18 @@ class Backend:
     def to_numpy(self, a: Any) -> np.ndarray:
         """A host NumPy copy (or view) of an array of this backend."""
         return to_numpy(a)
+
+    def from_host(self, cache: dict[tuple[Any, ...], Any], key: str, value: np.ndarray, dtype: Any) -> Any:
+        """``value`` (a NumPy parameter) on this backend, device and ``dtype``, cached in ``cache``.
+
+        Draws keep their parameters (directions from NumPy Generators) on the host and move
+        them once per (library, device, dtype).
+        """
+        k = (key, self.name, str(self.device), self.dtype_name(dtype))
+        out = cache.get(k)
+        if out is None:
+            out = cache[k] = self.asarray(value, dtype=dtype)
+        return out
 
     def finfo(self, dtype: Any) -> Any:
         return self.xp.finfo(dtype)

@@ -25,8 +25,6 @@ __all__ = [
     "float_dtype",
 ]
 
-_FLOATS = (np.float32, np.float64)
-
 
 def _range_text(low: float | None, high: float | None, closed: str) -> str:
     lo = "-inf" if low is None else repr(low)
@@ -97,26 +95,9 @@ def check_option(value: Any, name: str, owner: str, options: Iterable[str]) -> s
 
 def float_dtype(*arrays: Any) -> Any:
     """Common floating dtype of already-validated float arrays (float32 only if all are)."""
-    if all(type(a) is np.ndarray for a in arrays):
-        return np.result_type(*arrays, np.float32)
     from ._backend import get_backend
 
-    xp = get_backend(*(("array", a) for a in arrays)).xp
-    return xp.result_type(*arrays)
-
-
-def _first_bad_index(arr: np.ndarray) -> tuple[int, ...]:
-    bad = np.argwhere(~np.isfinite(arr))
-    return tuple(int(i) for i in bad[0])
-
-
-def _non_finite_error(arr: np.ndarray, name: str, dtype_text: str) -> NonFiniteInputError:
-    idx = _first_bad_index(arr)
-    if np.isnan(arr[idx]):
-        return NonFiniteInputError(f"Input `{name}` contains NaN (first at index {idx}).")
-    return NonFiniteInputError(
-        f"Input `{name}` contains infinity or a value too large for {dtype_text} (first at index {idx})."
-    )
+    return get_backend(*(("array", a) for a in arrays)).xp.result_type(*arrays)
 
 
 def as_float_array(
@@ -130,11 +111,11 @@ def as_float_array(
 ) -> Any:
     """Validate a float32/float64 array, refusing other dtypes and non-finite values.
 
-    NumPy inputs and plain Python data give an ndarray; arrays of another supported
-    library (PyTorch, CuPy, array_api_strict: see :mod:`rfkit._backend`) are checked in
-    that library and returned as they are. Integer, boolean, complex, half-precision and
-    object inputs raise :class:`InvalidParameterError` (no silent casts: an integer array
-    is almost always a bug in a kernel study).
+    Arrays of a supported library (NumPy, PyTorch, CuPy, array_api_strict: see
+    :mod:`rfkit._backend`) are checked in that library and returned as they are; plain
+    Python data becomes an array of the call's backend. Integer, boolean, complex,
+    half-precision and object inputs raise :class:`InvalidParameterError` (no silent casts:
+    an integer array is almost always a bug in a kernel study).
 
     Parameters
     ----------
@@ -142,46 +123,38 @@ def as_float_array(
         The call's backend (from :func:`rfkit._backend.get_backend`); resolved from ``X``
         alone when omitted.
     """
-    if backend is None:
-        from ._backend import get_backend
+    from ._backend import get_backend, is_array
 
-        backend = get_backend((name, X))
-    if not backend.is_numpy:
-        return _as_float_array_xp(X, name, backend, min_ndim, check_finite, shape_hint)
-    arr = np.asarray(X)
-    if arr.dtype.kind != "f" or arr.dtype.type not in _FLOATS:
+    bk = get_backend((name, X)) if backend is None else backend
+    try:
+        arr = X if is_array(X) else bk.asarray(X)
+    except (TypeError, ValueError) as exc:
         raise InvalidParameterError(
-            f"`{name}` must be a floating-point array (float32 or float64); got dtype "
-            f"{arr.dtype}. Convert it explicitly, e.g. np.asarray({name}, dtype=float)."
-        )
-    if arr.ndim < min_ndim:
-        hint = f" {shape_hint}" if shape_hint else ""
-        raise ShapeError(f"`{name}` must have ndim >= {min_ndim}; got shape {arr.shape}.{hint}")
-    if check_finite and arr.size:
-        with np.errstate(over="ignore", invalid="ignore"):
-            total = arr.sum(dtype=np.float64)
-        if not np.isfinite(total) and not np.all(np.isfinite(arr)):
-            raise _non_finite_error(arr, name, repr(arr.dtype))
-    return arr
-
-
-def _as_float_array_xp(X: Any, name: str, bk: Any, min_ndim: int, check_finite: bool, shape_hint: str) -> Any:
-    xp = bk.xp
-    from ._backend import is_array
-
-    arr = X if is_array(X) else bk.asarray(X)
+            f"`{name}` must be a floating-point array (float32 or float64); got {type(X).__name__} "
+            f"that is not an array ({exc})."
+        ) from None
     dname = bk.dtype_name(arr.dtype)
     if dname not in ("float32", "float64"):
         raise InvalidParameterError(
             f"`{name}` must be a floating-point array (float32 or float64); got a {bk.name} array of dtype "
-            f"{dname}. Convert it explicitly (e.g. {name}.to(torch.float64) or xp.astype({name}, xp.float64))."
+            f"{dname}. Convert it explicitly to float32 or float64 (rfkit never casts silently)."
         )
     if arr.ndim < min_ndim:
         hint = f" {shape_hint}" if shape_hint else ""
         raise ShapeError(f"`{name}` must have ndim >= {min_ndim}; got shape {tuple(arr.shape)}.{hint}")
-    if check_finite and arr.ndim and all(int(s) for s in arr.shape):
-        if not bool(xp.all(xp.isfinite(arr))):
-            raise _non_finite_error(bk.to_numpy(arr), name, f"{bk.name} {dname}")
+    if check_finite and arr.ndim and all(int(n) for n in arr.shape):
+        xp = bk.xp
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = xp.sum(xp.astype(arr, xp.float64) if dname == "float32" else arr)
+        if not bool(xp.isfinite(total)) and not bool(xp.all(xp.isfinite(arr))):
+            host = bk.to_numpy(arr)
+            idx = tuple(int(i) for i in np.argwhere(~np.isfinite(host))[0])
+            if np.isnan(host[idx]):
+                raise NonFiniteInputError(f"Input `{name}` contains NaN (first at index {idx}).")
+            raise NonFiniteInputError(
+                f"Input `{name}` contains infinity or a value too large for {bk.name} {dname} "
+                f"(first at index {idx})."
+            )
     return arr
 
 

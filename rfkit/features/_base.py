@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from .._backend import Backend, get_backend, prod
-from .._parallel import resolve_threads, run_blocks
 from .._validation import check_broadcast, check_int, check_points, check_same_dim, float_dtype
 from ..exceptions import NumericalOverflowError, ShapeError
 
@@ -34,12 +33,6 @@ __all__ = ["Features", "FeatureMap", "FeatureDraw"]
 
 # Work arrays in chunked reductions stay below this many elements (~16 MiB in float64).
 _CHUNK_ELEMS = 1 << 21
-# Row blocks of the threaded NumPy paths hold about this many elements (512 KiB in float64):
-# fixed by array sizes only, so results do not depend on the number of threads.
-_THREAD_BLOCK_ELEMS = 1 << 16
-# Row blocks of a threaded matrix product (operand row + output row per row): large enough for
-# an efficient one-thread GEMM per block.
-_GEMM_BLOCK_ELEMS = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,14 +243,7 @@ class FeatureDraw(abc.ABC):
         NumPy: a cast (no copy when the dtype already matches). Other libraries: moved to
         the device once per (library, device, dtype) and cached on the draw.
         """
-        if type(like) is np.ndarray:
-            return value.astype(like.dtype, copy=False)
-        bk = get_backend(("X", like))
-        k = (key, bk.name, str(bk.device), bk.dtype_name(like.dtype))
-        out = self._params.get(k)
-        if out is None:
-            out = self._params[k] = bk.asarray(value, dtype=like.dtype)
-        return out
+        return get_backend(("X", like)).from_host(self._params, key, value, like.dtype)
 
     # ---------------------------------------------------------------- subclass API
     @abc.abstractmethod
@@ -313,8 +299,6 @@ class FeatureDraw(abc.ABC):
         else:
             check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
         dt = float_dtype(X, Y)
-        if bk.is_numpy:
-            return X.astype(dt, copy=False), Y.astype(dt, copy=False)
         return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False)
 
     # ---------------------------------------------------------------- public API
@@ -399,7 +383,7 @@ class FeatureDraw(abc.ABC):
         Cq = xp.zeros_like(C) if log else xp.clip(C, min=-lim, max=lim)
         sx = xp.exp((lsx - cx)[..., :, None] + Cq)
         sy = xp.exp((lsy - cy)[..., :, None])
-        K = _matmul_rows(bk, sx * fx.values, xp.matrix_transpose(sy * fy.values))
+        K = bk.matmul(sx * fx.values, xp.matrix_transpose(sy * fy.values))
         rest = C - Cq  # non-zero only where a slice's estimates may overflow (linear path)
         thr = _tiny(xp, dt)
         if prod(K.shape) == 0:
@@ -466,20 +450,12 @@ class FeatureDraw(abc.ABC):
             fs_parts.append(fs)
             fl_parts.append(fl)
         if fs_parts:
-            new_s = xp.concat(fs_parts)
-            new_l = xp.concat(fl_parts)
-            if bk.is_numpy:  # in place
-                sign_f = np.array(sign_f, copy=True)
-                out_f = np.array(out_f, copy=True)
-                sign_f[pos] = new_s
-                out_f[pos] = new_l
-            else:
-                full_s = xp.zeros_like(sign_f)
-                full_l = xp.zeros_like(out_f)
-                full_s[pos] = new_s
-                full_l[pos] = new_l
-                sign_f = xp.where(flat_bad, full_s, sign_f)
-                out_f = xp.where(flat_bad, full_l, out_f)
+            full_s = xp.zeros_like(sign_f)
+            full_l = xp.zeros_like(out_f)
+            full_s[pos] = xp.concat(fs_parts)
+            full_l[pos] = xp.concat(fl_parts)
+            sign_f = xp.where(flat_bad, full_s, sign_f)
+            out_f = xp.where(flat_bad, full_l, out_f)
         return xp.reshape(sign_f, tuple(sign.shape)), xp.reshape(out_f, tuple(out.shape))
 
 
@@ -510,30 +486,6 @@ def _exp_checked(logabs: Any, where: str, alternative: str) -> Any:
     return xp.exp(logabs)
 
 
-def row_blocks(n_rows: int, per_row: int, budget: int = _THREAD_BLOCK_ELEMS) -> list[slice]:
-    """Fixed row blocks of at most ``budget`` elements (the layout depends on sizes only)."""
-    step = max(1, budget // max(per_row, 1))
-    return [slice(s, min(n_rows, s + step)) for s in range(0, n_rows, step)]
-
-
-def _matmul_rows(bk: Backend, A: Any, B: Any) -> Any:
-    """``A @ B`` for A (..., n, k) and B (..., k, m); NumPy: row blocks on the thread pool."""
-    if not bk.is_numpy:
-        return A @ B
-    n, m = A.shape[-2], B.shape[-1]
-    lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    blocks = row_blocks(n, prod(lead) * (A.shape[-1] + m), budget=_GEMM_BLOCK_ELEMS)
-    if len(blocks) <= 1:
-        return np.matmul(A, B)
-    out = np.empty(lead + (n, m), dtype=np.result_type(A, B))
-
-    def one(rows: slice) -> None:
-        np.matmul(A[..., rows, :], B, out=out[..., rows, :])
-
-    run_blocks(one, blocks, resolve_threads(None, "rfkit"))
-    return out
-
-
 def project(U: Any, W: Any) -> Any:
     """Projections ``U @ W.T`` with a leading draw axis when ``W`` is (T, m, d).
 
@@ -541,14 +493,6 @@ def project(U: Any, W: Any) -> Any:
     computed as one matrix product over all draws. ``W`` must already be on ``U``'s
     library, device and dtype (:meth:`FeatureDraw.param`).
     """
-    if type(U) is np.ndarray:
-        W = W.astype(U.dtype, copy=False)
-        if W.ndim == 2:
-            return np.matmul(U, W.T)
-        T, m, d = W.shape
-        P = np.matmul(U.reshape(-1, d), W.reshape(T * m, d).T)  # (N, T*m)
-        P = P.reshape(U.shape[:-1] + (T, m))
-        return np.moveaxis(P, -2, 0)
     xp = get_backend(("U", U)).xp
     if W.ndim == 2:
         return U @ xp.matrix_transpose(W)
@@ -567,9 +511,4 @@ def iter_chunks(total: int, per_item: int, budget: int = _CHUNK_ELEMS) -> Iterat
 
 def fast_logsumexp(a: Any, axis: int = -1) -> Any:
     """``log(sum(exp(a)))`` along ``axis`` for finite ``a`` (max-shifted; no SciPy overhead)."""
-    if type(a) is np.ndarray:
-        mx = np.max(a, axis=axis, keepdims=True)
-        out = np.log(np.sum(np.exp(a - mx), axis=axis))
-        out += np.squeeze(mx, axis=axis)
-        return out
     return get_backend(("a", a)).logsumexp(a, axis=axis)

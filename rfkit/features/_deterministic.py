@@ -81,8 +81,9 @@ def _exponents(kind: str, dim: int, degree: int, form: str) -> tuple[np.ndarray,
 
 def taylor_polynomial(t: Any, degree: int) -> Any:
     r""":math:`T_n(t) = \sum_{j=0}^n t^j/j!` by Horner's rule (elementwise, any array library)."""
-    xp = get_backend(("t", t)).xp
-    t = np.asarray(t) if not is_array(t) else t
+    bk = get_backend(("t", t))
+    xp = bk.xp
+    t = t if is_array(t) else bk.asarray(t)
     r = xp.ones_like(t)
     for j in range(degree, 0, -1):
         r = 1.0 + r * t / j
@@ -94,9 +95,9 @@ def slog_taylor_polynomial(t: Any, degree: int) -> tuple[Any, Any]:
     bk = get_backend(("t", t))
     xp = bk.xp
     if not is_array(t):
-        t = np.asarray(t)
-    if bk.is_numpy and t.dtype.kind != "f":
-        t = t.astype(np.float64)
+        t = bk.asarray(t)
+    if not xp.isdtype(t.dtype, "real floating"):
+        t = xp.astype(t, xp.float64)
     jn = np.arange(degree + 1, dtype=np.float64)
     lfn = np.array([_lfact(int(k)) for k in range(degree + 1)])
     j = bk.asarray(jn, dtype=t.dtype)

@@ -25,12 +25,11 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend
-from .._parallel import resolve_threads, run_blocks
 from .._validation import check_int, check_option, check_real
 from ..exceptions import RFKitWarning, ShapeError
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
-from ._base import FeatureDraw, FeatureMap, Features, fast_logsumexp, iter_chunks, project, row_blocks
+from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
@@ -352,21 +351,42 @@ class ExpDraw(FeatureDraw):
         return X @ self.param("Ainv", self._Ainv, X)  # type: ignore[arg-type]  # (A^-T y)^T
 
     def _features(self, X: Any, side: str) -> Features:
-        """Scaled features in one product and in-place passes (same values as ``Features.from_log``)."""
+        """Scaled features in fixed row blocks: one product, a max-shift and an in-place ``exp``.
+
+        The same values as ``Features.from_log``; on NumPy the blocks run on rfkit's thread
+        pool (results do not depend on the number of threads).
+        """
+        bk = get_backend(("X", X))
+        xp = bk.xp
         U = self._map(X, side)
         W, e, c = self.linear_form_like(U)
-        if type(U) is np.ndarray:
-            return _exp_features_numpy(U, W, e, c)
-        bk = get_backend(("X", U))
-        xp = bk.xp
-        P = project(U, W)  # ([T,] ..., n, D), a fresh array
-        if e is not None:
-            P += e if W.ndim == 2 else xp.reshape(e, (e.shape[0],) + (1,) * (P.ndim - 2) + (e.shape[-1],))
-        rowmax = xp.max(P, axis=-1)
-        P -= rowmax[..., None]
-        P = bk.exp_(P)
-        log_scale = rowmax + (c - 0.5 * xp.sum(U * U, axis=-1))
-        return Features(values=P, log_scale=log_scale)
+        lead = tuple(U.shape[:-1])
+        d = U.shape[-1]
+        Uf = xp.reshape(U, (-1, d))
+        N = int(Uf.shape[0])
+        batched = W.ndim == 3
+        T = int(W.shape[0]) if batched else 1
+        D = int(W.shape[-2])
+        WT = xp.matrix_transpose(xp.reshape(W, (T * D, d)) if batched else W)
+        e3 = None if e is None else xp.reshape(e, (T, D))
+        out = bk.empty((N, T, D), U.dtype)
+        ls = bk.empty((N, T), U.dtype)
+
+        def one(rows: slice) -> None:
+            u = Uf[rows, ...]
+            P = xp.reshape(u @ WT, (-1, T, D))  # a fresh block
+            if e3 is not None:
+                P += e3
+            rm = xp.max(P, axis=-1)
+            P -= rm[..., None]
+            out[rows, ...] = bk.exp_(P)
+            ls[rows, ...] = rm + (c - 0.5 * xp.sum(u * u, axis=-1))[:, None]
+
+        bk.run_blocks(one, bk.row_blocks(N, T * D))
+        if not batched:
+            return Features(values=xp.reshape(out, lead + (D,)), log_scale=xp.reshape(ls, lead))
+        values = xp.moveaxis(xp.reshape(out, lead + (T, D)), -2, 0)
+        return Features(values=values, log_scale=xp.moveaxis(xp.reshape(ls, lead + (T,)), -1, 0))
 
     def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
         xp = get_backend(("X", X)).xp
@@ -397,7 +417,8 @@ class ExpDraw(FeatureDraw):
         two = 2 if self.hyperbolic else 1
         b, a2 = self._b, 2.0 * self.a
 
-        def block(ts: slice, ns: slice) -> Any:
+        def block(tn: tuple[slice, slice]) -> None:
+            ts, ns = tn
             Wt = W[ts, ...]
             t = Wt.shape[0]
             P = xp.reshape(Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m))
@@ -407,69 +428,17 @@ class ExpDraw(FeatureDraw):
                 P = P + a2 * sq[ts, ...]
             if self.hyperbolic:
                 P = xp.concat([P, -P], axis=-1)
-            return xp.matrix_transpose(fast_logsumexp(P, axis=-1))  # (t, Nc); exponents are finite
+            out[ts, ns] = xp.matrix_transpose(bk.logsumexp(P, axis=-1))  # (t, Nc); exponents are finite
 
-        if bk.is_numpy:
-            out = np.empty((T, N), dtype=Z.dtype)
-            chunks = [
-                (ts, ns)
-                for ts in iter_chunks(T, N * m * two, budget=_PAIR_BLOCK)
-                for ns in iter_chunks(N, m * two * (ts.stop - ts.start), budget=_PAIR_BLOCK)
-            ]
-
-            def one(tn: tuple[slice, slice]) -> None:
-                out[tn[0], tn[1]] = block(*tn)
-
-            run_blocks(one, chunks, resolve_threads(None, "rfkit"))
-        else:
-            rows = [
-                xp.concat(
-                    [
-                        block(ts, ns)
-                        for ns in iter_chunks(N, m * two * (ts.stop - ts.start), budget=bk.block_elems)
-                    ],
-                    axis=-1,
-                )
-                for ts in iter_chunks(T, N * m * two, budget=bk.block_elems)
-            ]
-            out = xp.concat(rows, axis=0)
+        out = bk.empty((T, N), Z.dtype)
+        budget = bk.row_block_elems * 2
+        chunks = [
+            (ts, ns)
+            for ts in iter_chunks(T, N * m * two, budget=budget)
+            for ns in iter_chunks(N, m * two * (ts.stop - ts.start), budget=budget)
+        ]
+        bk.run_blocks(block, chunks)
         logabs = xp.reshape(out, (T,) + lead) + base
         if not batched:
             logabs = logabs[0, ...]
         return xp.ones_like(logabs), logabs
-
-
-# Elements per work block of the paired estimates (fixed by sizes: results do not depend on threads).
-_PAIR_BLOCK = 1 << 17
-
-
-def _exp_features_numpy(U: np.ndarray, W: np.ndarray, e: np.ndarray | None, c: float) -> Features:
-    """NumPy features in fixed row blocks on rfkit's thread pool: product, max-shift, exp in place."""
-    lead = U.shape[:-1]
-    d = U.shape[-1]
-    Uf = U.reshape(-1, d)
-    N = Uf.shape[0]
-    batched = W.ndim == 3
-    T = W.shape[0] if batched else 1
-    D = W.shape[-2]
-    WT = (W.reshape(T * D, d) if batched else W).T
-    out = np.empty((N, T * D), dtype=U.dtype)
-    ls = np.empty((N, T), dtype=U.dtype)
-
-    def one(rows: slice) -> None:
-        u = Uf[rows]
-        P = out[rows]
-        np.matmul(u, WT, out=P)
-        P3 = P.reshape(-1, T, D)
-        if e is not None:
-            P3 += e.reshape(T, D)
-        rm = np.max(P3, axis=-1)
-        P3 -= rm[..., None]
-        np.exp(P3, out=P3)
-        ls[rows] = rm + (c - 0.5 * np.einsum("ij,ij->i", u, u))[:, None]
-
-    run_blocks(one, row_blocks(N, T * D), resolve_threads(None, "rfkit"))
-    if not batched:
-        return Features(values=out.reshape(lead + (D,)), log_scale=ls.reshape(lead))
-    values = np.moveaxis(out.reshape(lead + (T, D)), -2, 0)
-    return Features(values=values, log_scale=np.moveaxis(ls.reshape(lead + (T,)), -1, 0))

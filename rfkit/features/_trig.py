@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend
-from .._parallel import resolve_threads, run_blocks
 from .._validation import check_int, check_option
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
-from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project, row_blocks
+from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
 
 __all__ = ["Trig", "TrigDraw"]
 
@@ -80,13 +79,34 @@ class TrigDraw(FeatureDraw):
         return xp.broadcast_to(ls, tuple(P.shape[:-1]))
 
     def _features(self, X: Any, side: str) -> Features:
+        """sin/cos features in fixed row blocks (on NumPy: on rfkit's thread pool)."""
+        bk = get_backend(("X", X))
+        xp = bk.xp
         W = self.param("W", self.projection, X)
-        if type(X) is np.ndarray:
-            return _trig_features_numpy(X, W, self._logm)
-        xp = get_backend(("X", X)).xp
-        P = project(X, W)
-        values = xp.concat([xp.sin(P), xp.cos(P)], axis=-1)
-        return Features(values=values, log_scale=self._scale(X, P) + xp.zeros_like(P[..., 0]))
+        lead = tuple(X.shape[:-1])
+        d = X.shape[-1]
+        Xf = xp.reshape(X, (-1, d))
+        N = int(Xf.shape[0])
+        batched = W.ndim == 3
+        T = int(W.shape[0]) if batched else 1
+        m = int(W.shape[-2])
+        WT = xp.matrix_transpose(xp.reshape(W, (T * m, d)) if batched else W)
+        values = bk.empty((N, T, 2 * m), X.dtype)
+        ls = bk.empty((N,), X.dtype)
+
+        def one(rows: slice) -> None:
+            x = Xf[rows, ...]
+            P = xp.reshape(x @ WT, (-1, T, m))
+            values[rows, :, :m] = xp.sin(P)
+            values[rows, :, m:] = xp.cos(P)
+            ls[rows] = 0.5 * xp.sum(x * x, axis=-1) - self._logm
+
+        bk.run_blocks(one, bk.row_blocks(N, T * 3 * m))
+        if not batched:
+            return Features(values=xp.reshape(values, lead + (2 * m,)), log_scale=xp.reshape(ls, lead))
+        vals = xp.moveaxis(xp.reshape(values, lead + (T, 2 * m)), -2, 0)
+        log_scale = xp.broadcast_to(xp.reshape(ls, lead), (T,) + lead) + xp.zeros_like(vals[..., 0])
+        return Features(values=vals, log_scale=log_scale)
 
     def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
         xp = get_backend(("X", X)).xp
@@ -109,70 +129,21 @@ class TrigDraw(FeatureDraw):
         Wb = W if batched else W[None, ...]
         T, m = int(Wb.shape[0]), int(Wb.shape[1])
 
-        def block(ts: slice, ns: slice) -> Any:
-            return xp.sum(xp.cos(project(Df[ns, ...], Wb[ts, ...])), axis=-1)  # (tc, Nc)
+        def block(tn: tuple[slice, slice]) -> None:
+            ts, ns = tn
+            s[ts, ns] = xp.sum(xp.cos(project(Df[ns, ...], Wb[ts, ...])), axis=-1)  # (tc, Nc)
 
-        if bk.is_numpy:
-            s = np.empty((T, N), dtype=Dl.dtype)
-            chunks = [
-                (ts, ns)
-                for ts in iter_chunks(T, N * m, budget=_PAIR_BLOCK)
-                for ns in iter_chunks(N, m * (ts.stop - ts.start), budget=_PAIR_BLOCK)
-            ]
-
-            def one(tn: tuple[slice, slice]) -> None:
-                s[tn[0], tn[1]] = block(*tn)
-
-            run_blocks(one, chunks, resolve_threads(None, "rfkit"))
-        else:
-            s = xp.concat(
-                [
-                    xp.concat(
-                        [
-                            block(ts, ns)
-                            for ns in iter_chunks(N, m * (ts.stop - ts.start), budget=bk.block_elems)
-                        ],
-                        axis=-1,
-                    )
-                    for ts in iter_chunks(T, N * m, budget=bk.block_elems)
-                ],
-                axis=0,
-            )
+        s = bk.empty((T, N), Dl.dtype)
+        budget = bk.row_block_elems * 2
+        chunks = [
+            (ts, ns)
+            for ts in iter_chunks(T, N * m, budget=budget)
+            for ns in iter_chunks(N, m * (ts.stop - ts.start), budget=budget)
+        ]
+        bk.run_blocks(block, chunks)
         s = xp.reshape(s, (T,) + lead)
         if not batched:
             s = s[0, ...]
         with np.errstate(divide="ignore"):
             logabs = xp.log(xp.abs(s)) + base
         return xp.sign(s), logabs
-
-
-_PAIR_BLOCK = 1 << 17
-
-
-def _trig_features_numpy(X: np.ndarray, W: np.ndarray, logm: float) -> Features:
-    """NumPy sin/cos features in fixed row blocks on rfkit's thread pool (written into the two halves)."""
-    lead = X.shape[:-1]
-    d = X.shape[-1]
-    Xf = X.reshape(-1, d)
-    N = Xf.shape[0]
-    batched = W.ndim == 3
-    T = W.shape[0] if batched else 1
-    m = W.shape[-2]
-    WT = (W.reshape(T * m, d) if batched else W).T
-    values = np.empty((N, T, 2 * m), dtype=X.dtype)
-    ls = np.empty(N, dtype=X.dtype)
-
-    def one(rows: slice) -> None:
-        x = Xf[rows]
-        P = np.matmul(x, WT).reshape(-1, T, m)
-        np.sin(P, out=values[rows, :, :m])  # written into the two halves: no temporaries, no concatenate
-        np.cos(P, out=values[rows, :, m:])
-        ls[rows] = 0.5 * np.einsum("ij,ij->i", x, x) - logm
-
-    run_blocks(one, row_blocks(N, T * 3 * m), resolve_threads(None, "rfkit"))
-    if not batched:
-        return Features(values=values.reshape(lead + (2 * m,)), log_scale=ls.reshape(lead))
-    vals = np.moveaxis(values.reshape(lead + (T, 2 * m)), -2, 0)
-    return Features(
-        values=vals, log_scale=np.ascontiguousarray(np.broadcast_to(ls.reshape(lead), (T,) + lead))
-    )
