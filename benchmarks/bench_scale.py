@@ -145,12 +145,12 @@ def _floor(n: int, dtype: Any, threads: int, repeats: int) -> float:
     return 2 * med(ts["proj"]) + med(ts["kv"]) + med(ts["qs"]) + 2 * t_exp / threads
 
 
-def threads_section(quick: bool) -> dict[str, Any]:
+def threads_section(quick: bool, peers: bool = True) -> dict[str, Any]:
     n = 2048 if quick else 8192
     reps = 3 if quick else 11
     cpus = available_cpus()
     counts = sorted({1, 2, cpus})
-    peer = _performer_cpu()
+    peer = _performer_cpu() if peers else None
     rows = []
     for dtype in (np.float64, np.float32):
         Q, K, V = qkv(n, dtype)
@@ -208,7 +208,7 @@ def threads_section(quick: bool) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- GPU
-def gpu_section(quick: bool) -> dict[str, Any]:
+def gpu_section(quick: bool, peers: bool = True) -> dict[str, Any]:
     try:
         import torch
     except ImportError:
@@ -222,7 +222,7 @@ def gpu_section(quick: bool) -> dict[str, Any]:
         import cupy
     except ImportError:
         cupy = None
-    peer = _performer_cpu()
+    peer = _performer_cpu() if peers else None
     rows = []
     for n in ns:
         Q, K, V = qkv(n, np.float32)
