@@ -10,7 +10,7 @@ Features: Sharp Positive Estimators of the Gaussian Kernel", NeurIPS 2023 (arXiv
     \qquad \omega\sim\mathcal N(0, I_d),
 
 with :math:`A` symmetric. For the softmax kernel :math:`e^{x^\top y}` (derived in
-docs/theory.md, "DERF family"): :math:`\mathbb E[f^{(1)}(\omega,x)f^{(2)}(\omega,y)] = e^{x^\top y}`
+docs/theory.md §7, "The DERF family"): :math:`\mathbb E[f^{(1)}(\omega,x)f^{(2)}(\omega,y)] = e^{x^\top y}`
 iff :math:`I-4A \succ 0`, :math:`B^{(1)\top}(I-4A)^{-1}B^{(2)} = I`,
 :math:`C^{(k)} = -\tfrac12 B^{(k)\top}(I-4A)^{-1}B^{(k)}` and :math:`D = \det(I-4A)^{1/4}`;
 the variance is finite iff :math:`I - 8A \succ 0`.
@@ -106,8 +106,8 @@ def aderf_optimal(Q: Any, K: Any) -> tuple[float, np.ndarray]:
 
     Minimises the paper's objective, the log second moment
     :math:`\log\mathbb E[(f^{(1)}(\omega,x_i)f^{(2)}(\omega,y_j))^2]` averaged over all pairs
-    :math:`(i, j)` (Likhosherstov et al., NeurIPS 2023, Thm. 4.2 for ADERFs; re-derived in
-    docs/theory.md). With :math:`M_1 = \overline{xx^\top}`, :math:`M_2 = \overline{yy^\top}`
+    :math:`(i, j)` (Likhosherstov et al., NeurIPS 2023, their ADERF optimum, Thm. 4.2 as
+    numbered by public summaries; re-derived in docs/theory.md §7). With :math:`M_1 = \overline{xx^\top}`, :math:`M_2 = \overline{yy^\top}`
     (uncentred second moments), :math:`S = G^\top G` must minimise
     :math:`\mathrm{tr}(SM_1) + \mathrm{tr}(S^{-1}M_2)`, whose minimiser is the matrix
     geometric mean
@@ -162,7 +162,7 @@ def sderf_optimal_A(Q: Any, K: Any) -> np.ndarray:
     r"""Closed-form optimal SDERF matrix :math:`A^*` (symmetric, :math:`8A^* \prec I`) for queries and keys.
 
     Minimises the log second moment averaged over all query-key pairs (Likhosherstov et al.,
-    NeurIPS 2023, Thm. 4.3 for SDERFs; re-derived in docs/theory.md). With
+    NeurIPS 2023, their SDERF optimum, Thm. 4.3 as numbered by public summaries; re-derived in docs/theory.md §7). With
     :math:`M_3 = \overline{(x_i+y_j)(x_i+y_j)^\top} = M_1 + M_2 + \bar x\bar y^\top + \bar y\bar x^\top
     = V\Lambda V^\top`,
 
@@ -244,7 +244,7 @@ class ADERF(_ExpMap):
     Unbiased for :math:`a < 1/4` and every invertible :math:`G` (with ``projection`` "iid",
     "orthogonal" or "qmc"); relative variance of one feature
     :math:`\big(\tfrac{(1-4a)^2}{1-8a}\big)^{d/2}e^{\|z_G\|^2/(1-8a)} - 1`,
-    :math:`z_G = Gx + G^{-\top}y`, finite iff :math:`a < 1/8` (docs/theory.md, "DERF family";
+    :math:`z_G = Gx + G^{-\top}y`, finite iff :math:`a < 1/8` (docs/theory.md §7, "The DERF family";
     :func:`rfkit.theory.mse`).
 
     With ``A=None`` and/or ``G=None`` the paper's closed-form optimum (:func:`aderf_optimal`)
@@ -400,7 +400,7 @@ class SDERF(FeatureMap):
 
     .. math:: \prod_l\Big(\frac{(1-4a_l)^2}{1-8a_l}\Big)^{1/2}\exp\Big(\sum_l\frac{u_l^2}{1-8a_l}\Big) - 1,
 
-    finite iff every :math:`a_l < 1/8` (docs/theory.md, "DERF family";
+    finite iff every :math:`a_l < 1/8` (docs/theory.md §7, "The DERF family";
     :func:`rfkit.theory.mse`, iid directions). A scalar ``A`` is OPRF. The paper's general
     SDERF also allows :math:`B = (I-4A)^{1/2}O` with an orthogonal :math:`O`; the optimum has
     :math:`O = I`, so rfkit parametrises SDERF by :math:`A` alone.

@@ -72,7 +72,7 @@ class RandomMaclaurin(FeatureMap):
 
     .. math:: m\,\mathrm{Var}\,\hat K = \frac{I_0\big(2\sqrt{\kappa/r}\big)}{1-r} - e^{2x^\top y}
 
-    (:math:`I_0` the modified Bessel function; derived in docs/theory.md, "Random Maclaurin"). With
+    (:math:`I_0` the modified Bessel function; derived in docs/theory.md §8). With
     ``max_degree=K`` the measure is truncated to :math:`n \le K` (renormalised) and the map is
     unbiased for :math:`T_K(x^\top y) = \sum_{n\le K}(x^\top y)^n/n!` instead of
     :math:`e^{x^\top y}` (its MSE for :math:`e^{x^\top y}` then includes the truncation bias).
@@ -223,7 +223,24 @@ class MaclaurinDraw(FeatureDraw):
         if n_draws is None:
             self._W, self._act, self._logw = self._W[0], self._act[0], self._logw[0]
 
-    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+    def _factor_logs(self, X: Any) -> tuple[Any, Any]:
+        """Sign and ``log|w^T x|`` of every stored factor, ([T,] ..., n, S); inactive slots give (1, 0)."""
+        xp = get_backend(("X", X)).xp
+        P = project(X, self.param("W", self._W, X))  # ([T,] ..., n, S)
+        act = self.param("act", self._act, X) > 0.5
+        if self.n_draws is not None:
+            act = xp.reshape(act, (act.shape[0],) + (1,) * (X.ndim - 1) + (act.shape[-1],))
+        P = xp.where(act, P, xp.ones_like(P))
+        with np.errstate(divide="ignore"):
+            return xp.sign(P), xp.log(xp.abs(P))
+
+    def _per_feature(self, X: Any, s: Any, la: Any, weight: float) -> tuple[Any, Any]:
+        """Sum the factor logs (and multiply the signs) of each feature over its levels.
+
+        Level ``j`` occupies the stored columns ``o_j .. o_j + C_j`` and belongs to features
+        ``0 .. C_j`` (features are sorted by decreasing degree), so each level is one slice.
+        Returns sign and ``weight * log|sqrt(a_N/q_N)/sqrt(m)| + sum of factor logs``, ([T,] ..., n, m).
+        """
         bk = get_backend(("X", X))
         xp = bk.xp
         batched = self.n_draws is not None
@@ -232,35 +249,31 @@ class MaclaurinDraw(FeatureDraw):
             logw = xp.reshape(logw, (logw.shape[0],) + (1,) * (X.ndim - 1) + (logw.shape[-1],))
         m = int(self._logw.shape[-1])
         shape = ((int(self._logw.shape[0]),) if batched else ()) + tuple(X.shape[:-1]) + (m,)
-        acc = xp.broadcast_to(logw, shape)
-        nneg = xp.zeros(shape, dtype=X.dtype, device=bk.device)
-        nzero = xp.zeros(shape, dtype=X.dtype, device=bk.device)
-        S = sum(self._sizes)
-        if S:
-            P = project(X, self.param("W", self._W, X))  # ([T,] ..., n, S)
-            act = self.param("act", self._act, X) > 0.5
-            if batched:
-                act = xp.reshape(act, (act.shape[0],) + (1,) * (X.ndim - 1) + (act.shape[-1],))
-            zero = (P == 0) & act
-            neg = xp.astype((P < 0) & act, X.dtype)
-            with np.errstate(divide="ignore"):
-                la = xp.where(
-                    act & ~zero, xp.log(xp.abs(xp.where(zero, xp.ones_like(P), P))), xp.zeros_like(P)
-                )
-            zf = xp.astype(zero, X.dtype)
-            o = 0
-            for c in self._sizes:
-                pad = xp.zeros(shape[:-1] + (m - c,), dtype=X.dtype, device=bk.device)
-                acc = acc + xp.concat([la[..., o : o + c], pad], axis=-1)
-                nneg = nneg + xp.concat([neg[..., o : o + c], pad], axis=-1)
-                nzero = nzero + xp.concat([zf[..., o : o + c], pad], axis=-1)
-                o += c
-        one = xp.ones(shape, dtype=X.dtype, device=bk.device)
-        sign = xp.where(xp.remainder(nneg, 2.0) > 0.5, -one, one)
-        hit = nzero > 0.5
-        sign = xp.where(hit, xp.zeros_like(sign), sign)
-        logabs = xp.where(hit, xp.full(shape, -np.inf, dtype=X.dtype, device=bk.device), acc)
-        return sign, logabs
+        acc = xp.zeros(shape, dtype=X.dtype, device=bk.device) + weight * logw
+        sg = xp.ones(shape, dtype=X.dtype, device=bk.device)
+        o = 0
+        for c in self._sizes:  # one slice per level (at most the largest sampled degree)
+            acc[..., :c] = acc[..., :c] + la[..., o : o + c]
+            sg[..., :c] = sg[..., :c] * s[..., o : o + c]
+            o += c
+        return sg, acc
+
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+        if not self._sizes:
+            return self._per_feature(X, None, None, 1.0)
+        s, la = self._factor_logs(X)
+        return self._per_feature(X, s, la, 1.0)
+
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        r"""Sum over features of :math:`\frac{a_N}{m q_N}\prod_j (w_j^\top x)(w_j^\top y)` in signed log space."""
+        bk = get_backend(("X", X))
+        if self._sizes:
+            sx, lx = self._factor_logs(X)
+            sy, ly = self._factor_logs(Y)
+            sg, acc = self._per_feature(X + Y, sx * sy, lx + ly, 2.0)
+        else:
+            sg, acc = self._per_feature(X + Y, None, None, 2.0)
+        return bk.signed_logsumexp(acc, sg, axis=-1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,7 +287,7 @@ class TensorSketch(FeatureMap):
     :math:`j` independent count sketches of :math:`x` (fully random hashes
     :math:`h:[d]\to[D]` and signs), independent across degrees. Unbiased for
     :math:`T_n`; as an estimator of :math:`e^{x^\top y}` it carries the truncation bias
-    :math:`T_n(t) - e^t`. Exact variance (derived in docs/theory.md, "TensorSketch"; it depends on
+    :math:`T_n(t) - e^t`. Exact variance (derived in docs/theory.md §8; it depends on
     the parity of :math:`D`): :math:`\mathrm{Var} = \sum_{j=1}^n V_j/(j!)^2` with
 
     .. math:: V_j = \frac{(c+w_3)^j + (c+w_4)^j - 2c^j}{D}
@@ -372,32 +385,47 @@ class TensorSketchDraw(FeatureDraw):
         half = (D - 1) // 2
         self._off = np.full(D, -0.5 * np.log(D))
         self._off[1 : 2 * half + 1] += 0.5 * np.log(2.0)
+        # Parseval: <a, b> = sum_k w_k Re(A_k conj B_k) over the rfft bins, w = (1, 2, ..., 2[, 1]) / D
+        self._wfreq = np.full(D // 2 + 1, 2.0 / D)
+        self._wfreq[0] = 1.0 / D
+        if D % 2 == 0:
+            self._wfreq[-1] = 1.0 / D
+
+    def _spectra(self, X: Any) -> tuple[Any, list[Any]]:
+        r"""``log max|x_i|`` and, per degree :math:`j\ge1`, :math:`\mathrm{rfft}(\mathrm{TS}_j(x/\max|x_i|))`."""
+        bk = get_backend(("X", X))
+        xp = bk.xp
+        spec: TensorSketch = self.spec  # type: ignore[assignment]
+        lead = ((self.n_draws,) if self.n_draws is not None else ()) + tuple(X.shape[:-1])
+        scale = xp.max(xp.abs(X), axis=-1)  # (..., n_pts)
+        U = X / xp.where(scale > 0, scale, xp.ones_like(scale))[..., None]
+        with np.errstate(divide="ignore"):
+            lscale = xp.log(scale)
+        P = project(U, self.param("S", self._S, U))  # (lead, K*D)
+        F = xp.fft.rfft(
+            xp.reshape(P, lead + (spec.n_sketches, spec.n_features)), axis=-1
+        )  # (lead, K, D//2+1)
+        out, o = [], 0
+        for j in range(1, spec.degree + 1):
+            out.append(xp.prod(F[..., o : o + j, :], axis=-2))  # rfft of TS_j: convolution theorem
+            o += j
+        return lscale, out
 
     def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
         bk = get_backend(("X", X))
         xp = bk.xp
         spec: TensorSketch = self.spec  # type: ignore[assignment]
         n, D = spec.degree, spec.n_features
-        batched = self.n_draws is not None
-        lead = ((self.n_draws,) if batched else ()) + tuple(X.shape[:-1])
+        lead = ((self.n_draws,) if self.n_draws is not None else ()) + tuple(X.shape[:-1])
         zero_col = xp.zeros(lead + (1,), dtype=X.dtype, device=bk.device)
         if n == 0:
             return xp.ones_like(zero_col), zero_col
-        scale = xp.max(xp.abs(X), axis=-1)  # (..., n_pts)
-        nz = scale > 0
-        U = X / xp.where(nz, scale, xp.ones_like(scale))[..., None]
-        with np.errstate(divide="ignore"):
-            lscale = xp.log(scale)
-        P = project(U, self.param("S", self._S, U))  # (lead, K*D)
-        F = xp.fft.rfft(xp.reshape(P, lead + (spec.n_sketches, D)), axis=-1)  # (lead, K, D//2 + 1)
+        lscale, spectra = self._spectra(X)
         h = (D - 1) // 2  # frequencies 1..h carry a real and an imaginary part
-        off = self.param("off", self._off, U)
+        off = self.param("off", self._off, X)
         signs, logs = [xp.ones_like(zero_col)], [zero_col]
-        o = 0
         with np.errstate(divide="ignore"):
-            for j in range(1, n + 1):
-                Fj = xp.prod(F[..., o : o + j, :], axis=-2)  # rfft of TS_j(x): convolution theorem
-                o += j
+            for j, Fj in enumerate(spectra, start=1):
                 re, im = xp.real(Fj), xp.imag(Fj)
                 parts = [re[..., :1], re[..., 1 : h + 1], im[..., 1 : h + 1]]
                 if D % 2 == 0:
@@ -405,7 +433,28 @@ class TensorSketchDraw(FeatureDraw):
                 v = xp.concat(parts, axis=-1)  # (lead, D)
                 signs.append(xp.sign(v))
                 logs.append(xp.log(xp.abs(v)) + (j * lscale - self._lf[j])[..., None] + off)
-        sign = xp.concat(signs, axis=-1)
-        logabs = xp.concat(logs, axis=-1)
-        logabs = xp.where(sign == 0, xp.full_like(logabs, -np.inf), logabs)  # x = 0: -inf + nan guard
-        return sign, logabs
+        return xp.concat(signs, axis=-1), xp.concat(logs, axis=-1)
+
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        r""":math:`1 + \sum_j \langle\mathrm{TS}_j(x), \mathrm{TS}_j(y)\rangle/j!` from the spectra.
+
+        Parseval on the rfft bins; degrees combined in signed log space.
+        """
+        bk = get_backend(("X", X))
+        xp = bk.xp
+        spec: TensorSketch = self.spec  # type: ignore[assignment]
+        lead = ((self.n_draws,) if self.n_draws is not None else ()) + tuple((X + Y).shape[:-1])
+        zero = xp.zeros(lead + (1,), dtype=X.dtype, device=bk.device)
+        if spec.degree == 0:
+            return xp.ones_like(zero[..., 0]), zero[..., 0]
+        lx, Fx = self._spectra(X)
+        ly, Fy = self._spectra(Y)
+        w = self.param("wfreq", self._wfreq, X)  # Parseval weights of the rfft bins, / D
+        signs, logs = [xp.ones_like(zero)], [zero]
+        with np.errstate(divide="ignore"):
+            for j in range(1, spec.degree + 1):
+                a, b = Fx[j - 1], Fy[j - 1]
+                s = xp.sum(w * (xp.real(a) * xp.real(b) + xp.imag(a) * xp.imag(b)), axis=-1)
+                signs.append(xp.sign(s)[..., None])
+                logs.append((xp.log(xp.abs(s)) + j * (lx + ly) - 2.0 * self._lf[j])[..., None])
+        return bk.signed_logsumexp(xp.concat(logs, axis=-1), xp.concat(signs, axis=-1), axis=-1)

@@ -7,7 +7,7 @@ Kernel estimators (THEORY.md §1-§4, §6)
     :func:`mse`, :func:`log_mse`, :func:`relative_mse`, :func:`bias`,
     :func:`performer_orthogonal_bound`, :func:`expected_mse`, :func:`check`.
     ADERF, SDERF, RandomMaclaurin and TensorSketch plug into :func:`mse` and friends
-    through :func:`register_closed_form` (docs/theory.md, "Newer estimators").
+    through :func:`register_closed_form` (docs/theory.md §7-§8).
 Deterministic maps (§7)
     :func:`truncated_kernel`, :func:`relative_truncation_error`,
     :func:`truncation_error_bound`, :func:`deterministic_feature_dim`,

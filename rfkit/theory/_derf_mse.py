@@ -3,8 +3,9 @@ r"""Exact MSE of the dense-exponential random features ADERF and SDERF (register
 Both are unbiased estimators :math:`\frac1m\sum_i f^{(1)}(\omega_i,x)f^{(2)}(\omega_i,y)` of
 :math:`\mathrm{SM}(x,y) = e^{x^\top y}`; the variance of one term follows from
 :math:`\mathbb E\,e^{\omega^\top M\omega + b^\top\omega} = \det(I-2M)^{-1/2}e^{\frac12 b^\top(I-2M)^{-1}b}`
-(:math:`I - 2M \succ 0`), as in Likhosherstov et al., NeurIPS 2023, Thm. 4.1 (re-derived for the
-softmax kernel in docs/theory.md, "DERF family").
+(:math:`I - 2M \succ 0`), as in Likhosherstov et al., NeurIPS 2023, their DERF variance theorem
+(Thm. 4.1 as numbered by public summaries; re-derived for the softmax kernel in docs/theory.md
+§7, "The DERF family").
 
 * **ADERF** (:math:`A = aI`, :math:`B^{(1)} = \sqrt{1-4a}\,G`, :math:`B^{(2)} = \sqrt{1-4a}\,G^{-\top}`) is
   OPRF applied to :math:`Gx` and :math:`G^{-\top}y`, so every OPRF closed form holds with

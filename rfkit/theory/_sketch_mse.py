@@ -1,7 +1,7 @@
 r"""Exact MSE of random Maclaurin features and TensorSketch (registered with log_mse).
 
 Notation: :math:`t = x^\top y`, :math:`\mathrm{SM} = e^t`, :math:`T_K(t) = \sum_{n\le K}t^n/n!`.
-Derivations: docs/theory.md, "Random Maclaurin" and "TensorSketch".
+Derivations: docs/theory.md §8.
 
 **Random Maclaurin** (Kar & Karnick, AISTATS 2012). One feature product is
 :math:`F = \frac{a_N}{q_N}\prod_{j\le N}(w_j^\top x)(w_j^\top y)`, :math:`a_n = 1/n!`, with
@@ -43,7 +43,7 @@ __all__ = ["maclaurin_kappa", "tensorsketch_variance_terms"]
 
 
 def maclaurin_kappa(X: np.ndarray, Y: np.ndarray, distribution: str = "rademacher") -> np.ndarray:
-    r""":math:`\kappa = \mathbb E[(w^\top x)^2(w^\top y)^2]` for iid Rademacher or standard normal entries of :math:`w`."""
+    r""":math:`\kappa = \mathbb E[(w^\top x)^2(w^\top y)^2]` for iid Rademacher or standard normal entries."""
     t = np.sum(X * Y, axis=-1)
     k = np.sum(X * X, axis=-1) * np.sum(Y * Y, axis=-1) + 2.0 * t * t
     if distribution == "rademacher":
