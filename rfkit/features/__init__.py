@@ -16,13 +16,19 @@ map                       estimator                                            c
 :class:`OPRF`             optimal PRF (FAVOR++)                                m
 :class:`Taylor`           deterministic Taylor truncation                      C(d+n, n)
 :class:`Limit`            deterministic :math:`(1+x^\\top y/n)^n`               C(d+n, n)
+:class:`ADERF`            asymmetric dense-exp. RFs: OPRF of Gx, G^-T y        m
+:class:`SDERF`            symmetric dense-exponential RFs (matrix A)           m
+:class:`RandomMaclaurin`  random Maclaurin (Kar & Karnick), signed             m
+:class:`TensorSketch`     TensorSketch of the Taylor truncation, signed        1 + n D
 ========================  ==================================================  =========
 """
 
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
 from ._base import FeatureDraw, FeatureMap, Features
+from ._derf import ADERF, SDERF, aderf_optimal, sderf_optimal_A
 from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polynomial
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
+from ._sketch import RandomMaclaurin, TensorSketch
 from ._trig import Trig
 
 __all__ = [
@@ -37,6 +43,12 @@ __all__ = [
     "OPRF",
     "Taylor",
     "Limit",
+    "ADERF",
+    "SDERF",
+    "RandomMaclaurin",
+    "TensorSketch",
+    "aderf_optimal",
+    "sderf_optimal_A",
     "adaptive_A",
     "oprf_optimal_A",
     "A_RULES",

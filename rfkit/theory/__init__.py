@@ -6,6 +6,8 @@ samples except :func:`check` (which calls the estimators' own draws).
 Kernel estimators (THEORY.md §1-§4, §6)
     :func:`mse`, :func:`log_mse`, :func:`relative_mse`, :func:`bias`,
     :func:`performer_orthogonal_bound`, :func:`expected_mse`, :func:`check`.
+    ADERF, SDERF, RandomMaclaurin and TensorSketch plug into :func:`mse` and friends
+    through :func:`register_closed_form` (docs/theory.md §7-§8).
 Deterministic maps (§7)
     :func:`truncated_kernel`, :func:`relative_truncation_error`,
     :func:`truncation_error_bound`, :func:`deterministic_feature_dim`,
@@ -66,3 +68,7 @@ __all__ = [
     "ra_mse",
     "attention_error_bound",
 ]
+
+# Imported for their side effect: they register the closed forms of ADERF, SDERF (DERF family),
+# RandomMaclaurin and TensorSketch with register_closed_form (issue 12).
+from . import _derf_mse, _sketch_mse  # noqa: E402, F401

@@ -51,6 +51,11 @@ MAPS = [
     rk.features.HCEXP(8, A=np.diag(np.linspace(0.5, 2.0, 5))),
     rk.features.Taylor(3),
     rk.features.Limit(2),
+    rk.features.ADERF(16).fit(X[0], Y[0]),
+    rk.features.SDERF(16, projection="orthogonal").fit(X[0], Y[0]),
+    rk.features.RandomMaclaurin(16),
+    rk.features.RandomMaclaurin(8, max_degree=3, distribution="gaussian"),
+    rk.features.TensorSketch(8, 3),
 ]
 METHODS = ("kernel", "log_kernel", "pairwise", "log_pairwise")
 

@@ -30,8 +30,20 @@ SPECS = {
     "taylor2": rk.features.Taylor(2),
     "taylor3-full": rk.features.Taylor(3, form="full"),
     "limit3": rk.features.Limit(3),
+    "aderf": rk.features.ADERF(12).fit(QD, KD),
+    "aderf-given": rk.features.ADERF(
+        12, A=-0.05, G=np.eye(D) + 0.2 * np.tril(np.ones((D, D)), -1), projection="orthogonal"
+    ),
+    "sderf": rk.features.SDERF(12).fit(QD, KD),
+    "sderf-given": rk.features.SDERF(
+        12, A=np.diag([-0.1, 0.05, 0.0, -0.3, 0.1]) + 0.01, projection="orthogonal"
+    ),
+    "maclaurin": rk.features.RandomMaclaurin(12),
+    "maclaurin-trunc-gauss": rk.features.RandomMaclaurin(12, p=1.5, max_degree=4, distribution="gaussian"),
+    "tensorsketch3": rk.features.TensorSketch(6, 3),
+    "tensorsketch0": rk.features.TensorSketch(4, 0),
 }
-SYMMETRIC = {k for k in SPECS if not k.startswith(("cexp", "hcexp"))}
+SYMMETRIC = {k for k in SPECS if not k.startswith(("cexp", "hcexp", "aderf"))}
 
 
 @pytest.fixture(params=list(SPECS), ids=list(SPECS))
