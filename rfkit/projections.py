@@ -31,6 +31,18 @@ Kinds
     :math:`\mathcal N(0, I_d)` and estimators stay unbiased; points are negatively
     correlated. ``2^{\lceil\log_2 m\rceil}`` points are generated and the first
     ``m`` kept (balance is best when ``m`` is a power of two).
+``"simplex"``
+    Simplex random features (SimRFs; Reid, Choromanski, Likhosherstov, Weller,
+    ICML 2023). Within a block of :math:`d` directions the unit vectors are the
+    vertices of a regular simplex centred at the origin (pairwise inner products
+    :math:`-1/(d-1)`), randomly rotated by a Haar orthogonal matrix (the same Haar
+    draw as ``"orthogonal"``: QR with the sign fix); norms are independent
+    :math:`\chi(d)`. Each :math:`\omega_i` is marginally :math:`\mathcal N(0, I_d)`,
+    so estimators stay **unbiased**. Blocks are independent; a last partial block of
+    :math:`k = m \bmod d` rows keeps :math:`k` vertices of a rotated simplex. For
+    :math:`d = 1` a block is one direction (no coupling). For the positive maps the
+    pair covariance is lower than with orthogonal rows (exact MSE:
+    :func:`rfkit.theory.mse`; THEORY.md / docs "Simplex random features").
 ``"structured"``
     Structured orthogonal random features (SORF, Yu et al. 2016): directions are
     the rows of :math:`H D_1 H D_2 H D_3` (normalised Walsh-Hadamard :math:`H` of
@@ -66,10 +78,10 @@ __all__ = [
     "block_sizes",
 ]
 
-ProjectionKind = Literal["iid", "orthogonal", "orthogonal-fixed", "qmc", "structured"]
-PROJECTIONS: tuple[str, ...] = ("iid", "orthogonal", "orthogonal-fixed", "qmc", "structured")
+ProjectionKind = Literal["iid", "orthogonal", "orthogonal-fixed", "qmc", "structured", "simplex"]
+PROJECTIONS: tuple[str, ...] = ("iid", "orthogonal", "orthogonal-fixed", "qmc", "structured", "simplex")
 #: Kinds whose rows are exactly N(0, I_d) marginally (estimators exactly unbiased).
-UNBIASED_PROJECTIONS: tuple[str, ...] = ("iid", "orthogonal", "qmc")
+UNBIASED_PROJECTIONS: tuple[str, ...] = ("iid", "orthogonal", "qmc", "simplex")
 
 _SOBOL_MAX_DIM = 21201
 
@@ -104,7 +116,7 @@ def sample_projection(
 
     Parameters
     ----------
-    kind : {"iid", "orthogonal", "orthogonal-fixed", "qmc", "structured"}
+    kind : {"iid", "orthogonal", "orthogonal-fixed", "qmc", "structured", "simplex"}
         Distribution of the rows (see the module docstring).
     n_features : int
         Number of random directions ``m`` (>= 1).
@@ -167,10 +179,10 @@ def _ingredients(
     """The random numbers of ``T`` draws, in the order one generator produces them."""
     if kind == "iid":
         return {"W": gen.standard_normal((T, m, d))}
-    if kind in ("orthogonal", "orthogonal-fixed"):
+    if kind in ("orthogonal", "orthogonal-fixed", "simplex"):
         nb = -(-m // d)
         out = {"G": gen.standard_normal((T, nb, d, d))}
-        if kind == "orthogonal":
+        if kind != "orthogonal-fixed":
             out["norms"] = np.sqrt(gen.chisquare(d, size=(T, m)))
         return out
     if kind == "qmc":
@@ -198,6 +210,10 @@ def _assemble(kind: str, ing: dict[str, np.ndarray], m: int, d: int) -> np.ndarr
         if kind == "orthogonal-fixed":
             return rows * np.sqrt(d)
         return rows * ing["norms"][..., None]
+    if kind == "simplex":
+        rows = _simplex_vertices(d) @ _haar_rows(ing["G"])  # rows R^T v_i: vertices rotated by a Haar R
+        T, nb = rows.shape[:2]
+        return rows.reshape(T, nb * d, d)[:, :m] * ing["norms"][..., None]
     if kind == "qmc":
         W = ndtri(ing["U"])
         if not np.all(np.isfinite(W)):  # a scrambled point exactly at 0 (probability ~2^-53)
@@ -215,6 +231,17 @@ def _haar_rows(G: np.ndarray) -> np.ndarray:
     s[s == 0] = 1.0  # probability zero; keeps Q orthogonal
     Q = Q * s[..., None, :]  # Q diag(sign R_ii): Haar (Mezzadri 2007)
     return np.swapaxes(Q, -1, -2)
+
+
+def _simplex_vertices(d: int) -> np.ndarray:
+    r"""Unit vertices of a regular simplex centred at 0, as the rows of a (d, d) array.
+
+    Row ``i`` is :math:`(e_i - \mathbf 1/d)/\sqrt{1-1/d}`: unit norm, pairwise inner products
+    :math:`-1/(d-1)`, spanning the hyperplane orthogonal to :math:`\mathbf 1`. ``d = 1``: ``[[1]]``.
+    """
+    if d == 1:
+        return np.ones((1, 1))
+    return (np.eye(d) - 1.0 / d) / np.sqrt(1.0 - 1.0 / d)
 
 
 def _structured(signs: np.ndarray, norms: np.ndarray, m: int, d: int) -> np.ndarray:

@@ -72,7 +72,18 @@ METRICS_BY_KIND = {
 }
 METRICS = tuple(dict.fromkeys(m for ms in METRICS_BY_KIND.values() for m in ms))
 ATTENTION_ESTIMATORS = ("RFA", "RA", "SNIS", "LARA")
-FEATURE_MAPS = ("Trig", "Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "Taylor", "Limit")
+FEATURE_MAPS = (
+    "Trig",
+    "Positive",
+    "Hyperbolic",
+    "CEXP",
+    "HCEXP",
+    "OPRF",
+    "GERF",
+    "SADERF",
+    "Taylor",
+    "Limit",
+)
 _TOP_KEYS = {
     "name",
     "description",
