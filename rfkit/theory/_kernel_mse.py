@@ -297,10 +297,10 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
 
     Parameters
     ----------
-    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP or OPRF
+    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP, OPRF, GERF, SADERF or a registered map
         Feature-map specification with a concrete ``A`` (CEXP/HCEXP: array or
-        ``"identity"``; OPRF: a float) and ``projection`` in
-        ``{"iid", "orthogonal", "orthogonal-fixed"}``.
+        ``"identity"``; OPRF/GERF/SADERF: a float, SADERF also ``psi``) and ``projection`` in
+        ``{"iid", "orthogonal", "orthogonal-fixed", "simplex"}``.
     x, y : array_like of shape (..., d)
         Paired inputs; leading axes broadcast.
     n_features : int or array_like of int, optional
@@ -327,6 +327,14 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
       for every exponential map (A-independent for OPRF), trig
       :math:`e^{\|\Delta\|^2}{}_1F_1(d;\tfrac d2;-\tfrac{\|\Delta\|^2}2)-1`; :math:`K=\sum_b k_b(k_b-1)`
       over the blocks of :func:`rfkit.projections.block_sizes` (exact for :math:`m>d`).
+    * ``"simplex"`` (simplex random features, Reid et al. ICML 2023; :math:`\chi(d)` norms): the pair
+      moment is :math:`\mathbb E_S\,{}_1F_1(d;\tfrac d2;(1+cS)\tfrac{\|z\|^2}2)`, :math:`c=-1/(d-1)`,
+      :math:`S=\sin\psi`, :math:`\psi\propto\sin^{d-1}` on :math:`[0,\pi]` (hyperbolic maps and trig average
+      :math:`\pm c`; trig with :math:`-\|\Delta\|^2`), evaluated by quadrature
+      (:mod:`rfkit.theory._simplex`; docs/theory.md §1a). Same :math:`K` as ``"orthogonal"``.
+    * hyperbolic OPRF (``OPRF(hyperbolic=True)``): :math:`\rho_V = \tfrac12K(A)(e^{-\|z\|^2} +
+      e^{\|z\|^2/(1-8A)}) - 1`, :math:`K(A) = ((1-4A)^2/(1-8A))^{d/2}` (derived, docs/theory.md §1a).
+      GERF and SADERF are registered from :mod:`rfkit.theory._gerf`.
     * ``"orthogonal-fixed"`` (norms :math:`\sqrt d`): moments from
       :math:`{}_0F_1(;\tfrac d2;\cdot)` (THEORY.md §3 table) and bias
       :math:`\rho_B = \mathrm{SMREG}/\mathrm{SM} - 1` (Performer Thm 1).

@@ -39,6 +39,7 @@ MAPS = [
     rk.features.OPRF(16, A=-0.05),
     rk.features.OPRF(8, A=-0.05, hyperbolic=True, projection="simplex"),
     rk.features.Positive(16, projection="simplex"),
+    rk.features.Hyperbolic(8, projection="simplex-plus"),
     rk.features.GERF(8, A=-0.02, s=-1, projection="simplex"),
     rk.features.GERF(16, A=-0.05),
     rk.features.SADERF(16, A=-0.05, psi=np.linspace(0.7, 1.4, 5)),

@@ -30,6 +30,7 @@ SPECS = {
     "oprf-hyperbolic": rk.features.OPRF(6, hyperbolic=True).fit(QD, KD),
     "oprf-hyperbolic-given": rk.features.OPRF(6, A=-0.08, hyperbolic=True, projection="simplex"),
     "positive-simplex": rk.features.Positive(12, projection="simplex"),
+    "positive-simplex-plus": rk.features.Positive(12, projection="simplex-plus"),
     "trig-simplex": rk.features.Trig(7, projection="simplex"),
     "gerf": rk.features.GERF(12).fit(QD, KD),
     "gerf-trig": rk.features.GERF(6, s=-1).fit(QD, KD),

@@ -90,10 +90,22 @@ def test_simplex_projection_geometry():
     assert W1.shape == (3, 1)
 
 
-def test_simplex_directions_are_uniform():
+def test_simplex_plus_closes_the_weighted_polygon():
+    """SimRFs+: within a full block the norm-weighted directions sum to ~0 (d >= 8: converged)."""
+    d = 8
+    W = sample_projection("simplex-plus", 2 * d, d, rng=12, n_draws=50)
+    for block in (slice(0, d), slice(d, 2 * d)):
+        res = np.linalg.norm(W[:, block].sum(axis=1), axis=-1) / np.linalg.norm(W[:, block], axis=-1).sum(-1)
+        assert np.all(res < 1e-8)
+    with pytest.raises(InvalidParameterError, match="no closed-form"):
+        rk.theory.mse(F.Positive(8, projection="simplex-plus"), X, Y)
+
+
+@pytest.mark.parametrize("kind", ["simplex", "simplex-plus"])
+def test_simplex_directions_are_uniform(kind):
     """Marginal direction of every row is uniform on the sphere: E[u] = 0, E[u u^T] = I/d (5 SE)."""
     d, m, T = 4, 4, 20000
-    W = sample_projection("simplex", m, d, rng=10, n_draws=T)
+    W = sample_projection(kind, m, d, rng=10, n_draws=T)
     U = (W / np.linalg.norm(W, axis=-1, keepdims=True))[:, 2]  # one row of each block
     z_mean = U.mean(0) / (U.std(0, ddof=1) / np.sqrt(T))
     assert np.all(np.abs(z_mean) < 5)
