@@ -19,12 +19,13 @@ from ._minilm import (
     tokenize,
 )
 from ._passages import PASSAGE_SOURCES, PASSAGES
-from ._synthetic import SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms, sequence_qkv
+from ._synthetic import HARD_REGIMES, SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms, sequence_qkv
 
 __all__ = [
     "SyntheticQK",
     "gaussian_qk",
     "hard_qk",
+    "HARD_REGIMES",
     "pairs_with_norms",
     "sequence_qkv",
     "MiniLMQK",

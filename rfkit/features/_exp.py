@@ -9,7 +9,7 @@ All share one form. With :math:`u' = Mu` (:math:`M = A` for queries,
     \phi_i(u) = \frac{(1-4a)^{d/4}}{\sqrt m}
         \exp\!\big(a\|\omega_i\|^2 + \sqrt{1-4a}\,\omega_i^\top u' - \tfrac12\|u'\|^2\big)
 
-(:math:`a = 0` except OPRF), and the hyperbolic variants use both signs
+(:math:`a = 0` except OPRF, GERF and SADERF), and the hyperbolic variants use both signs
 :math:`\pm\omega_i^\top u'` with :math:`1/\sqrt{2m}`. Then
 :math:`\mathbb E[\phi(x)^\top\phi(y)] = \exp(x^\top y)` for every :math:`\omega_i \sim
 \mathcal N(0, I_d)` marginally (Performer Lemma 1; seed 004; THEORY.md §2, §4, §6).
@@ -26,10 +26,11 @@ import numpy as np
 
 from .._backend import get_backend
 from .._validation import check_int, check_option, check_real
-from ..exceptions import RFKitWarning, ShapeError
+from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
 from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
+from ._optimal import gerf_optimal_A
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
@@ -223,20 +224,36 @@ class OPRF(_ExpMap):
     from the query/key sample (:meth:`fit` or ``sample(data=...)``); ``A=0``
     is :class:`Positive`.
 
+    ``hyperbolic=True`` uses both :math:`\pm\omega_i` (feature dimension ``2m``, factor
+    :math:`1/\sqrt{2m}`): :math:`\widehat{\mathrm{SM}} = \Lambda(1-4A)^{d/2}\frac1m\sum_i
+    e^{2A\|\omega_i\|^2}\cosh(\sqrt{1-4A}\,\omega_i^\top(x+y))`, unbiased for :math:`A < 1/4`, with
+    relative second moment :math:`\tfrac12\big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}\big(e^{-\|z\|^2} +
+    e^{\|z\|^2/(1-8A)}\big)` per direction (docs/theory.md, "Hyperbolic OPRF"; ``A=0`` is
+    :class:`Hyperbolic`). Its ``A=None`` optimum is not affine in the data and is found
+    numerically by :func:`gerf_optimal_A` (``hyperbolic=True``).
+
     Parameters
     ----------
     n_features : int
     A : float or None, default=None
         Must be < 1/4; values in [1/8, 1/4) warn (infinite variance).
     projection : str, default="iid"
+    hyperbolic : bool, default=False
+        Use the :math:`\pm\omega` pair of every direction (``2m`` columns).
     """
 
     n_features: int
     A: float | None = None
     projection: str = "iid"
+    hyperbolic: bool = False
 
     def __post_init__(self) -> None:
         _check_common(self)
+        if not isinstance(self.hyperbolic, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The `hyperbolic` parameter of OPRF must be a bool. Got {self.hyperbolic!r} instead."
+            )
+        object.__setattr__(self, "hyperbolic", bool(self.hyperbolic))
         if self.A is not None:
             a = check_real(self.A, "A", "OPRF", high=0.25, closed="neither")
             if a >= 0.125:
@@ -258,9 +275,12 @@ class OPRF(_ExpMap):
         )
 
     def fit(self, queries: Any, keys: Any) -> FeatureMap:
-        """Resolve ``A=None`` to the data-averaged optimum :func:`oprf_optimal_A`."""
+        """Resolve ``A=None`` to the data-averaged optimum (:func:`oprf_optimal_A`; hyperbolic:
+        :func:`gerf_optimal_A` with ``hyperbolic=True``)."""
         if self.A is not None:
             return self
+        if self.hyperbolic:
+            return dataclasses.replace(self, A=gerf_optimal_A(queries, keys, s=1, hyperbolic=True))
         return dataclasses.replace(self, A=oprf_optimal_A(queries, keys))
 
     def _oprf_a(self) -> float:
@@ -424,10 +444,11 @@ class ExpDraw(FeatureDraw):
             P = xp.reshape(Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m))
             if b != 1.0:
                 P = P * b
-            if self.a != 0.0:
-                P = P + a2 * sq[ts, ...]
             if self.hyperbolic:
                 P = xp.concat([P, -P], axis=-1)
+            if self.a != 0.0:
+                e = a2 * sq[ts, ...]
+                P = P + (xp.concat([e, e], axis=-1) if self.hyperbolic else e)
             out[ts, ns] = xp.matrix_transpose(bk.logsumexp(P, axis=-1))  # (t, Nc); exponents are finite
 
         out = bk.empty((T, N), Z.dtype)

@@ -57,7 +57,17 @@ KINDS = ("kernel", "attention", "concentration")
 DATA_SOURCES = {
     "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine", "dataset"},
     "gaussian": {"n_pairs", "dim", "mean_q", "cov_q", "mean_k", "cov_k", "scale_q", "scale_k", "dataset"},
-    "hard": {"n_pairs", "dim", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k", "dataset"},
+    "hard": {
+        "n_pairs",
+        "dim",
+        "regime",
+        "mean_scale",
+        "var_shape_q",
+        "var_shape_k",
+        "norm_q",
+        "norm_k",
+        "dataset",
+    },
     # attention inputs (Q, K, V)
     "sequence": {"n_tokens", "dim", "d_v", "structure", "scale", "n_clusters", "spread", "dataset"},
     # real queries/keys/values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk)
@@ -72,7 +82,18 @@ METRICS_BY_KIND = {
 }
 METRICS = tuple(dict.fromkeys(m for ms in METRICS_BY_KIND.values() for m in ms))
 ATTENTION_ESTIMATORS = ("RFA", "RA", "SNIS", "LARA")
-FEATURE_MAPS = ("Trig", "Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "Taylor", "Limit")
+FEATURE_MAPS = (
+    "Trig",
+    "Positive",
+    "Hyperbolic",
+    "CEXP",
+    "HCEXP",
+    "OPRF",
+    "GERF",
+    "SADERF",
+    "Taylor",
+    "Limit",
+)
 _TOP_KEYS = {
     "name",
     "description",

@@ -19,7 +19,10 @@ Bounds (§5)
     :mod:`rfkit.theory.bounds`.
 """
 
-from . import bounds
+from . import (
+    _gerf,  # noqa: F401  (registers the closed forms of GERF and SADERF)
+    bounds,
+)
 from ._check import CheckResult, check
 from ._deterministic import (
     NegativeRegion,

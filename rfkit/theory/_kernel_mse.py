@@ -26,6 +26,7 @@ import numpy as np
 from .._validation import as_float_array, check_broadcast, check_int, check_same_dim
 from ..exceptions import InvalidParameterError, NumericalOverflowError
 from ..features import CEXP, HCEXP, OPRF, Hyperbolic, Limit, Positive, Taylor, Trig
+from ._simplex import simplex_exp_pair_cov, simplex_trig_pair_cov
 from ._special import (
     hyp0f1_neg,
     log_2sinh2_half,
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 #: Projections with an exact closed form.
-CLOSED_FORM_PROJECTIONS = ("iid", "orthogonal", "orthogonal-fixed")
+CLOSED_FORM_PROJECTIONS = ("iid", "orthogonal", "orthogonal-fixed", "simplex")
 
 #: Closed forms of feature-map classes outside the PRF/trig family of ``_parts``:
 #: class -> (log_relative(fm, X, Y, d, m) -> log(MSE/SM^2), log_rel_bias or None).
@@ -86,7 +87,7 @@ class _Plan:
     projection: str
     n_features: int
     hyperbolic: bool = False
-    a: float = 0.0  # OPRF parameter
+    a: float = 0.0  # OPRF / GERF parameter (exp family; trig family: GERF with s = -1)
     A: np.ndarray | None = None  # CEXP/HCEXP transform (diag (d,) or full (d, d))
 
 
@@ -112,7 +113,7 @@ def _plan(fm: Any, owner: str) -> _Plan:
                 f"{owner}: OPRF(A=None) resolves A* from data; the MSE needs a concrete A. "
                 "Call fm.fit(Q, K) first or pass A explicitly."
             )
-        fam, hyp, a, A = "exp", False, float(fm.A), None
+        fam, hyp, a, A = "exp", bool(fm.hyperbolic), float(fm.A), None
     elif isinstance(fm, (Positive, Hyperbolic)):
         fam, hyp, a, A = "exp", isinstance(fm, Hyperbolic), 0.0, None
     else:
@@ -161,10 +162,29 @@ def _parts(plan: _Plan, X: np.ndarray, Y: np.ndarray, d: int) -> _Parts:
     log_sm = np.sum(X * Y, axis=-1)
     fixed = plan.projection == "orthogonal-fixed"
     orth = plan.projection in ("orthogonal", "orthogonal-fixed") and d > 1
+    simplex = plan.projection == "simplex" and d > 1
+    a = plan.a
     if plan.family == "trig":
         D2 = np.sum((X - Y) ** 2, axis=-1)
         if not fixed:
-            return _Parts(log_sm, log_2sinh2_half(D2), trig_orf_pair_minus_sq(d, D2) if orth else None, None)
+            if a == 0.0:
+                log_relvar = log_2sinh2_half(D2)
+            elif a >= 0.125:
+                log_relvar = np.full_like(D2, np.inf)
+            else:  # GERF, s = -1: E[(est/SM)^2] = K(A) (e^{D2} + e^{-D2/(1-8A)}) / 2
+                L = _log_k(d, a) + np.logaddexp(D2, -D2 / (1.0 - 8.0 * a)) - np.log(2.0)
+                log_relvar = log_expm1(np.maximum(L, 0.0))
+            cov = None
+            if orth:
+                cov = trig_orf_pair_minus_sq(d, D2)
+            elif simplex:
+                cov = simplex_trig_pair_cov(d, D2)
+            return _Parts(log_sm, log_relvar, cov, None)
+        if a != 0.0:
+            raise InvalidParameterError(
+                "GERF with s=-1 has no closed form for projection='orthogonal-fixed' (fixed norms); "
+                "use 'iid', 'orthogonal' or 'simplex', or measure it with rfkit.theory.check."
+            )
         b, v = d / 2.0, d * D2 / 4.0
         mu1 = hyp0f1_neg(b, v)
         musq = 0.5 * (1.0 + hyp0f1_neg(b, 4.0 * v))
@@ -179,20 +199,24 @@ def _parts(plan: _Plan, X: np.ndarray, Y: np.ndarray, d: int) -> _Parts:
         return _Parts(log_sm, log_relvar, cov, bias)
     Xq, Yk = _transform(plan, X, Y)
     z2 = np.sum((Xq + Yk) ** 2, axis=-1)
-    a = plan.a
     if not fixed:
-        if plan.hyperbolic:
+        if plan.hyperbolic and a == 0.0:
             log_relvar = log_2sinh2_half(z2)
         elif a == 0.0:
             log_relvar = log_expm1(z2)
         elif a >= 0.125:
             log_relvar = np.full_like(z2, np.inf)
+        elif plan.hyperbolic:  # hyperbolic OPRF: E[(est/SM)^2] = K(A) (e^{-z2} + e^{z2/(1-8A)}) / 2
+            L = _log_k(d, a) + np.logaddexp(-z2, z2 / (1.0 - 8.0 * a)) - np.log(2.0)
+            log_relvar = log_expm1(np.maximum(L, 0.0))
         else:
-            L = 0.5 * d * (2.0 * np.log1p(-4.0 * a) - np.log1p(-8.0 * a)) + z2 / (1.0 - 8.0 * a)
+            L = _log_k(d, a) + z2 / (1.0 - 8.0 * a)
             log_relvar = log_expm1(np.maximum(L, 0.0))
         cov = None
         if orth:
             cov = (-np.ones_like(z2), -z2 + log_orf_gap_series(d, z2))
+        elif simplex:
+            cov = simplex_exp_pair_cov(d, z2, plan.hyperbolic)
         return _Parts(log_sm, log_relvar, cov, None)
     # fixed norms: e^{2a||w||^2} = e^{2ad} is a constant, so every moment is finite for a < 1/4
     b2 = 1.0 - 4.0 * a
@@ -211,6 +235,11 @@ def _parts(plan: _Plan, X: np.ndarray, Y: np.ndarray, d: int) -> _Parts:
         cov = (s, 2.0 * E1 + lg)
     bias = log_abs_expm1(E1)
     return _Parts(log_sm, log_relvar, cov, bias)
+
+
+def _log_k(d: int, a: float) -> float:
+    r""":math:`\log K(A) = \tfrac d2\log\frac{(1-4A)^2}{1-8A}` (the GERF/OPRF variance prefactor, :math:`A < 1/8`)."""
+    return float(0.5 * d * (2.0 * np.log1p(-4.0 * a) - np.log1p(-8.0 * a)))
 
 
 def _registered_relative(
@@ -268,10 +297,10 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
 
     Parameters
     ----------
-    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP or OPRF
+    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP, OPRF, GERF, SADERF or a registered map
         Feature-map specification with a concrete ``A`` (CEXP/HCEXP: array or
-        ``"identity"``; OPRF: a float) and ``projection`` in
-        ``{"iid", "orthogonal", "orthogonal-fixed"}``.
+        ``"identity"``; OPRF/GERF/SADERF: a float, SADERF also ``psi``) and ``projection`` in
+        ``{"iid", "orthogonal", "orthogonal-fixed", "simplex"}``.
     x, y : array_like of shape (..., d)
         Paired inputs; leading axes broadcast.
     n_features : int or array_like of int, optional
@@ -298,6 +327,14 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
       for every exponential map (A-independent for OPRF), trig
       :math:`e^{\|\Delta\|^2}{}_1F_1(d;\tfrac d2;-\tfrac{\|\Delta\|^2}2)-1`; :math:`K=\sum_b k_b(k_b-1)`
       over the blocks of :func:`rfkit.projections.block_sizes` (exact for :math:`m>d`).
+    * ``"simplex"`` (simplex random features, Reid et al. ICML 2023; :math:`\chi(d)` norms): the pair
+      moment is :math:`\mathbb E_S\,{}_1F_1(d;\tfrac d2;(1+cS)\tfrac{\|z\|^2}2)`, :math:`c=-1/(d-1)`,
+      :math:`S=\sin\psi`, :math:`\psi\propto\sin^{d-1}` on :math:`[0,\pi]` (hyperbolic maps and trig average
+      :math:`\pm c`; trig with :math:`-\|\Delta\|^2`), evaluated by quadrature
+      (:mod:`rfkit.theory._simplex`; docs/theory.md §1a). Same :math:`K` as ``"orthogonal"``.
+    * hyperbolic OPRF (``OPRF(hyperbolic=True)``): :math:`\rho_V = \tfrac12K(A)(e^{-\|z\|^2} +
+      e^{\|z\|^2/(1-8A)}) - 1`, :math:`K(A) = ((1-4A)^2/(1-8A))^{d/2}` (derived, docs/theory.md §1a).
+      GERF and SADERF are registered from :mod:`rfkit.theory._gerf`.
     * ``"orthogonal-fixed"`` (norms :math:`\sqrt d`): moments from
       :math:`{}_0F_1(;\tfrac d2;\cdot)` (THEORY.md §3 table) and bias
       :math:`\rho_B = \mathrm{SMREG}/\mathrm{SM} - 1` (Performer Thm 1).
