@@ -11,17 +11,24 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_broadcast, check_points, check_same_dim
-from .exceptions import NumericalOverflowError
+from ._validation import check_broadcast, check_points, check_same_dim, check_square_norms
+from .exceptions import InvalidParameterError, NumericalOverflowError
 
 __all__ = ["softmax_kernel", "log_softmax_kernel", "gaussian_kernel", "log_gaussian_kernel"]
 
 
-def _pair_iv(X: Any, Y: Any, check_finite: bool) -> tuple[np.ndarray, np.ndarray]:
+def _pair_iv(X: Any, Y: Any, check_finite: bool, owner: str) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(check_finite, (bool, np.bool_)):
+        raise InvalidParameterError(
+            f"The `check_finite` parameter of {owner} must be a bool. Got {check_finite!r} instead."
+        )
     X = check_points(X, "X", check_finite=check_finite)
     Y = check_points(Y, "Y", check_finite=check_finite)
     check_same_dim(X, Y, "X", "Y")
     check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+    if check_finite:
+        check_square_norms(X, "X", owner)
+        check_square_norms(Y, "Y", owner)
     return X, Y
 
 
@@ -42,7 +49,7 @@ def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarr
     ndarray of shape (..., n, m)
         ``X @ Y.T`` in the common float dtype of the inputs.
     """
-    X, Y = _pair_iv(X, Y, check_finite)
+    X, Y = _pair_iv(X, Y, check_finite, "log_softmax_kernel")
     return np.matmul(X, np.swapaxes(Y, -1, -2))
 
 
@@ -65,13 +72,14 @@ def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
         If some :math:`x_i^\top y_j` exceeds ``log(max float)``; use
         :func:`log_softmax_kernel` instead.
     """
-    logits = log_softmax_kernel(X, Y, check_finite=check_finite)
+    X, Y = _pair_iv(X, Y, check_finite, "softmax_kernel")
+    logits = np.matmul(X, np.swapaxes(Y, -1, -2))
     return _safe_exp(logits, "softmax_kernel", "log_softmax_kernel")
 
 
 def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Logarithm of the Gaussian kernel, :math:`-\|x_i - y_j\|^2 / 2`, shape (..., n, m)."""
-    X, Y = _pair_iv(X, Y, check_finite)
+    X, Y = _pair_iv(X, Y, check_finite, "log_gaussian_kernel")
     xx = np.sum(X * X, axis=-1)[..., :, None]
     yy = np.sum(Y * Y, axis=-1)[..., None, :]
     d2 = xx + yy - 2.0 * np.matmul(X, np.swapaxes(Y, -1, -2))

@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .._validation import check_broadcast, check_int, check_points, check_same_dim, float_dtype
+from .._validation import (
+    check_broadcast,
+    check_int,
+    check_points,
+    check_same_dim,
+    check_square_norms,
+    float_dtype,
+)
 from ..exceptions import NumericalOverflowError, ShapeError
 
 __all__ = ["Features", "FeatureMap", "FeatureDraw"]
@@ -87,6 +94,15 @@ def _signed_lse(logabs: np.ndarray, sign: np.ndarray | None) -> tuple[np.ndarray
         return np.ones_like(out), out
     with np.errstate(divide="ignore", invalid="ignore"):
         out, s = logsumexp(logabs, axis=-1, b=sign, return_sign=True)
+        # scipy gives NaN when terms of huge magnitude (|log| >~ 1e16) cancel to 0 in floating
+        # point; sum those rows directly (max-shifted): 0 -> (sign 0, -inf), never NaN
+        redo = np.isnan(out) & np.all(np.isfinite(logabs), axis=-1)
+        if np.any(redo):
+            a = logabs[redo]
+            top = np.max(a, axis=-1, keepdims=True)
+            total = np.sum(np.broadcast_to(sign, logabs.shape)[redo] * np.exp(a - top), axis=-1)
+            out[redo] = np.log(np.abs(total)) + top[..., 0]
+            s[redo] = np.sign(total)
     s = np.where(np.isneginf(out), 0.0, s)
     return s, out
 
@@ -276,7 +292,9 @@ class FeatureDraw(abc.ABC):
         return f"{self.spec.name} draw"
 
     def _check(self, X: Any, name: str) -> np.ndarray:
-        return check_points(X, name, dim=self.dim)
+        X = check_points(X, name, dim=self.dim)
+        check_square_norms(X, name, self.owner)
+        return X
 
     def _check_pair(self, X: Any, Y: Any, *, paired: bool) -> tuple[np.ndarray, np.ndarray]:
         X = self._check(X, "X")
@@ -291,6 +309,10 @@ class FeatureDraw(abc.ABC):
             check_broadcast({"X": X.shape[:-1], "Y": Y.shape[:-1]})
         else:
             check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+        if self.n_draws is not None and X.ndim != Y.ndim:
+            # the draw axis T leads every output: align the batch axes, not T with a batch axis
+            nd = max(X.ndim, Y.ndim)
+            X, Y = X.reshape((1,) * (nd - X.ndim) + X.shape), Y.reshape((1,) * (nd - Y.ndim) + Y.shape)
         dt = float_dtype(X, Y)
         return X.astype(dt, copy=False), Y.astype(dt, copy=False)
 
