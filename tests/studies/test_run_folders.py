@@ -379,3 +379,19 @@ def test_part_files_and_manifest_layout(study, tmp_path):
     assert not list(out.rglob("*.tmp")) and not (out / "run.lock").exists()
     arr = np.load(out / "parts" / "cell-000000.chunk-00002.ratio.npy")
     assert arr.shape == (2, 10, 6)  # (estimator, trial of the chunk, pair)
+
+
+def test_folder_of_an_older_rfkit_is_recomputed_on_resume(study, reference, tmp_path):
+    """Per-cell files (cells/) and a run.json without checksums: nothing verifiable, all recomputed."""
+    out = tmp_path / "old"
+    (out / "cells").mkdir(parents=True)
+    d = reference.design
+    ident = {"design_hash": d.hash(), "entropy": reference.provenance["entropy"], "spawn_key": []}
+    (out / "run.json").write_text(json.dumps({**ident, "design": d.to_dict()}))
+    reference.trials.head(3).to_parquet(out / "cells" / "cell-000000.trials.parquet")
+    with pytest.raises(StudyError, match="already holds results"):
+        st.run(study, out=out)
+    with pytest.warns(DamagedResultWarning, match="older rfkit"):
+        res = st.run(study, out=out, resume=True)
+    assert res.provenance["units_resumed"] == 0
+    _assert_complete_and_equal(out, reference)
