@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .exceptions import InvalidParameterError, NonFiniteInputError, ShapeError
+from .exceptions import InvalidParameterError, NonFiniteInputError, NumericalOverflowError, ShapeError
 
 __all__ = [
     "check_int",
@@ -22,6 +22,7 @@ __all__ = [
     "as_float_array",
     "check_points",
     "check_same_dim",
+    "check_square_norms",
     "float_dtype",
 ]
 
@@ -173,6 +174,32 @@ def check_points(
     if dim is not None and arr.shape[-1] != dim:
         raise ShapeError(f"`{name}` has d={arr.shape[-1]} but these features were sampled for dim={dim}.")
     return arr
+
+
+def check_square_norms(X: Any, name: str, owner: str) -> None:
+    r"""Refuse rows whose squared norm does not fit the dtype (with a factor 4 to spare).
+
+    Kernels and feature maps need :math:`\|x\|^2`, :math:`x^\top y` or :math:`\|x - y\|^2`;
+    with every :math:`\|x\|^2 \le` max/4 none of them overflows, so finite inputs never turn
+    into inf or NaN on the way. Any array library (:mod:`rfkit._backend`).
+    """
+    from ._backend import get_backend, prod
+
+    if not prod(X.shape):
+        return
+    bk = get_backend((name, X))
+    xp = bk.xp
+    limit = float(xp.finfo(X.dtype).max) / 4
+    amax = max(float(xp.max(X)), -float(xp.min(X)))  # no temporaries: the fast path
+    if amax * amax * X.shape[-1] <= limit:  # ||x||^2 <= d max|x|^2 (Python floats: no overflow)
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = float(xp.max(xp.sum(X * X, axis=-1)))
+    if not sq <= limit:
+        raise NumericalOverflowError(
+            f"Input `{name}` of {owner} is too large for {bk.dtype_name(X.dtype)}: a row's squared norm "
+            f"overflows (largest |entry| {amax:.3g}). Rescale it, or use float64 if it is float32."
+        )
 
 
 def check_same_dim(X: Any, Y: Any, nx: str, ny: str) -> None:

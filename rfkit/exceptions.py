@@ -20,7 +20,8 @@ TypeError)`` idea)::
     ├── IllConditionedWarning(RFKitWarning, RuntimeWarning)
     ├── NonPositiveNormalizerWarning(RFKitWarning, RuntimeWarning)
     ├── MonteCarloPrecisionWarning(RFKitWarning)
-    └── DegenerateInputWarning(RFKitWarning, RuntimeWarning)
+    ├── DegenerateInputWarning(RFKitWarning, RuntimeWarning)
+    └── DamagedResultWarning(RFKitWarning)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "NonPositiveNormalizerWarning",
     "MonteCarloPrecisionWarning",
     "DegenerateInputWarning",
+    "DamagedResultWarning",
 ]
 
 
@@ -132,3 +134,7 @@ class MonteCarloPrecisionWarning(RFKitWarning):
 
 class DegenerateInputWarning(RFKitWarning, RuntimeWarning):
     """Inputs are degenerate (e.g. all-zero rows) and results may be meaningless."""
+
+
+class DamagedResultWarning(RFKitWarning):
+    """A stored part of a study run failed verification (missing, truncated, altered) and is recomputed."""

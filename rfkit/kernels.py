@@ -14,18 +14,25 @@ from typing import Any
 import numpy as np
 
 from ._backend import Backend, get_backend
-from ._validation import check_broadcast, check_points, check_same_dim, float_dtype
-from .exceptions import NumericalOverflowError
+from ._validation import check_broadcast, check_points, check_same_dim, check_square_norms, float_dtype
+from .exceptions import InvalidParameterError, NumericalOverflowError
 
 __all__ = ["softmax_kernel", "log_softmax_kernel", "gaussian_kernel", "log_gaussian_kernel"]
 
 
-def _pair_iv(X: Any, Y: Any, check_finite: bool) -> tuple[Any, Any, Backend]:
+def _pair_iv(X: Any, Y: Any, check_finite: bool, owner: str) -> tuple[Any, Any, Backend]:
+    if not isinstance(check_finite, (bool, np.bool_)):
+        raise InvalidParameterError(
+            f"The `check_finite` parameter of {owner} must be a bool. Got {check_finite!r} instead."
+        )
     bk = get_backend(("X", X), ("Y", Y))
     X = check_points(X, "X", check_finite=check_finite, backend=bk)
     Y = check_points(Y, "Y", check_finite=check_finite, backend=bk)
     check_same_dim(X, Y, "X", "Y")
     check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+    if check_finite:
+        check_square_norms(X, "X", owner)
+        check_square_norms(Y, "Y", owner)
     dt = float_dtype(X, Y)
     return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False), bk
 
@@ -47,7 +54,7 @@ def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarr
     ndarray of shape (..., n, m)
         ``X @ Y.T`` in the common float dtype of the inputs.
     """
-    X, Y, bk = _pair_iv(X, Y, check_finite)
+    X, Y, bk = _pair_iv(X, Y, check_finite, "log_softmax_kernel")
     return bk.xp.matmul(X, bk.xp.matrix_transpose(Y))
 
 
@@ -70,14 +77,14 @@ def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
         If some :math:`x_i^\top y_j` exceeds ``log(max float)``; use
         :func:`log_softmax_kernel` instead.
     """
-    X, Y, bk = _pair_iv(X, Y, check_finite)
+    X, Y, bk = _pair_iv(X, Y, check_finite, "softmax_kernel")
     logits = bk.xp.matmul(X, bk.xp.matrix_transpose(Y))
     return _safe_exp(bk, logits, "softmax_kernel", "log_softmax_kernel")
 
 
 def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Logarithm of the Gaussian kernel, :math:`-\|x_i - y_j\|^2 / 2`, shape (..., n, m)."""
-    X, Y, bk = _pair_iv(X, Y, check_finite)
+    X, Y, bk = _pair_iv(X, Y, check_finite, "log_gaussian_kernel")
     xp = bk.xp
     xx = xp.sum(X * X, axis=-1)[..., :, None]
     yy = xp.sum(Y * Y, axis=-1)[..., None, :]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend, prod, to_numpy
-from .._validation import as_float_array, check_option, check_same_dim
+from .._validation import as_float_array, check_option
 from ..exceptions import IllConditionedWarning, ShapeError, SingularMatrixError
 
 __all__ = ["adaptive_A", "oprf_optimal_A", "A_RULES", "validate_A"]
@@ -22,12 +22,22 @@ __all__ = ["adaptive_A", "oprf_optimal_A", "A_RULES", "validate_A"]
 A_RULES = ("identity", "mean", "variance")
 
 
-def _moments(Q: Any, name: str) -> tuple[int, np.ndarray, np.ndarray]:
+def _pair_moments(Q: Any, K: Any) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+    """Moments of the query and key samples (see :func:`_moments`), which must share ``d``."""
+    bk = get_backend(("Q", Q), ("K", K))
+    nx, mx, ssx, shx = _moments(Q, "Q", bk)
+    ny, my, ssy, shy = _moments(K, "K", bk)
+    if shx[-1] != shy[-1]:
+        raise ShapeError(f"`Q` and `K` must share the last dimension: Q.shape={shx}, K.shape={shy}.")
+    return nx, mx, ssx, ny, my, ssy
+
+
+def _moments(Q: Any, name: str, bk: Any = None) -> tuple[int, np.ndarray, np.ndarray, tuple[int, ...]]:
     """(n points, per-coordinate mean, per-coordinate centred sum of squares), float64 NumPy.
 
     Computed in the array's own library and device (only the d-vectors come back to the host).
     """
-    bk = get_backend((name, Q))
+    bk = get_backend((name, Q)) if bk is None else bk
     arr = as_float_array(Q, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).", backend=bk)
     if arr.shape[-2] == 0 or prod(arr.shape) == 0:
         raise ShapeError(f"`{name}` must contain at least one point; got shape {tuple(arr.shape)}.")
@@ -35,7 +45,7 @@ def _moments(Q: Any, name: str) -> tuple[int, np.ndarray, np.ndarray]:
     X = xp.reshape(xp.astype(arr, xp.float64), (-1, arr.shape[-1]))
     mean = xp.mean(X, axis=0)
     ss = xp.sum((X - mean) ** 2, axis=0)
-    return int(X.shape[0]), to_numpy(mean), to_numpy(ss)
+    return int(X.shape[0]), to_numpy(mean), to_numpy(ss), tuple(arr.shape)
 
 
 def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarray:
@@ -71,9 +81,7 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
         moment gives :math:`A_{ii} = 0` or :math:`\infty`). rfkit does not clip.
     """
     rule = check_option(rule, "rule", "adaptive_A", A_RULES)
-    nx, mx, ssx = _moments(Q, "Q")
-    ny, my, ssy = _moments(K, "K")
-    check_same_dim(mx, my, "Q", "K")
+    nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
     d = mx.shape[-1]
     if rule == "identity":
         return np.ones(d)
@@ -117,9 +125,7 @@ def oprf_optimal_A(Q: Any, K: Any) -> float:
     :math:`\log\mathbb E[(f(\omega,x)f(\omega,y))^2]` (Likhosherstov et al. 2022,
     "Chefs' Random Tables"; matches the TF Model Garden ``expplus`` code).
     """
-    nx, mx, ssx = _moments(Q, "Q")
-    ny, my, ssy = _moments(K, "K")
-    check_same_dim(mx, my, "Q", "K")
+    nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
     d = mx.shape[-1]
     # mean_i |x_i|^2 = sum_k (ss_k / n + mean_k^2)
     s = np.sum(ssx / nx + mx**2) + np.sum(ssy / ny + my**2) + 2.0 * mx @ my

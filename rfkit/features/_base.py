@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 
 from .._backend import Backend, get_backend, prod
-from .._validation import check_broadcast, check_int, check_points, check_same_dim, float_dtype
+from .._validation import (
+    check_broadcast,
+    check_int,
+    check_points,
+    check_same_dim,
+    check_square_norms,
+    float_dtype,
+)
 from ..exceptions import NumericalOverflowError, ShapeError
 
 __all__ = ["Features", "FeatureMap", "FeatureDraw"]
@@ -282,7 +289,9 @@ class FeatureDraw(abc.ABC):
         return f"{self.spec.name} draw"
 
     def _check(self, X: Any, name: str, bk: Backend | None = None) -> Any:
-        return check_points(X, name, dim=self.dim, backend=bk)
+        X = check_points(X, name, dim=self.dim, backend=bk)
+        check_square_norms(X, name, self.owner)
+        return X
 
     def _check_pair(self, X: Any, Y: Any, *, paired: bool) -> tuple[Any, Any]:
         bk = get_backend(("X", X), ("Y", Y))
@@ -298,6 +307,12 @@ class FeatureDraw(abc.ABC):
             check_broadcast({"X": X.shape[:-1], "Y": Y.shape[:-1]})
         else:
             check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+        if self.n_draws is not None and X.ndim != Y.ndim:
+            # the draw axis T leads every output: align the batch axes, not T with a batch axis
+            nd = max(X.ndim, Y.ndim)
+            xp = bk.xp
+            X = xp.reshape(X, (1,) * (nd - X.ndim) + tuple(X.shape))
+            Y = xp.reshape(Y, (1,) * (nd - Y.ndim) + tuple(Y.shape))
         dt = float_dtype(X, Y)
         return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False)
 

@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend
-from .._validation import check_real, check_same_dim
+from .._validation import check_real
 from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError, SingularMatrixError
-from ._adaptive import _moments, validate_A
+from ._adaptive import _pair_moments, validate_A
 from ._base import FeatureDraw, FeatureMap, Features, project
 from ._exp import ExpDraw, _check_common, _ExpMap
 from ._optimal import check_sign, gerf_optimal_A
@@ -239,9 +239,7 @@ def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.nda
         If a coordinate has zero mean square in the queries or the keys (:math:`\Psi_{ll}` would
         be 0 or infinite). rfkit does not clip.
     """
-    nx, mx, ssx = _moments(Q, "Q")
-    ny, my, ssy = _moments(K, "K")
-    check_same_dim(mx, my, "Q", "K")
+    nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
     d = mx.shape[-1]
     qx = ssx / nx + mx**2  # mean of x_l^2
     qy = ssy / ny + my**2
@@ -338,9 +336,7 @@ class SADERF(_ExpMap):
 
 def _optimal_a_given_psi(Q: Any, K: Any, psi: np.ndarray) -> float:
     """A* of the transformed data for a given diagonal psi (moments only)."""
-    nx, mx, ssx = _moments(Q, "Q")
-    ny, my, ssy = _moments(K, "K")
-    check_same_dim(mx, my, "Q", "K")
+    nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
     if psi.shape[0] != mx.shape[-1]:
         raise InvalidParameterError(
             f"The `psi` parameter of SADERF has {psi.shape[0]} entries but the data have d={mx.shape[-1]}."
