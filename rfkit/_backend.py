@@ -147,6 +147,29 @@ class Backend:
         self.run_blocks(one, blocks, n_threads)
         return out
 
+    @property
+    def library_version(self) -> str:
+        """Version of the array library (for provenance)."""
+        mod = np if self.name == "numpy" else __import__(self.name)
+        return str(getattr(mod, "__version__", "unknown"))
+
+    @property
+    def device_name(self) -> str:
+        """A readable name of the device: the GPU's model for CUDA devices, else the device."""
+        dev = str(self.device)
+        if self.name == "torch" and dev.startswith("cuda"):
+            import torch
+
+            return str(torch.cuda.get_device_name(self.device))
+        if self.name == "cupy":
+            props = _cupy().cuda.runtime.getDeviceProperties(self.device.id)
+            return str(props["name"].decode() if isinstance(props["name"], bytes) else props["name"])
+        if dev.lower().startswith("cpu"):
+            import platform
+
+            return f"CPU ({platform.machine()})"
+        return dev
+
     def dtype(self, name: str) -> Any:
         """The namespace's dtype object for ``"float32"``/``"float64"``/``"bool"``/``"int64"``."""
         return getattr(self.xp, name)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import data as rkdata
+from .._backend import backend_for, to_numpy
 from ..exceptions import InvalidParameterError, NumericalOverflowError, StudyError
 from ._design import Design
 from ._estimators import build_feature_map
@@ -87,6 +88,17 @@ def cell_data(
     raise InvalidParameterError(f"unknown data source {src!r}")  # pragma: no cover - validated in Design
 
 
+def study_backend(design: Design) -> Any:
+    """The array backend a design's estimates run on (NumPy unless ``backend``/``device`` say otherwise).
+
+    Raises
+    ------
+    BackendNotInstalledError
+        If the design's library (PyTorch, CuPy) is not installed.
+    """
+    return backend_for(design.backend, design.device)
+
+
 def _theory_mse(fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """Closed-form MSE per pair where rfkit.theory has one, else NaN."""
     try:
@@ -135,7 +147,8 @@ def _evaluate(
         draw = fm._from_projection(d, len(streams), W)
     else:
         draw = fm.sample_streams(d, streams)
-    sign, logabs = draw.slog_pairwise(X, Y)
+    sign, logabs = draw.slog_pairwise(X, Y)  # on the data's backend and device
+    sign, logabs = to_numpy(sign), to_numpy(logabs)
     with np.errstate(over="ignore"):
         return sign * np.exp(logabs - log_truth)  # ratio estimate / truth, (trials, pairs)
 
@@ -250,7 +263,17 @@ def _kernel_setup(
         fm = build_feature_map(est["map"], design.estimator_params(est, cell))
         fms.append(fm.fit(X, Y) if fm.needs_data else fm)
     labels = [design._label(est) for est in design.estimators]
-    return {"cell": cell, "X": X, "Y": Y, "log_truth": np.sum(X * Y, axis=1), "fms": fms, "labels": labels}
+    bk = study_backend(design)
+    return {
+        "cell": cell,
+        "X": X,
+        "Y": Y,
+        "Xb": bk.asarray(X),  # the estimates run on the design's backend and device
+        "Yb": bk.asarray(Y),
+        "log_truth": np.sum(X * Y, axis=1),
+        "fms": fms,
+        "labels": labels,
+    }
 
 
 def _kernel_partial(
@@ -263,7 +286,7 @@ def _kernel_partial(
     on_error: str,
 ) -> dict[str, Any]:
     """Ratios estimate/truth ``(estimator, trial, pair)`` and statuses ``(estimator, trial)`` of a chunk."""
-    X, Y, log_truth = setup["X"], setup["Y"], setup["log_truth"]
+    X, Y, log_truth = setup["Xb"], setup["Yb"], setup["log_truth"]
     trials = chunk_range(design, chunk)
     streams = trial_streams(entropy, spawn_key, cell_index, trials)  # shared by all estimators (CRN)
     fms = setup["fms"]
@@ -392,7 +415,9 @@ def _attention_partial(
 
     cell = design.cells()[cell_index]
     Q, K, V = cell_data(design, cell, entropy, spawn_key)  # type: ignore[misc]
-    exact = attention.softmax(Q, K, V)
+    exact = attention.softmax(Q, K, V)  # the reference, in NumPy float64
+    bk = study_backend(design)
+    Qb, Kb, Vb = bk.asarray(Q), bk.asarray(K), bk.asarray(V)  # the estimates run on the design's backend
     dv = exact.shape[-1]
     n = int(np.prod(exact.shape[:-1]))  # all query rows (texts x tokens for real data)
     trials = chunk_range(design, chunk)
@@ -410,9 +435,10 @@ def _attention_partial(
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
-                    res = estimator(Q, K, V, rng=streams[j])
+                    res = estimator(Qb, Kb, Vb, rng=streams[j])
+                    output = to_numpy(res.output)  # synchronises an accelerator: part of the time
                 seconds[i, j] = time.perf_counter() - t0
-                outs[i, j] = res.output.reshape(n, dv)
+                outs[i, j] = output.reshape(n, dv)
                 nonpos[i, j] = res.n_nonpositive
             except Exception as exc:  # noqa: BLE001
                 if on_error == "raise":

@@ -103,6 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 on_error=args.on_error,
                 progress=not args.no_progress,
                 lock_timeout=args.wait_lock,
+                backend=args.backend,
+                device=args.device,
             )
             report = write_report(result, out)
     except KeyboardInterrupt:
@@ -196,6 +198,19 @@ def add_study_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
         choices=["raise", "record"],
         default="raise",
         help="stop at a failing trial (default) or record it and continue",
+    )
+    p_run.add_argument(
+        "--backend",
+        default=None,
+        choices=["numpy", "torch", "cupy", "array_api_strict"],
+        help="array library the estimates run on (default: the study file's, else numpy); tables equal "
+        "NumPy's to round-off",
+    )
+    p_run.add_argument(
+        "--device",
+        default=None,
+        metavar="DEV",
+        help="device of the backend, e.g. cuda, cuda:1 (default: the library's)",
     )
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.set_defaults(func=cmd_run)

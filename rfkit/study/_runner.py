@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._backend import backend_for
 from .._random import as_seed_sequence
 from ..exceptions import InvalidParameterError, StudyError
 from ._cell import finalize_cell, n_chunks, run_unit, trial_streams
@@ -38,18 +39,21 @@ THREAD_ENV = (
 )
 
 
-def _versions() -> dict[str, str]:
+def _versions(bk: Any = None) -> dict[str, str]:
     import scipy
 
     from .. import __version__
 
-    return {
+    out = {
         "rfkit": __version__,
         "python": sys.version.split()[0],
         "numpy": np.__version__,
         "scipy": scipy.__version__,
         "pandas": pd.__version__,
     }
+    if bk is not None and not bk.is_numpy:
+        out[bk.name] = bk.library_version
+    return out
 
 
 def _machine() -> dict[str, Any]:
@@ -235,6 +239,8 @@ def run(
     on_error: str = "raise",
     progress: bool | None = None,
     lock_timeout: float | None = 0.0,
+    backend: str | None = None,
+    device: str | None = None,
 ) -> StudyResult:
     """Run a study: every cell of the grid, every estimator, all trials.
 
@@ -282,12 +288,22 @@ def run(
         When another live run holds ``out``: seconds to wait for it before refusing with a
         :class:`~rfkit.exceptions.StudyError` that names it (0: refuse at once; None: wait
         without limit). A lock left by a killed process on this host is taken over.
+    backend : {"numpy", "torch", "cupy", "array_api_strict"}, optional
+        Array library the estimates run on (overrides the design's ``backend``; see
+        :doc:`/backends`). Data and random draws are NumPy, moved to ``device``, so the tables
+        equal NumPy's to round-off. Kernel and attention designs; concentration designs compute
+        closed forms and stay NumPy.
+    device : str, optional
+        Device of the backend (``"cuda"``, ``"cuda:1"``; overrides the design's ``device``).
 
     Returns
     -------
     StudyResult
     """
     design = _resolve_design(design, quick, trials)
+    if backend is not None or device is not None:
+        design = design.on_backend(backend, device)
+    bk = backend_for(design.backend, design.device)  # fails early, naming a missing library
     if on_error not in ("raise", "record"):
         raise InvalidParameterError(f"`on_error` must be 'raise' or 'record'. Got {on_error!r} instead.")
     if scheduler is not None:
@@ -361,8 +377,11 @@ def run(
             "worker_processes": len(pids),  # distinct processes that computed this run's units
             "repaired": list(folder.repaired) if folder is not None else [],
             "seconds": elapsed,
-            "versions": _versions(),
+            "versions": _versions(bk),
             "machine": _machine(),
+            "backend": design.backend,
+            "device": str(bk.device),
+            "device_name": bk.device_name,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         if folder is not None and folder.lock.taken_over:

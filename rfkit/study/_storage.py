@@ -174,6 +174,11 @@ def _read_run_manifest(path: Path) -> dict[str, Any]:
     return raw
 
 
+def _ident_of(old: Mapping[str, Any], like: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity recorded in an old manifest (runs from before backends were recorded ran on NumPy)."""
+    return {k: old.get(k, "numpy:default" if k == "backend" else None) for k in like}
+
+
 def _manifest_damaged_message(out: Path, reason: str) -> str:
     path = out / RUN_MANIFEST
     return (
@@ -448,6 +453,10 @@ class RunFolder:
             "entropy": str(entropy),
             "spawn_key": [int(k) for k in spawn_key],
         }
+        # a run on another backend is another run (same numbers only up to round-off): never mixed
+        self.ident["backend"] = (
+            f"{getattr(design, 'backend', 'numpy')}:{getattr(design, 'device', None) or 'default'}"
+        )
         self.n_cells = len(design.cells())
         self.n_chunks = n_chunks
         self.resume = resume
@@ -505,7 +514,7 @@ class RunFolder:
         elif damaged is not None:
             raise StudyError(_manifest_damaged_message(out, damaged))
         elif old is None or "format" not in old:
-            if old is not None and {k: old.get(k) for k in self.ident} != self.ident:
+            if old is not None and _ident_of(old, self.ident) != self.ident:
                 self._refuse_other(old)
             n_old = sum(1 for _ in (out / PARTS).glob("cell-*")) + sum(1 for _ in out.glob("cells/*.parquet"))
             if n_old:
@@ -518,16 +527,18 @@ class RunFolder:
                     "(the trials are deterministic, so the tables are unchanged)."
                 )
         else:
-            if {k: old.get(k) for k in self.ident} != self.ident:
+            if _ident_of(old, self.ident) != self.ident:
                 self._refuse_other(old)
             self._verify_units(old["units"])
         self._save()
 
     def _refuse_other(self, old: Mapping[str, Any]) -> None:
+        theirs = _ident_of(old, self.ident)
         raise StudyError(
-            f"cannot resume in {self.out}: it holds a run of a different design or seed "
-            f"(design hash {old.get('design_hash')} vs {self.ident['design_hash']}, entropy "
-            f"{old.get('entropy')} vs {self.ident['entropy']}). Nothing was overwritten."
+            f"cannot resume in {self.out}: it holds a run of a different design, seed or backend "
+            f"(design hash {theirs.get('design_hash')} vs {self.ident['design_hash']}, entropy "
+            f"{theirs.get('entropy')} vs {self.ident['entropy']}, backend {theirs.get('backend')} vs "
+            f"{self.ident['backend']}). Nothing was overwritten."
         )
 
     def _verify_units(self, units: Mapping[str, Any]) -> None:
