@@ -274,7 +274,7 @@ def run(
         verified (size, SHA-256) and read back; missing, truncated or altered parts are reported
         (:class:`~rfkit.exceptions.DamagedResultWarning`, and ``provenance["repaired"]``) and
         recomputed; the final tables are identical to those of an uninterrupted run. Refused if
-        ``out`` holds a different design or seed.
+        ``out`` holds a different design, seed or backend.
     quick : bool, default=False
         Apply the design's ``[quick]`` profile.
     trials : int, optional

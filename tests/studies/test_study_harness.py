@@ -214,7 +214,7 @@ def test_out_folder_written_and_not_overwritten(tmp_path):
     stamp = (out / "trials.parquet").stat().st_mtime_ns
     with pytest.raises(StudyError, match="already holds results"):
         st.run(small_design(), out=out)
-    with pytest.raises(StudyError, match="different design or seed"):
+    with pytest.raises(StudyError, match="different design, seed or backend"):
         st.run(small_design(trials=61), out=out, resume=True)
     assert (out / "trials.parquet").stat().st_mtime_ns == stamp  # nothing destroyed
 

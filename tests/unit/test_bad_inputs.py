@@ -562,7 +562,7 @@ CASES: list[Bad] = [
         "run-resume-other-design",
         lambda t: (st.run(_design(), out=t / "o"), st.run(_design(trials=5), out=t / "o", resume=True)),
         StudyError,
-        "different design or seed",
+        "different design, seed or backend",
         "design hash",
     ),
     Bad("Design-trials", lambda t: _design(trials=0), InvalidParameterError, "`trials`", "Got 0"),
