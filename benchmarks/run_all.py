@@ -21,7 +21,11 @@ Writes ``OUT/bench.md`` and ``OUT/bench.json`` (default OUT: ``benchmarks/result
 4. Would a multithreaded exp pay (``_elementwise.py``)?
 5. Peers, when installed (``_peers.py``): performer-pytorch FastAttention, scikit-learn
    RBFSampler. Missing peers are skipped with a message.
-6. Targets of issue 8, met or missed, by how much.
+6. Scaling (``bench_scale.py``, issue 11): RFA at 1, 2 and all cores against performer-pytorch
+   at equal threads and the per-thread-count floor; when PyTorch sees a CUDA device, rfkit on
+   torch/CuPy against performer-pytorch on the GPU and exact SDPA. Also written alone as
+   ``scale-<device>.md``.
+7. Targets, met or missed, by how much.
 """
 
 from __future__ import annotations
@@ -280,7 +284,23 @@ def main(argv: list[str] | None = None) -> int:
             "sklearn_rbf": _peers.sklearn_rbf(cfg["sklearn_ns"], 3 if args.quick else repeats, limits),
         }
 
-    # -- 6. targets, report
+    # -- 6. scaling: threads and (when present) a GPU
+    import bench_scale
+
+    scale: dict[str, Any] = {
+        "device": bench_scale.device_name(),
+        "machine": f"{info.get('cpus')} CPUs",
+        "date": started,
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "quick": args.quick,
+        "threads": bench_scale.threads_section(args.quick, peers=not args.no_peers),
+        "gpu": bench_scale.gpu_section(args.quick, peers=not args.no_peers),
+    }
+    results["scale"] = scale
+    scale_md = bench_scale.markdown(scale)
+
+    # -- 7. targets, report
     results["limits"] = limits.to_dict()
     info["load_end"] = load()
     info["threadpoolctl_end"] = _threadpools()
@@ -289,7 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     results["targets"] = _report.targets(results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(results, indent=1, default=_json_default) + "\n")
-    (args.out / "bench.md").write_text(_report.markdown(results))
+    (args.out / "bench.md").write_text(
+        _report.markdown(results) + "\n" + scale_md.replace("# Scaling", "## Scaling", 1)
+    )
     print(f"\nwrote {args.out / 'bench.md'} and {args.out / 'bench.json'} in {results['elapsed_s']:.0f} s")
     for t in results["targets"]:
         print(f"target: {t['target']}: {t['status']} ({t['measured']})")

@@ -14,6 +14,7 @@ import importlib
 from typing import Any
 
 from . import exceptions, features, projections
+from ._parallel import threads
 from .kernels import gaussian_kernel, log_gaussian_kernel, log_softmax_kernel, softmax_kernel
 
 __version__ = "0.1.0"
@@ -29,6 +30,7 @@ __all__ = [
     "log_softmax_kernel",
     "gaussian_kernel",
     "log_gaussian_kernel",
+    "threads",
     *_LAZY,
 ]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .exceptions import InvalidParameterError, NonFiniteInputError, ShapeError
+from .exceptions import InvalidParameterError, NonFiniteInputError, NumericalOverflowError, ShapeError
 
 __all__ = [
     "check_int",
@@ -22,10 +22,9 @@ __all__ = [
     "as_float_array",
     "check_points",
     "check_same_dim",
+    "check_square_norms",
     "float_dtype",
 ]
-
-_FLOATS = (np.float32, np.float64)
 
 
 def _range_text(low: float | None, high: float | None, closed: str) -> str:
@@ -95,14 +94,11 @@ def check_option(value: Any, name: str, owner: str, options: Iterable[str]) -> s
     return value
 
 
-def float_dtype(*arrays: np.ndarray) -> np.dtype[Any]:
+def float_dtype(*arrays: Any) -> Any:
     """Common floating dtype of already-validated float arrays (float32 only if all are)."""
-    return np.result_type(*arrays, np.float32)
+    from ._backend import get_backend
 
-
-def _first_bad_index(arr: np.ndarray) -> tuple[int, ...]:
-    bad = np.argwhere(~np.isfinite(arr))
-    return tuple(int(i) for i in bad[0])
+    return get_backend(*(("array", a) for a in arrays)).xp.result_type(*arrays)
 
 
 def as_float_array(
@@ -112,36 +108,60 @@ def as_float_array(
     min_ndim: int = 0,
     check_finite: bool = True,
     shape_hint: str = "",
-) -> np.ndarray:
-    """Convert ``X`` to a float32/float64 ndarray, refusing other dtypes and non-finite values.
+    backend: Any = None,
+) -> Any:
+    """Validate a float32/float64 array, refusing other dtypes and non-finite values.
 
-    Integer, boolean, complex and object inputs raise :class:`InvalidParameterError`
-    (no silent casts: an integer array is almost always a bug in a kernel study).
+    Arrays of a supported library (NumPy, PyTorch, CuPy, array_api_strict: see
+    :mod:`rfkit._backend`) are checked in that library and returned as they are; plain
+    Python data becomes an array of the call's backend. Integer, boolean, complex,
+    half-precision and object inputs raise :class:`InvalidParameterError` (no silent casts:
+    an integer array is almost always a bug in a kernel study).
+
+    Parameters
+    ----------
+    backend : Backend, optional
+        The call's backend (from :func:`rfkit._backend.get_backend`); resolved from ``X``
+        alone when omitted.
     """
-    arr = np.asarray(X)
-    if arr.dtype.kind != "f" or arr.dtype.type not in _FLOATS:
+    from ._backend import get_backend, is_array
+
+    bk = get_backend((name, X)) if backend is None else backend
+    try:
+        arr = X if is_array(X) else bk.asarray(X)
+    except (TypeError, ValueError) as exc:
         raise InvalidParameterError(
-            f"`{name}` must be a floating-point array (float32 or float64); got dtype "
-            f"{arr.dtype}. Convert it explicitly, e.g. np.asarray({name}, dtype=float)."
+            f"`{name}` must be a floating-point array (float32 or float64); got {type(X).__name__} "
+            f"that is not an array ({exc})."
+        ) from None
+    dname = bk.dtype_name(arr.dtype)
+    if dname not in ("float32", "float64"):
+        raise InvalidParameterError(
+            f"`{name}` must be a floating-point array (float32 or float64); got a {bk.name} array of dtype "
+            f"{dname}. Convert it explicitly to float32 or float64 (rfkit never casts silently)."
         )
     if arr.ndim < min_ndim:
         hint = f" {shape_hint}" if shape_hint else ""
-        raise ShapeError(f"`{name}` must have ndim >= {min_ndim}; got shape {arr.shape}.{hint}")
-    if check_finite and arr.size:
+        raise ShapeError(f"`{name}` must have ndim >= {min_ndim}; got shape {tuple(arr.shape)}.{hint}")
+    if check_finite and arr.ndim and all(int(n) for n in arr.shape):
+        xp = bk.xp
         with np.errstate(over="ignore", invalid="ignore"):
-            total = arr.sum(dtype=np.float64)
-        if not np.isfinite(total) and not np.all(np.isfinite(arr)):
-            idx = _first_bad_index(arr)
-            if np.isnan(arr[idx]):
+            total = xp.sum(xp.astype(arr, xp.float64) if dname == "float32" else arr)
+        if not bool(xp.isfinite(total)) and not bool(xp.all(xp.isfinite(arr))):
+            host = bk.to_numpy(arr)
+            idx = tuple(int(i) for i in np.argwhere(~np.isfinite(host))[0])
+            if np.isnan(host[idx]):
                 raise NonFiniteInputError(f"Input `{name}` contains NaN (first at index {idx}).")
             raise NonFiniteInputError(
-                f"Input `{name}` contains infinity or a value too large for {arr.dtype!r} "
+                f"Input `{name}` contains infinity or a value too large for {bk.name} {dname} "
                 f"(first at index {idx})."
             )
     return arr
 
 
-def check_points(X: Any, name: str, *, dim: int | None = None, check_finite: bool = True) -> np.ndarray:
+def check_points(
+    X: Any, name: str, *, dim: int | None = None, check_finite: bool = True, backend: Any = None
+) -> Any:
     """Validate a point array of shape (..., n, d) (points are rows)."""
     arr = as_float_array(
         X,
@@ -149,24 +169,52 @@ def check_points(X: Any, name: str, *, dim: int | None = None, check_finite: boo
         min_ndim=2,
         check_finite=check_finite,
         shape_hint=f"`{name}` must have shape (..., n, d). Use {name}[None, :] for a single point.",
+        backend=backend,
     )
     if dim is not None and arr.shape[-1] != dim:
         raise ShapeError(f"`{name}` has d={arr.shape[-1]} but these features were sampled for dim={dim}.")
     return arr
 
 
-def check_same_dim(X: np.ndarray, Y: np.ndarray, nx: str, ny: str) -> None:
+def check_square_norms(X: Any, name: str, owner: str) -> None:
+    r"""Refuse rows whose squared norm does not fit the dtype (with a factor 4 to spare).
+
+    Kernels and feature maps need :math:`\|x\|^2`, :math:`x^\top y` or :math:`\|x - y\|^2`;
+    with every :math:`\|x\|^2 \le` max/4 none of them overflows, so finite inputs never turn
+    into inf or NaN on the way. Any array library (:mod:`rfkit._backend`).
+    """
+    from ._backend import get_backend, prod
+
+    if not prod(X.shape):
+        return
+    bk = get_backend((name, X))
+    xp = bk.xp
+    limit = float(xp.finfo(X.dtype).max) / 4
+    amax = max(float(xp.max(X)), -float(xp.min(X)))  # no temporaries: the fast path
+    if amax * amax * X.shape[-1] <= limit:  # ||x||^2 <= d max|x|^2 (Python floats: no overflow)
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = float(xp.max(xp.sum(X * X, axis=-1)))
+    if not sq <= limit:
+        raise NumericalOverflowError(
+            f"Input `{name}` of {owner} is too large for {bk.dtype_name(X.dtype)}: a row's squared norm "
+            f"overflows (largest |entry| {amax:.3g}). Rescale it, or use float64 if it is float32."
+        )
+
+
+def check_same_dim(X: Any, Y: Any, nx: str, ny: str) -> None:
     """Raise ShapeError unless ``X`` and ``Y`` share their last axis."""
     if X.shape[-1] != Y.shape[-1]:
         raise ShapeError(
-            f"`{nx}` and `{ny}` must share the last dimension: {nx}.shape={X.shape}, {ny}.shape={Y.shape}."
+            f"`{nx}` and `{ny}` must share the last dimension: {nx}.shape={tuple(X.shape)}, "
+            f"{ny}.shape={tuple(Y.shape)}."
         )
 
 
 def check_broadcast(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
     """Broadcast the leading (batch) shapes, or raise ShapeError naming the arrays."""
     try:
-        return tuple(np.broadcast_shapes(*shapes.values()))
+        return tuple(np.broadcast_shapes(*(tuple(int(n) for n in v) for v in shapes.values())))
     except ValueError:
-        desc = ", ".join(f"{k}: {v}" for k, v in shapes.items())
+        desc = ", ".join(f"{k}: {tuple(v)}" for k, v in shapes.items())
         raise ShapeError(f"Batch dimensions are not broadcastable ({desc}).") from None

@@ -12,13 +12,16 @@ TypeError)`` idea)::
     ├── NumericalOverflowError(RFKitError, FloatingPointError)
     ├── StudyError(RFKitError, RuntimeError)
     ├── ModelNotInstalledError(RFKitError, ImportError)
-    └── CorruptWeightsError(RFKitError, ValueError)
+    ├── CorruptWeightsError(RFKitError, ValueError)
+    ├── BackendError(RFKitError, TypeError)
+    └── BackendNotInstalledError(RFKitError, ImportError)
 
     RFKitWarning(UserWarning)
     ├── IllConditionedWarning(RFKitWarning, RuntimeWarning)
     ├── NonPositiveNormalizerWarning(RFKitWarning, RuntimeWarning)
     ├── MonteCarloPrecisionWarning(RFKitWarning)
-    └── DegenerateInputWarning(RFKitWarning, RuntimeWarning)
+    ├── DegenerateInputWarning(RFKitWarning, RuntimeWarning)
+    └── DamagedResultWarning(RFKitWarning)
 """
 
 from __future__ import annotations
@@ -35,11 +38,14 @@ __all__ = [
     "StudyError",
     "ModelNotInstalledError",
     "CorruptWeightsError",
+    "BackendError",
+    "BackendNotInstalledError",
     "RFKitWarning",
     "IllConditionedWarning",
     "NonPositiveNormalizerWarning",
     "MonteCarloPrecisionWarning",
     "DegenerateInputWarning",
+    "DamagedResultWarning",
 ]
 
 
@@ -102,6 +108,14 @@ class CorruptWeightsError(RFKitError, ValueError):
     """A weights or vocabulary file does not match its expected hash or format."""
 
 
+class BackendError(RFKitError, TypeError):
+    """Arrays of an unsupported library, of two libraries or on two devices in one call."""
+
+
+class BackendNotInstalledError(RFKitError, ImportError):
+    """The array library a backend needs (PyTorch, CuPy, ...) is not installed."""
+
+
 class RFKitWarning(UserWarning):
     """Base class of every warning emitted by rfkit."""
 
@@ -120,3 +134,7 @@ class MonteCarloPrecisionWarning(RFKitWarning):
 
 class DegenerateInputWarning(RFKitWarning, RuntimeWarning):
     """Inputs are degenerate (e.g. all-zero rows) and results may be meaningless."""
+
+
+class DamagedResultWarning(RFKitWarning):
+    """A stored part of a study run failed verification (missing, truncated, altered) and is recomputed."""

@@ -2,7 +2,9 @@ r"""Exact target kernels.
 
 The softmax kernel is :math:`\mathrm{SM}(x, y) = \exp(x^\top y)` with no hidden
 :math:`1/\sqrt d` (DESIGN.md, "Kernel"); the Gaussian kernel is
-:math:`\exp(-\|x-y\|^2/2)`.
+:math:`\exp(-\|x-y\|^2/2)`. Every function accepts NumPy, PyTorch, CuPy or
+array_api_strict arrays and returns the same library, device and dtype
+(:mod:`rfkit._backend`).
 """
 
 from __future__ import annotations
@@ -11,18 +13,28 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_broadcast, check_points, check_same_dim
-from .exceptions import NumericalOverflowError
+from ._backend import Backend, get_backend
+from ._validation import check_broadcast, check_points, check_same_dim, check_square_norms, float_dtype
+from .exceptions import InvalidParameterError, NumericalOverflowError
 
 __all__ = ["softmax_kernel", "log_softmax_kernel", "gaussian_kernel", "log_gaussian_kernel"]
 
 
-def _pair_iv(X: Any, Y: Any, check_finite: bool) -> tuple[np.ndarray, np.ndarray]:
-    X = check_points(X, "X", check_finite=check_finite)
-    Y = check_points(Y, "Y", check_finite=check_finite)
+def _pair_iv(X: Any, Y: Any, check_finite: bool, owner: str) -> tuple[Any, Any, Backend]:
+    if not isinstance(check_finite, (bool, np.bool_)):
+        raise InvalidParameterError(
+            f"The `check_finite` parameter of {owner} must be a bool. Got {check_finite!r} instead."
+        )
+    bk = get_backend(("X", X), ("Y", Y))
+    X = check_points(X, "X", check_finite=check_finite, backend=bk)
+    Y = check_points(Y, "Y", check_finite=check_finite, backend=bk)
     check_same_dim(X, Y, "X", "Y")
     check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
-    return X, Y
+    if check_finite:
+        check_square_norms(X, "X", owner)
+        check_square_norms(Y, "Y", owner)
+    dt = float_dtype(X, Y)
+    return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False), bk
 
 
 def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
@@ -42,8 +54,8 @@ def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarr
     ndarray of shape (..., n, m)
         ``X @ Y.T`` in the common float dtype of the inputs.
     """
-    X, Y = _pair_iv(X, Y, check_finite)
-    return np.matmul(X, np.swapaxes(Y, -1, -2))
+    X, Y, bk = _pair_iv(X, Y, check_finite, "log_softmax_kernel")
+    return bk.xp.matmul(X, bk.xp.matrix_transpose(Y))
 
 
 def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
@@ -65,30 +77,36 @@ def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
         If some :math:`x_i^\top y_j` exceeds ``log(max float)``; use
         :func:`log_softmax_kernel` instead.
     """
-    logits = log_softmax_kernel(X, Y, check_finite=check_finite)
-    return _safe_exp(logits, "softmax_kernel", "log_softmax_kernel")
+    X, Y, bk = _pair_iv(X, Y, check_finite, "softmax_kernel")
+    logits = bk.xp.matmul(X, bk.xp.matrix_transpose(Y))
+    return _safe_exp(bk, logits, "softmax_kernel", "log_softmax_kernel")
 
 
 def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Logarithm of the Gaussian kernel, :math:`-\|x_i - y_j\|^2 / 2`, shape (..., n, m)."""
-    X, Y = _pair_iv(X, Y, check_finite)
-    xx = np.sum(X * X, axis=-1)[..., :, None]
-    yy = np.sum(Y * Y, axis=-1)[..., None, :]
-    d2 = xx + yy - 2.0 * np.matmul(X, np.swapaxes(Y, -1, -2))
-    return -0.5 * np.maximum(d2, 0.0)  # max only removes round-off below 0 (d2 >= 0 exactly)
+    X, Y, bk = _pair_iv(X, Y, check_finite, "log_gaussian_kernel")
+    xp = bk.xp
+    xx = xp.sum(X * X, axis=-1)[..., :, None]
+    yy = xp.sum(Y * Y, axis=-1)[..., None, :]
+    d2 = xx + yy - 2.0 * xp.matmul(X, xp.matrix_transpose(Y))
+    return -0.5 * xp.clip(d2, min=0.0)  # only removes round-off below 0 (d2 >= 0 exactly)
 
 
 def gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Gaussian kernel :math:`\exp(-\|x_i - y_j\|^2/2)`, shape (..., n, m)."""
-    return np.exp(log_gaussian_kernel(X, Y, check_finite=check_finite))
+    logk = log_gaussian_kernel(X, Y, check_finite=check_finite)
+    return get_backend(("X", logk)).xp.exp(logk)
 
 
-def _safe_exp(log_values: np.ndarray, where: str, alternative: str) -> np.ndarray:
+def _safe_exp(bk: Backend, log_values: Any, where: str, alternative: str) -> Any:
     """``exp`` that raises NumericalOverflowError instead of returning inf."""
-    limit = np.log(np.finfo(log_values.dtype).max)
-    if log_values.size and np.max(log_values) > limit:
-        raise NumericalOverflowError(
-            f"exp overflow in {where}: the largest log value {float(np.max(log_values)):.4g} "
-            f"exceeds log(max {log_values.dtype}) = {limit:.4g}; use {alternative}() instead."
-        )
-    return np.exp(log_values)
+    xp = bk.xp
+    limit = float(np.log(float(xp.finfo(log_values.dtype).max)))
+    if all(int(s) for s in log_values.shape):
+        top = float(xp.max(log_values))
+        if top > limit:
+            raise NumericalOverflowError(
+                f"exp overflow in {where}: the largest log value {top:.4g} "
+                f"exceeds log(max {bk.dtype_name(log_values.dtype)}) = {limit:.4g}; use {alternative}() instead."
+            )
+    return xp.exp(log_values)

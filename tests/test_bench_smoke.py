@@ -31,3 +31,8 @@ def test_run_all_quick_writes_markdown_and_json(tmp_path: Path) -> None:
         assert row["median_s"] > 0 and row["floor_s"] > 0 and row["peak_mib"] >= 0
     assert data["limits"]["gemm"] and data["limits"]["elementwise_block"]
     assert data["targets"]
+    assert "## Scaling benchmarks" in md and "## Threads" in md
+    threads = data["scale"]["threads"]["rows"]
+    assert {r["threads"] for r in threads} >= {1} and all(
+        r["bit_identical_to_default_threads"] for r in threads
+    )

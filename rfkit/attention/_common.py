@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_broadcast, check_int, check_points, float_dtype
+from .._validation import check_broadcast, check_int, check_points, check_square_norms, float_dtype
 from ..exceptions import InvalidParameterError, ShapeError
 
 __all__ = [
@@ -82,6 +82,8 @@ def check_qkv(Q: Any, K: Any, V: Any, owner: str, *, causal: bool = False) -> QK
         Non-float dtypes.
     NonFiniteInputError
         NaN or infinity in any input.
+    NumericalOverflowError
+        A row of ``Q`` or ``K`` whose squared norm overflows the dtype.
     ShapeError
         ``d`` differs between ``Q`` and ``K``, ``K`` and ``V`` have different
         numbers of rows, batch shapes do not broadcast, empty inputs, or
@@ -111,6 +113,8 @@ def check_qkv(Q: Any, K: Any, V: Any, owner: str, *, causal: bool = False) -> QK
             f"Q has n={Q.shape[-2]} rows, K has M={K.shape[-2]}."
         )
     batch = check_broadcast({"Q": Q.shape[:-2], "K": K.shape[:-2], "V": V.shape[:-2]})
+    check_square_norms(Q, "Q", owner)
+    check_square_norms(K, "K", owner)
     dt = float_dtype(Q, K, V)
     B = int(np.prod(batch, dtype=np.int64)) if batch else 1
 

@@ -21,12 +21,13 @@ from ._minilm import (
 )
 from ._passages import PASSAGE_SOURCES, PASSAGES
 from ._smollm import SMOLLM2_INSTALL_COMMAND, SmolLM2QK, smollm2_qk, smollm2_tokenize
-from ._synthetic import SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms, sequence_qkv
+from ._synthetic import HARD_REGIMES, SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms, sequence_qkv
 
 __all__ = [
     "SyntheticQK",
     "gaussian_qk",
     "hard_qk",
+    "HARD_REGIMES",
     "pairs_with_norms",
     "sequence_qkv",
     "MiniLMQK",

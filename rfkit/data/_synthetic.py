@@ -12,7 +12,7 @@ from .._random import check_rng
 from .._validation import as_float_array, check_int, check_real
 from ..exceptions import InvalidParameterError, ShapeError
 
-__all__ = ["SyntheticQK", "pairs_with_norms", "gaussian_qk", "hard_qk"]
+__all__ = ["SyntheticQK", "pairs_with_norms", "gaussian_qk", "hard_qk", "HARD_REGIMES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,28 +135,67 @@ def gaussian_qk(
     return SyntheticQK(Q, K, mq, Cq, mk, Ck)
 
 
+#: Parameter sets of :func:`hard_qk`: seed 004's write-up (§4) and its companion notebook.
+HARD_REGIMES: dict[str, dict[str, Any]] = {
+    "writeup": {
+        "mean_scale": 50.0,
+        "var_shape_q": 0.02,
+        "var_shape_k": 0.01,
+        "norm_q": 5.0,
+        "norm_k": 0.5,
+        "covariance": "diagonal",
+    },
+    "notebook": {
+        "mean_scale": 0.01,
+        "var_shape_q": 0.1,
+        "var_shape_k": 0.05,
+        "norm_q": None,
+        "norm_k": None,
+        "covariance": "wishart",
+    },
+}
+_WISHART_SCALE = 0.05  # seed 004's notebook: Wishart(df=d, scale=0.05 diag(v))
+
+
 def hard_qk(
     n: int = 1000,
     dim: int = 50,
     *,
     n_sets: int | None = None,
-    mean_scale: float = 50.0,
-    var_shape_q: float = 0.02,
-    var_shape_k: float = 0.01,
-    norm_q: float = 5.0,
-    norm_k: float = 0.5,
+    regime: str = "writeup",
+    mean_scale: float | None = None,
+    var_shape_q: float | None = None,
+    var_shape_k: float | None = None,
+    norm_q: float | None = None,
+    norm_k: float | None = None,
     rng: Any = None,
 ) -> SyntheticQK:
-    r"""Seed 004's hard query/key data set (Blackwelder, §4).
+    r"""Seed 004's hard query/key data (Blackwelder): the write-up's set or its notebook's.
 
-    Per set: means :math:`\mu_{q,j}, \mu_{k,j} \sim \mathrm{Laplace}(0, 50)`, diagonal
-    covariances with entries :math:`\sim \mathrm{Gamma}(0.02, 1)` (queries) and
-    :math:`\mathrm{Gamma}(0.01, 1)` (keys); :math:`n` queries and :math:`n` keys drawn
-    i.i.d.; then each sample is rescaled by one factor so that its mean norm is
-    ``norm_q`` (about 5) and ``norm_k`` (about 0.5) — "encouraged to have norms
-    around 5 and 0.5" in the seed, which does not give the exact rule; a single
-    factor keeps the sample Gaussian, and the returned moments are those of the
+    ``regime="writeup"`` (§4 of the write-up; the defaults): per set, means
+    :math:`\mu_{q,j}, \mu_{k,j} \sim \mathrm{Laplace}(0, 50)`, diagonal covariances with
+    entries :math:`\sim \mathrm{Gamma}(0.02, 1)` (queries) and :math:`\mathrm{Gamma}(0.01, 1)`
+    (keys); :math:`n` queries and :math:`n` keys drawn i.i.d.; then each sample is rescaled by
+    one factor so that its mean norm is ``norm_q`` (about 5) and ``norm_k`` (about 0.5) —
+    "encouraged to have norms around 5 and 0.5" in the seed, which does not give the exact
+    rule; a single factor keeps the sample Gaussian, and the returned moments are those of the
     rescaled distribution.
+
+    ``regime="notebook"`` (the data of the seed's companion notebook, ``Project Code.ipynb``):
+    means :math:`\mathrm{Laplace}(0, 0.01)`, variances :math:`v_{q,j} \sim \mathrm{Gamma}(0.1, 1)`,
+    :math:`v_{k,j} \sim \mathrm{Gamma}(0.05, 1)`, and *full* covariances
+    :math:`\Sigma \sim \mathrm{Wishart}(\text{df}=d, 0.05\,\mathrm{diag}(v))` (mean
+    :math:`0.05 d\,\mathrm{diag}(v)`); no rescaling. Here the variances dominate the tiny means,
+    so the mean rule and the mean+variance rule for CEXP's :math:`A` differ.
+
+    Parameters
+    ----------
+    regime : {"writeup", "notebook"}, default="writeup"
+        Parameter set (:data:`HARD_REGIMES`); the other keywords override its values.
+    mean_scale, var_shape_q, var_shape_k : float, optional
+        Laplace scale of the means and Gamma shapes of the variances.
+    norm_q, norm_k : float, optional
+        Target mean norms of the rescaled samples (``None`` in the notebook regime: no rescaling).
 
     Returns
     -------
@@ -167,11 +206,21 @@ def hard_qk(
     nn = check_int(n, "n", owner, low=1)
     d = check_int(dim, "dim", owner, low=1)
     sets = 1 if n_sets is None else check_int(n_sets, "n_sets", owner, low=1)
-    b = check_real(mean_scale, "mean_scale", owner, low=0.0, closed="neither")
-    aq = check_real(var_shape_q, "var_shape_q", owner, low=0.0, closed="neither")
-    ak = check_real(var_shape_k, "var_shape_k", owner, low=0.0, closed="neither")
-    tq = check_real(norm_q, "norm_q", owner, low=0.0, closed="neither")
-    tk = check_real(norm_k, "norm_k", owner, low=0.0, closed="neither")
+    if not isinstance(regime, str) or regime not in HARD_REGIMES:
+        raise InvalidParameterError(
+            f"The `regime` parameter of {owner} must be a str among {sorted(HARD_REGIMES)}. Got {regime!r} instead."
+        )
+    base = HARD_REGIMES[regime]
+    pick = lambda v, k: base[k] if v is None else v  # noqa: E731
+    b = check_real(pick(mean_scale, "mean_scale"), "mean_scale", owner, low=0.0, closed="neither")
+    aq = check_real(pick(var_shape_q, "var_shape_q"), "var_shape_q", owner, low=0.0, closed="neither")
+    ak = check_real(pick(var_shape_k, "var_shape_k"), "var_shape_k", owner, low=0.0, closed="neither")
+    targets = []
+    for value, key in ((norm_q, "norm_q"), (norm_k, "norm_k")):
+        t = pick(value, key)
+        targets.append(None if t is None else check_real(t, key, owner, low=0.0, closed="neither"))
+    tq, tk = targets
+    wishart = base["covariance"] == "wishart"
     gen = check_rng(rng)
     out = []
     for _ in range(sets):
@@ -179,9 +228,16 @@ def hard_qk(
         for shape, target in ((aq, tq), (ak, tk)):
             mu = gen.laplace(0.0, b, size=d)
             var = gen.gamma(shape, 1.0, size=d)
-            X = mu + np.sqrt(var) * gen.standard_normal((nn, d))
-            s = target / np.mean(np.linalg.norm(X, axis=1))
-            parts.append((X * s, mu * s, np.diag(var * s * s)))
+            if wishart:
+                # Sigma = L L^T with L = sqrt(0.05 v) * N(0, 1)^(d x d): Wishart(df=d, 0.05 diag(v)); x = mu + L w
+                L = np.sqrt(_WISHART_SCALE * var)[:, None] * gen.standard_normal((d, d))
+                X = mu + gen.standard_normal((nn, d)) @ L.T
+                cov = L @ L.T
+            else:
+                X = mu + np.sqrt(var) * gen.standard_normal((nn, d))
+                cov = np.diag(var)
+            s = 1.0 if target is None else target / np.mean(np.linalg.norm(X, axis=1))
+            parts.append((X * s, mu * s, cov * s * s))
         out.append(parts)
     stack = lambda i, j: np.stack([o[i][j] for o in out])  # noqa: E731
     res = [stack(0, 0), stack(1, 0), stack(0, 1), stack(0, 2), stack(1, 1), stack(1, 2)]

@@ -13,16 +13,26 @@ map                       estimator                                            c
 :class:`Hyperbolic`       :math:`\\phi^{++}` (cosh)                             2m
 :class:`CEXP`             PRF of :math:`Ax`, :math:`A^{-T}y`                   m
 :class:`HCEXP`            hyperbolic PRF of :math:`Ax`, :math:`A^{-T}y`        2m
-:class:`OPRF`             optimal PRF (FAVOR++)                                m
+:class:`OPRF`             optimal PRF (FAVOR++); ``hyperbolic=True``: +-w     m (2m)
+:class:`GERF`             generalised exponential RF, ``s=1`` / ``s=-1``      m / 2m
+:class:`SADERF`           OPRF of Psi x, Psi^-1 y, diagonal Psi (FAVOR#)      m
 :class:`Taylor`           deterministic Taylor truncation                      C(d+n, n)
 :class:`Limit`            deterministic :math:`(1+x^\\top y/n)^n`               C(d+n, n)
+:class:`ADERF`            asymmetric dense-exp. RFs: OPRF of Gx, G^-T y        m
+:class:`SDERF`            symmetric dense-exponential RFs (matrix A)           m
+:class:`RandomMaclaurin`  random Maclaurin (Kar & Karnick), signed             m
+:class:`TensorSketch`     TensorSketch of the Taylor truncation, signed        1 + n D
 ========================  ==================================================  =========
 """
 
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
 from ._base import FeatureDraw, FeatureMap, Features
+from ._derf import ADERF, SDERF, aderf_optimal, sderf_optimal_A
 from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polynomial
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
+from ._gerf import GERF, SADERF, saderf_parameters
+from ._optimal import gerf_optimal_A
+from ._sketch import RandomMaclaurin, TensorSketch
 from ._trig import Trig
 
 __all__ = [
@@ -35,10 +45,20 @@ __all__ = [
     "CEXP",
     "HCEXP",
     "OPRF",
+    "GERF",
+    "SADERF",
     "Taylor",
     "Limit",
+    "ADERF",
+    "SDERF",
+    "RandomMaclaurin",
+    "TensorSketch",
+    "aderf_optimal",
+    "sderf_optimal_A",
     "adaptive_A",
     "oprf_optimal_A",
+    "gerf_optimal_A",
+    "saderf_parameters",
     "A_RULES",
     "taylor_polynomial",
     "slog_taylor_polynomial",

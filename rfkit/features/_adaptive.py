@@ -13,19 +13,39 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, check_option, check_same_dim
-from ..exceptions import IllConditionedWarning, InvalidParameterError, ShapeError, SingularMatrixError
+from .._backend import get_backend, prod, to_numpy
+from .._validation import as_float_array, check_option
+from ..exceptions import IllConditionedWarning, ShapeError, SingularMatrixError
 
 __all__ = ["adaptive_A", "oprf_optimal_A", "A_RULES", "validate_A"]
 
 A_RULES = ("identity", "mean", "variance")
 
 
-def _flatten(Q: Any, name: str) -> np.ndarray:
-    arr = as_float_array(Q, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).")
-    if arr.shape[-2] == 0 or arr.size == 0:
-        raise ShapeError(f"`{name}` must contain at least one point; got shape {arr.shape}.")
-    return arr.reshape(-1, arr.shape[-1]).astype(np.float64, copy=False)
+def _pair_moments(Q: Any, K: Any) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+    """Moments of the query and key samples (see :func:`_moments`), which must share ``d``."""
+    bk = get_backend(("Q", Q), ("K", K))
+    nx, mx, ssx, shx = _moments(Q, "Q", bk)
+    ny, my, ssy, shy = _moments(K, "K", bk)
+    if shx[-1] != shy[-1]:
+        raise ShapeError(f"`Q` and `K` must share the last dimension: Q.shape={shx}, K.shape={shy}.")
+    return nx, mx, ssx, ny, my, ssy
+
+
+def _moments(Q: Any, name: str, bk: Any = None) -> tuple[int, np.ndarray, np.ndarray, tuple[int, ...]]:
+    """(n points, per-coordinate mean, per-coordinate centred sum of squares), float64 NumPy.
+
+    Computed in the array's own library and device (only the d-vectors come back to the host).
+    """
+    bk = get_backend((name, Q)) if bk is None else bk
+    arr = as_float_array(Q, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).", backend=bk)
+    if arr.shape[-2] == 0 or prod(arr.shape) == 0:
+        raise ShapeError(f"`{name}` must contain at least one point; got shape {tuple(arr.shape)}.")
+    xp = bk.xp
+    X = xp.reshape(xp.astype(arr, xp.float64), (-1, arr.shape[-1]))
+    mean = xp.mean(X, axis=0)
+    ss = xp.sum((X - mean) ** 2, axis=0)
+    return int(X.shape[0]), to_numpy(mean), to_numpy(ss), tuple(arr.shape)
 
 
 def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarray:
@@ -61,26 +81,23 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
         moment gives :math:`A_{ii} = 0` or :math:`\infty`). rfkit does not clip.
     """
     rule = check_option(rule, "rule", "adaptive_A", A_RULES)
-    X = _flatten(Q, "Q")
-    Y = _flatten(K, "K")
-    check_same_dim(X, Y, "Q", "K")
-    d = X.shape[-1]
+    nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
+    d = mx.shape[-1]
     if rule == "identity":
         return np.ones(d)
-    mx, my = X.mean(axis=0), Y.mean(axis=0)
     if rule == "mean":
         num, den, what = np.abs(my), np.abs(mx), "mean"
         with np.errstate(divide="ignore", invalid="ignore"):
             a = np.sqrt(num / den)
     else:
-        for arr, nm in ((X, "Q"), (Y, "K")):
-            if arr.shape[0] <= ddof:
+        for npts, nm in ((nx, "Q"), (ny, "K")):
+            if npts <= ddof:
                 raise ShapeError(
                     f"adaptive_A(rule='variance', ddof={ddof}) needs more than {ddof} points in `{nm}`; "
-                    f"got {arr.shape[0]}."
+                    f"got {npts}."
                 )
-        num = Y.var(axis=0, ddof=ddof) + my**2
-        den = X.var(axis=0, ddof=ddof) + mx**2
+        num = ssy / (ny - ddof) + my**2
+        den = ssx / (nx - ddof) + mx**2
         what = "second moment"
         with np.errstate(divide="ignore", invalid="ignore"):
             a = (num / den) ** 0.25
@@ -108,21 +125,18 @@ def oprf_optimal_A(Q: Any, K: Any) -> float:
     :math:`\log\mathbb E[(f(\omega,x)f(\omega,y))^2]` (Likhosherstov et al. 2022,
     "Chefs' Random Tables"; matches the TF Model Garden ``expplus`` code).
     """
-    X = _flatten(Q, "Q")
-    Y = _flatten(K, "K")
-    check_same_dim(X, Y, "Q", "K")
-    d = X.shape[-1]
-    s = np.mean(np.sum(X * X, -1)) + np.mean(np.sum(Y * Y, -1)) + 2.0 * X.mean(0) @ Y.mean(0)
+    nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
+    d = mx.shape[-1]
+    # mean_i |x_i|^2 = sum_k (ss_k / n + mean_k^2)
+    s = np.sum(ssx / nx + mx**2) + np.sum(ssy / ny + my**2) + 2.0 * mx @ my
     rho = max(float(s), 0.0) / d  # s >= 0 exactly; max only removes round-off
     return float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)
 
 
 def validate_A(A: Any, owner: str) -> np.ndarray:
     """Validate an explicit CEXP matrix: diagonal (d,) or full (d, d), finite, invertible."""
-    try:
-        arr = as_float_array(A, "A")
-    except InvalidParameterError:
-        raise
+    arr = np.asarray(to_numpy(A)) if not isinstance(A, np.ndarray) and hasattr(A, "shape") else A
+    arr = as_float_array(arr, "A")
     if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
         raise ShapeError(
             f"The `A` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; "

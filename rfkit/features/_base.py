@@ -7,6 +7,13 @@ Every feature map returns :class:`Features` ``(values, log_scale)`` meaning
 values with the row scales folded in after a per-slice common maximum shift, so
 nothing overflows; entries whose folded product would underflow are recomputed
 exactly from log-features with a signed log-sum-exp.
+
+Backends: draws hold NumPy parameters (directions from NumPy Generators); every method
+takes arrays of any supported library (:mod:`rfkit._backend`: NumPy, PyTorch, CuPy,
+array_api_strict), moves the parameters to the input's device once (cached per draw)
+and returns arrays of the input's library, device and dtype. On NumPy the row blocks of
+the heavy steps run on rfkit's thread pool (:mod:`rfkit._parallel`), with results that
+do not depend on the number of threads.
 """
 
 from __future__ import annotations
@@ -17,9 +24,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
-from .._validation import check_broadcast, check_int, check_points, check_same_dim, float_dtype
+from .._backend import Backend, get_backend, prod
+from .._validation import (
+    check_broadcast,
+    check_int,
+    check_points,
+    check_same_dim,
+    check_square_norms,
+    float_dtype,
+)
 from ..exceptions import NumericalOverflowError, ShapeError
 
 __all__ = ["Features", "FeatureMap", "FeatureDraw"]
@@ -57,38 +71,33 @@ class Features:
         NumericalOverflowError
             If some scale exceeds the float range; keep the scaled form instead.
         """
-        limit = np.log(np.finfo(self.values.dtype).max)
-        if self.log_scale.size and np.max(self.log_scale) > limit:
+        bk = get_backend(("values", self.values))
+        xp = bk.xp
+        limit = float(np.log(float(xp.finfo(self.values.dtype).max)))
+        top = float(xp.max(self.log_scale)) if prod(self.log_scale.shape) else -np.inf
+        if top > limit:
             raise NumericalOverflowError(
-                f"Features.dense(): a row scale exp({float(np.max(self.log_scale)):.4g}) exceeds "
-                f"the {self.values.dtype} range (log max {limit:.4g}); use the scaled "
+                f"Features.dense(): a row scale exp({top:.4g}) exceeds "
+                f"the {bk.dtype_name(self.values.dtype)} range (log max {limit:.4g}); use the scaled "
                 "representation (values, log_scale) or log-space estimates."
             )
-        return np.exp(self.log_scale)[..., None] * self.values
+        return xp.exp(self.log_scale)[..., None] * self.values
 
     @classmethod
-    def from_log(cls, sign: np.ndarray | None, logabs: np.ndarray) -> Features:
+    def from_log(cls, sign: Any | None, logabs: Any) -> Features:
         """Build scaled features from ``sign`` (None: all positive) and ``log|phi|``."""
-        ls = np.max(logabs, axis=-1) if logabs.shape[-1] else np.zeros(logabs.shape[:-1], logabs.dtype)
-        empty = ~np.isfinite(ls)  # every feature exactly zero in that row
-        if np.any(empty):
-            ls = np.where(empty, 0.0, ls).astype(logabs.dtype, copy=False)
-        values = np.exp(logabs - ls[..., None])
+        xp = get_backend(("logabs", logabs)).xp
+        if logabs.shape[-1]:
+            ls = xp.max(logabs, axis=-1)
+        else:
+            ls = xp.zeros_like(logabs[..., 0])
+        empty = ~xp.isfinite(ls)  # every feature exactly zero in that row
+        if bool(xp.any(empty)):
+            ls = xp.where(empty, xp.zeros_like(ls), ls)
+        values = xp.exp(logabs - ls[..., None])
         if sign is not None:
             values = values * sign
         return cls(values=values, log_scale=ls)
-
-
-def _signed_lse(logabs: np.ndarray, sign: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Signed log-sum-exp over the last axis: returns (sign, log|sum|)."""
-    if sign is None:
-        with np.errstate(divide="ignore"):
-            out = logsumexp(logabs, axis=-1)
-        return np.ones_like(out), out
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out, s = logsumexp(logabs, axis=-1, b=sign, return_sign=True)
-    s = np.where(np.isneginf(out), 0.0, s)
-    return s, out
 
 
 class FeatureMap(abc.ABC):
@@ -161,7 +170,7 @@ class FeatureMap(abc.ABC):
             q, k = data
             spec = self.fit(q, k)
             if dim is None:
-                dim = int(np.shape(q)[-1])
+                dim = int(q.shape[-1] if hasattr(q, "shape") else np.shape(q)[-1])
         if spec.needs_data:
             spec._raise_needs_data()
         if dim is None:
@@ -223,51 +232,55 @@ class FeatureDraw(abc.ABC):
 
     Subclasses implement :meth:`_log_features` (sign and ``log|phi|`` of every
     feature) and may override :meth:`_features` and :meth:`_slog_pairwise` with
-    faster exact paths.
+    faster exact paths. Inputs reaching these methods are validated arrays of one
+    library; :meth:`param` gives the draw's NumPy parameters on that library, device
+    and dtype.
     """
 
     def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None) -> None:
         self.spec = spec
         self.dim = dim
         self.n_draws = n_draws
+        self._params: dict[tuple[Any, ...], Any] = {}
+
+    # ---------------------------------------------------------------- parameters
+    def param(self, key: str, value: np.ndarray, like: Any) -> Any:
+        """The NumPy parameter ``value`` on the library, device and dtype of ``like``.
+
+        NumPy: a cast (no copy when the dtype already matches). Other libraries: moved to
+        the device once per (library, device, dtype) and cached on the draw.
+        """
+        return get_backend(("X", like)).from_host(self._params, key, value, like.dtype)
 
     # ---------------------------------------------------------------- subclass API
     @abc.abstractmethod
-    def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
         """(sign or None, log|phi|) of shape ([T,] ..., n, D) for validated X."""
 
-    def _features(self, X: np.ndarray, side: str) -> Features:
+    def _features(self, X: Any, side: str) -> Features:
         sign, logabs = self._log_features(X, side)
         return Features.from_log(sign, logabs)
 
-    def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
         """(sign, log|estimate|) for paired rows; generic path through the features."""
+        xp = get_backend(("X", X)).xp
         fx = self._features(X, "query")
         fy = self._features(Y, "key")
-        s = np.sum(fx.values * fy.values, axis=-1)
+        s = xp.sum(fx.values * fy.values, axis=-1)
         with np.errstate(divide="ignore"):
-            out = np.log(np.abs(s)) + fx.log_scale + fy.log_scale
-        sign = np.sign(s)
-        thr = _tiny(s.dtype)
-        bad = np.abs(s) < thr
-        if np.any(bad):
+            out = xp.log(xp.abs(s)) + fx.log_scale + fy.log_scale
+        sign = xp.sign(s)
+        bad = xp.abs(s) < _tiny(xp, s.dtype)
+        if bool(xp.any(bad)):
             sx, lx = self._log_features(X, "query")
             sy, ly = self._log_features(Y, "key")
-            shape = s.shape
-            lx = np.broadcast_to(lx, shape + lx.shape[-1:])
-            ly = np.broadcast_to(ly, shape + ly.shape[-1:])
-            idx = np.nonzero(bad)
-            terms = lx[idx] + ly[idx]
+            terms = lx + ly  # broadcast ([T,] ..., n, D)
             sg = None
             if sx is not None or sy is not None:
-                sg = np.ones_like(terms)
-                if sx is not None:
-                    sg = sg * np.broadcast_to(sx, lx.shape)[idx]
-                if sy is not None:
-                    sg = sg * np.broadcast_to(sy, ly.shape)[idx]
-            fs, fl = _signed_lse(terms, sg)
-            sign[idx] = fs
-            out[idx] = fl
+                sg = (sx if sx is not None else 1.0) * (sy if sy is not None else 1.0)
+            fs, fl = get_backend(("X", X)).signed_logsumexp(terms, sg)
+            sign = xp.where(bad, fs, sign)
+            out = xp.where(bad, fl, out)
         return sign, out
 
     # ---------------------------------------------------------------- validation
@@ -275,24 +288,33 @@ class FeatureDraw(abc.ABC):
     def owner(self) -> str:
         return f"{self.spec.name} draw"
 
-    def _check(self, X: Any, name: str) -> np.ndarray:
-        return check_points(X, name, dim=self.dim)
+    def _check(self, X: Any, name: str, bk: Backend | None = None) -> Any:
+        X = check_points(X, name, dim=self.dim, backend=bk)
+        check_square_norms(X, name, self.owner)
+        return X
 
-    def _check_pair(self, X: Any, Y: Any, *, paired: bool) -> tuple[np.ndarray, np.ndarray]:
-        X = self._check(X, "X")
-        Y = self._check(Y, "Y")
+    def _check_pair(self, X: Any, Y: Any, *, paired: bool) -> tuple[Any, Any]:
+        bk = get_backend(("X", X), ("Y", Y))
+        X = self._check(X, "X", bk)
+        Y = self._check(Y, "Y", bk)
         check_same_dim(X, Y, "X", "Y")
         if paired:
             if X.shape[-2] != Y.shape[-2]:
                 raise ShapeError(
                     f"`X` and `Y` must have the same number of rows for pairwise(): "
-                    f"{X.shape[-2]} != {Y.shape[-2]} (X.shape={X.shape}, Y.shape={Y.shape})."
+                    f"{X.shape[-2]} != {Y.shape[-2]} (X.shape={tuple(X.shape)}, Y.shape={tuple(Y.shape)})."
                 )
             check_broadcast({"X": X.shape[:-1], "Y": Y.shape[:-1]})
         else:
             check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+        if self.n_draws is not None and X.ndim != Y.ndim:
+            # the draw axis T leads every output: align the batch axes, not T with a batch axis
+            nd = max(X.ndim, Y.ndim)
+            xp = bk.xp
+            X = xp.reshape(X, (1,) * (nd - X.ndim) + tuple(X.shape))
+            Y = xp.reshape(Y, (1,) * (nd - Y.ndim) + tuple(Y.shape))
         dt = float_dtype(X, Y)
-        return X.astype(dt, copy=False), Y.astype(dt, copy=False)
+        return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False)
 
     # ---------------------------------------------------------------- public API
     def queries(self, X: Any) -> Features:
@@ -303,7 +325,7 @@ class FeatureDraw(abc.ABC):
         """Key-side features of the rows of ``Y`` (..., n, d) -> ([T,] ..., n, D)."""
         return self._features(self._check(Y, "Y"), "key")
 
-    def slog_kernel(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+    def slog_kernel(self, X: Any, Y: Any) -> tuple[Any, Any]:
         """Sign and log-magnitude of the kernel estimate, each ([T,] ..., n, m).
 
         Like :func:`numpy.linalg.slogdet`: the estimate is ``sign * exp(logabs)``;
@@ -313,7 +335,7 @@ class FeatureDraw(abc.ABC):
         fx, fy = self._features(X, "query"), self._features(Y, "key")
         return self._combine(fx, fy, X, Y, log=True)  # type: ignore[return-value]
 
-    def log_kernel(self, X: Any, Y: Any) -> np.ndarray:
+    def log_kernel(self, X: Any, Y: Any) -> Any:
         r"""Log of the kernel estimate :math:`\log\hat K(x_i, y_j)`, ([T,] ..., n, m).
 
         Finite wherever the estimate is positive (always, for positive maps, even
@@ -324,7 +346,7 @@ class FeatureDraw(abc.ABC):
         sign, logabs = self.slog_kernel(X, Y)
         return _log_where_positive(sign, logabs)
 
-    def kernel(self, X: Any, Y: Any) -> np.ndarray:
+    def kernel(self, X: Any, Y: Any) -> Any:
         r"""Kernel estimate :math:`\hat K(x_i, y_j) = \phi(x_i)^\top\phi(y_j)`, ([T,] ..., n, m).
 
         Raises
@@ -336,17 +358,17 @@ class FeatureDraw(abc.ABC):
         fx, fy = self._features(X, "query"), self._features(Y, "key")
         return self._combine(fx, fy, X, Y, log=False)  # type: ignore[return-value]
 
-    def slog_pairwise(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+    def slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
         """Sign and log-magnitude of the paired estimates, each ([T,] ..., n)."""
         X, Y = self._check_pair(X, Y, paired=True)
         return self._slog_pairwise(X, Y)
 
-    def log_pairwise(self, X: Any, Y: Any) -> np.ndarray:
+    def log_pairwise(self, X: Any, Y: Any) -> Any:
         r"""Log of :math:`\hat K(x_i, y_i)` for paired rows (NaN where the estimate is < 0)."""
         sign, logabs = self.slog_pairwise(X, Y)
         return _log_where_positive(sign, logabs)
 
-    def pairwise(self, X: Any, Y: Any) -> np.ndarray:
+    def pairwise(self, X: Any, Y: Any) -> Any:
         r"""Estimate of :math:`\exp(x_i^\top y_i)` for paired rows, shape ([T,] ..., n).
 
         For the exponential maps this uses one projection of :math:`x_i+y_i`
@@ -357,120 +379,142 @@ class FeatureDraw(abc.ABC):
         return sign * _exp_checked(logabs, f"{self.owner}.pairwise", "log_pairwise")
 
     # ---------------------------------------------------------------- combination
-    def _combine(
-        self, fx: Features, fy: Features, X: np.ndarray, Y: np.ndarray, *, log: bool
-    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    def _combine(self, fx: Features, fy: Features, X: Any, Y: Any, *, log: bool) -> Any:
+        bk = get_backend(("X", fx.values))
+        xp = bk.xp
         dt = fx.values.dtype
         lsx, lsy = fx.log_scale, fy.log_scale
-        cx = np.max(lsx, axis=-1, keepdims=True) if lsx.shape[-1] else np.zeros(lsx.shape[:-1] + (1,), dt)
-        cy = np.max(lsy, axis=-1, keepdims=True) if lsy.shape[-1] else np.zeros(lsy.shape[:-1] + (1,), dt)
+        if lsx.shape[-1]:
+            cx = xp.max(lsx, axis=-1, keepdims=True)
+        else:
+            cx = xp.zeros(tuple(lsx.shape[:-1]) + (1,), dtype=dt, device=bk.device)
+        if lsy.shape[-1]:
+            cy = xp.max(lsy, axis=-1, keepdims=True)
+        else:
+            cy = xp.zeros(tuple(lsy.shape[:-1]) + (1,), dtype=dt, device=bk.device)
         C = (cx + cy)[..., None]  # (..., 1, 1): one common shift per slice
         D = max(fx.n_columns, 1)
-        lim = float(np.log(np.finfo(dt).max)) - float(np.log(D)) - 1.0
-        Cq = np.zeros_like(C) if log else np.clip(C, -lim, lim)
-        sx = np.exp((lsx - cx)[..., :, None] + Cq)
-        sy = np.exp((lsy - cy)[..., :, None])
-        K = np.matmul(sx * fx.values, np.swapaxes(sy * fy.values, -1, -2))
+        lim = float(np.log(float(xp.finfo(dt).max))) - float(np.log(D)) - 1.0
+        Cq = xp.zeros_like(C) if log else xp.clip(C, min=-lim, max=lim)
+        sx = xp.exp((lsx - cx)[..., :, None] + Cq)
+        sy = xp.exp((lsy - cy)[..., :, None])
+        K = bk.matmul(sx * fx.values, xp.matrix_transpose(sy * fy.values))
         rest = C - Cq  # non-zero only where a slice's estimates may overflow (linear path)
-        thr = _tiny(dt)
-        if K.size == 0:
+        thr = _tiny(xp, dt)
+        if prod(K.shape) == 0:
             small = False
         elif self.spec.is_positive:
-            small = float(np.min(K)) < thr
+            small = float(xp.min(K)) < thr
         else:
-            small = float(np.min(np.abs(K))) < thr
+            small = float(xp.min(xp.abs(K))) < thr
         bad = None
         if small:
-            bad = np.abs(K) < thr  # the folded product may have lost precision to underflow
+            bad = xp.abs(K) < thr  # the folded product may have lost precision to underflow
         if log:
-            sign = np.sign(K)
+            sign = xp.sign(K)
             with np.errstate(divide="ignore"):
-                out = np.log(np.abs(K)) + C
+                out = xp.log(xp.abs(K)) + C
             if bad is not None:
-                self._fix_entries(bad, sign, out, X, Y)
+                sign, out = self._fix_entries(bk, bad, sign, out, X, Y)
             return sign, out
-        if bad is None and not np.any(rest):
+        if bad is None and not bool(xp.any(rest != 0)):
             return K
         # Slow path: some slices overflow the folded range or some entries underflowed.
-        sign = np.sign(K)
+        sign = xp.sign(K)
         with np.errstate(divide="ignore"):
-            out = np.log(np.abs(K)) + rest
+            out = xp.log(xp.abs(K)) + rest
         if bad is not None:
-            self._fix_entries(bad, sign, out, X, Y)
+            sign, out = self._fix_entries(bk, bad, sign, out, X, Y)
         return sign * _exp_checked(out, f"{self.owner}.kernel", "log_kernel")
 
-    def _fix_entries(
-        self, bad: np.ndarray, sign: np.ndarray, out: np.ndarray, X: np.ndarray, Y: np.ndarray
-    ) -> None:
+    def _fix_entries(self, bk: Backend, bad: Any, sign: Any, out: Any, X: Any, Y: Any) -> tuple[Any, Any]:
         """Recompute flagged entries exactly (signed log-sum-exp over log-features)."""
+        xp = bk.xp
         sx, lx = self._log_features(X, "query")
         sy, ly = self._log_features(Y, "key")
-        lead = bad.shape[:-2]
+        lead = tuple(bad.shape[:-2])
         n, m = bad.shape[-2:]
-        lx = np.broadcast_to(lx, lead + (n, lx.shape[-1]))
-        ly = np.broadcast_to(ly, lead + (m, ly.shape[-1]))
+        Dx = lx.shape[-1]
+        lx = xp.reshape(xp.broadcast_to(lx, lead + (n, Dx)), (-1, Dx))
+        ly = xp.reshape(xp.broadcast_to(ly, lead + (m, Dx)), (-1, Dx))
         if sx is not None:
-            sx = np.broadcast_to(sx, lx.shape)
+            sx = xp.reshape(xp.broadcast_to(sx, lead + (n, Dx)), (-1, Dx))
         if sy is not None:
-            sy = np.broadcast_to(sy, ly.shape)
-        idx = np.nonzero(bad)
-        b_idx, i_idx, j_idx = idx[:-2], idx[-2], idx[-1]
-        for sl in iter_chunks(len(i_idx), lx.shape[-1]):
-            bi = tuple(b[sl] for b in b_idx)
-            xi, yj = bi + (i_idx[sl],), bi + (j_idx[sl],)
-            terms = lx[xi] + ly[yj]
+            sy = xp.reshape(xp.broadcast_to(sy, lead + (m, Dx)), (-1, Dx))
+        flat_bad = xp.reshape(bad, (-1,))
+        (pos,) = xp.nonzero(flat_bad)  # flat indices into (prod(lead), n, m)
+        b_idx = pos // (n * m)
+        i_idx = (pos // m) % n
+        j_idx = pos % m
+        rows_x = b_idx * n + i_idx
+        rows_y = b_idx * m + j_idx
+        sign_f = xp.reshape(sign, (-1,))
+        out_f = xp.reshape(out, (-1,))
+        fs_parts, fl_parts = [], []
+        for sl in iter_chunks(int(pos.shape[0]), Dx):
+            rx, ry = rows_x[sl], rows_y[sl]
+            terms = xp.take(lx, rx, axis=0) + xp.take(ly, ry, axis=0)
             sg = None
             if sx is not None or sy is not None:
-                sg = np.ones_like(terms)
+                sg = xp.ones_like(terms)
                 if sx is not None:
-                    sg = sg * sx[xi]
+                    sg = sg * xp.take(sx, rx, axis=0)
                 if sy is not None:
-                    sg = sg * sy[yj]
-            fs, fl = _signed_lse(terms, sg)
-            pos = tuple(b[sl] for b in idx)
-            sign[pos] = fs
-            out[pos] = fl
+                    sg = sg * xp.take(sy, ry, axis=0)
+            fs, fl = bk.signed_logsumexp(terms, sg)
+            fs_parts.append(fs)
+            fl_parts.append(fl)
+        if fs_parts:
+            full_s = xp.zeros_like(sign_f)
+            full_l = xp.zeros_like(out_f)
+            full_s[pos] = xp.concat(fs_parts)
+            full_l[pos] = xp.concat(fl_parts)
+            sign_f = xp.where(flat_bad, full_s, sign_f)
+            out_f = xp.where(flat_bad, full_l, out_f)
+        return xp.reshape(sign_f, tuple(sign.shape)), xp.reshape(out_f, tuple(out.shape))
 
 
-def _log_where_positive(sign: np.ndarray, logabs: np.ndarray) -> np.ndarray:
+def _log_where_positive(sign: Any, logabs: Any) -> Any:
     """``logabs`` where ``sign > 0``, ``-inf`` where 0, NaN where negative (dtype kept)."""
-    out = np.array(logabs, copy=True)
-    out[sign == 0] = -np.inf
-    out[sign < 0] = np.nan
-    return out
+    xp = get_backend(("logabs", logabs)).xp
+    out = xp.where(sign == 0, xp.full_like(logabs, -np.inf), logabs)
+    return xp.where(sign < 0, xp.full_like(logabs, np.nan), out)
 
 
-def _tiny(dtype: np.dtype[Any]) -> float:
+def _tiny(xp: Any, dtype: Any) -> float:
     """Below this magnitude a folded product may have lost relative precision to underflow."""
-    fi = np.finfo(dtype)
-    return float(fi.tiny / fi.eps)
+    fi = xp.finfo(dtype)
+    return float(fi.smallest_normal) / float(fi.eps)
 
 
-def _exp_checked(logabs: np.ndarray, where: str, alternative: str) -> np.ndarray:
-    limit = np.log(np.finfo(logabs.dtype).max)
-    if logabs.size:
-        top = np.max(logabs)
+def _exp_checked(logabs: Any, where: str, alternative: str) -> Any:
+    bk = get_backend(("logabs", logabs))
+    xp = bk.xp
+    limit = float(np.log(float(xp.finfo(logabs.dtype).max)))
+    if prod(logabs.shape):
+        top = float(xp.max(logabs))
         if top > limit:
             raise NumericalOverflowError(
-                f"exp overflow in {where}: the largest log-estimate {float(top):.4g} exceeds "
-                f"log(max {logabs.dtype}) = {limit:.4g}; use {alternative}() instead."
+                f"exp overflow in {where}: the largest log-estimate {top:.4g} exceeds "
+                f"log(max {bk.dtype_name(logabs.dtype)}) = {limit:.4g}; use {alternative}() instead."
             )
-    return np.exp(logabs)
+    return xp.exp(logabs)
 
 
-def project(U: np.ndarray, W: np.ndarray) -> np.ndarray:
+def project(U: Any, W: Any) -> Any:
     """Projections ``U @ W.T`` with a leading draw axis when ``W`` is (T, m, d).
 
     ``U`` (..., n, d), ``W`` (m, d) -> (..., n, m); ``W`` (T, m, d) -> (T, ..., n, m),
-    computed as one matrix product over all draws.
+    computed as one matrix product over all draws. ``W`` must already be on ``U``'s
+    library, device and dtype (:meth:`FeatureDraw.param`).
     """
-    W = W.astype(U.dtype, copy=False)
+    xp = get_backend(("U", U)).xp
     if W.ndim == 2:
-        return np.matmul(U, W.T)
+        return U @ xp.matrix_transpose(W)
     T, m, d = W.shape
-    P = np.matmul(U.reshape(-1, d), W.reshape(T * m, d).T)  # (N, T*m)
-    P = P.reshape(U.shape[:-1] + (T, m))
-    return np.moveaxis(P, -2, 0)
+    P = xp.reshape(U, (-1, d)) @ xp.matrix_transpose(xp.reshape(W, (T * m, d)))
+    P = xp.reshape(P, tuple(U.shape[:-1]) + (T, m))
+    return xp.moveaxis(P, -2, 0)
 
 
 def iter_chunks(total: int, per_item: int, budget: int = _CHUNK_ELEMS) -> Iterator[slice]:
@@ -480,9 +524,6 @@ def iter_chunks(total: int, per_item: int, budget: int = _CHUNK_ELEMS) -> Iterat
         yield slice(start, min(total, start + step))
 
 
-def fast_logsumexp(a: np.ndarray, axis: int = -1) -> np.ndarray:
+def fast_logsumexp(a: Any, axis: int = -1) -> Any:
     """``log(sum(exp(a)))`` along ``axis`` for finite ``a`` (max-shifted; no SciPy overhead)."""
-    mx = np.max(a, axis=axis, keepdims=True)
-    out = np.log(np.sum(np.exp(a - mx), axis=axis))
-    out += np.squeeze(mx, axis=axis)
-    return out
+    return get_backend(("a", a)).logsumexp(a, axis=axis)

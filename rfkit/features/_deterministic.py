@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .._backend import get_backend, is_array
 from .._validation import check_int, check_option, check_points, check_same_dim
 from ..exceptions import InvalidParameterError
 from ._base import FeatureDraw, FeatureMap, _exp_checked
@@ -78,30 +79,39 @@ def _exponents(kind: str, dim: int, degree: int, form: str) -> tuple[np.ndarray,
     return E, c
 
 
-def taylor_polynomial(t: np.ndarray, degree: int) -> np.ndarray:
-    r""":math:`T_n(t) = \sum_{j=0}^n t^j/j!` by Horner's rule (elementwise)."""
-    t = np.asarray(t)
-    r = np.ones_like(t)
+def taylor_polynomial(t: Any, degree: int) -> Any:
+    r""":math:`T_n(t) = \sum_{j=0}^n t^j/j!` by Horner's rule (elementwise, any array library)."""
+    bk = get_backend(("t", t))
+    xp = bk.xp
+    t = t if is_array(t) else bk.asarray(t)
+    r = xp.ones_like(t)
     for j in range(degree, 0, -1):
         r = 1.0 + r * t / j
     return r
 
 
-def slog_taylor_polynomial(t: np.ndarray, degree: int) -> tuple[np.ndarray, np.ndarray]:
+def slog_taylor_polynomial(t: Any, degree: int) -> tuple[Any, Any]:
     """Sign and log-magnitude of :math:`T_n(t)`, overflow-free (signed log-sum-exp of the terms)."""
-    from scipy.special import logsumexp
-
-    t = np.asarray(t)
-    j = np.arange(degree + 1, dtype=t.dtype if t.dtype.kind == "f" else np.float64)
-    lf = np.array([_lfact(int(k)) for k in range(degree + 1)], dtype=j.dtype)
+    bk = get_backend(("t", t))
+    xp = bk.xp
+    if not is_array(t):
+        t = bk.asarray(t)
+    if not xp.isdtype(t.dtype, "real floating"):
+        t = xp.astype(t, xp.float64)
+    jn = np.arange(degree + 1, dtype=np.float64)
+    lfn = np.array([_lfact(int(k)) for k in range(degree + 1)])
+    j = bk.asarray(jn, dtype=t.dtype)
+    lf = bk.asarray(lfn, dtype=t.dtype)
+    odd = bk.asarray(jn % 2 == 1)
+    first = bk.asarray(jn == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        la = np.log(np.abs(t))[..., None] * j - lf
-        la = np.where(j == 0, -lf, la)  # t^0 = 1 even at t = 0
-        sg = np.where((t[..., None] < 0) & (j % 2 == 1), -1.0, 1.0)
-        sg = np.where((t[..., None] == 0) & (j > 0), 0.0, sg)
-        out, s = logsumexp(la, axis=-1, b=sg, return_sign=True)
-    s = np.where(np.isneginf(out), 0.0, s)
-    return s.astype(t.dtype), out.astype(t.dtype)
+        la = xp.log(xp.abs(t))[..., None] * j - lf
+        la = xp.where(first, -lf, la)  # t^0 = 1 even at t = 0
+        one = xp.ones_like(la)
+        sg = xp.where((t[..., None] < 0) & odd, -one, one)
+        sg = xp.where((t[..., None] == 0) & ~first, xp.zeros_like(la), sg)
+        s, out = bk.signed_logsumexp(la, sg, axis=-1)
+    return s, out
 
 
 class _MonomialMap(FeatureMap):
@@ -136,10 +146,11 @@ class _MonomialMap(FeatureMap):
 
     def slog_exact_kernel(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
         """Sign and log-magnitude of :meth:`exact_kernel` (overflow-free)."""
-        X = check_points(X, "X")
-        Y = check_points(Y, "Y")
+        bk = get_backend(("X", X), ("Y", Y))
+        X = check_points(X, "X", backend=bk)
+        Y = check_points(Y, "Y", backend=bk)
         check_same_dim(X, Y, "X", "Y")
-        return self._slog_exact(np.matmul(X, np.swapaxes(Y, -1, -2)))
+        return self._slog_exact(X @ bk.xp.matrix_transpose(Y))
 
     def exact_kernel(self, X: Any, Y: Any) -> np.ndarray:
         """The map's kernel :math:`k_n(x_i^\\top y_j)` computed directly, never building features.
@@ -235,11 +246,12 @@ class Limit(_MonomialMap):
     def _degree(self) -> int:
         return self.n
 
-    def _slog_exact(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _slog_exact(self, t: Any) -> tuple[Any, Any]:
+        xp = get_backend(("t", t)).xp
         base = 1.0 + t / self.n
         with np.errstate(divide="ignore"):
-            la = self.n * np.log(np.abs(base))
-        s = np.sign(base) ** self.n
+            la = self.n * xp.log(xp.abs(base))
+        s = xp.sign(base) ** self.n
         return s, la
 
 
@@ -251,27 +263,31 @@ class MonomialDraw(FeatureDraw):
         self.exponents = E
         self.log_coefficients = c
 
-    def _lead(self, arr: np.ndarray) -> np.ndarray:
+    def _lead(self, arr: Any) -> Any:
         if self.n_draws is None:
             return arr
-        return np.broadcast_to(arr, (self.n_draws,) + arr.shape)
+        xp = get_backend(("a", arr)).xp
+        return xp.broadcast_to(arr, (self.n_draws,) + tuple(arr.shape))
 
-    def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
-        dt = X.dtype
-        E = self.exponents.astype(dt)
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+        xp = get_backend(("X", X)).xp
+        ET = xp.matrix_transpose(self.param("E", self.exponents, X))
         zero = X == 0
+        one = xp.ones_like(X)
         with np.errstate(divide="ignore"):
-            lx = np.where(zero, 0.0, np.log(np.abs(np.where(zero, 1.0, X)))).astype(dt)
-        logabs = np.matmul(lx, E.T) + self.log_coefficients.astype(dt)
-        nneg = np.matmul((X < 0).astype(dt), E.T)
-        sign = np.where(np.mod(nneg, 2.0) > 0.5, -1.0, 1.0).astype(dt)
-        if np.any(zero):
-            hits = np.matmul(zero.astype(dt), E.T) > 0
-            logabs = np.where(hits, -np.inf, logabs)
-            sign = np.where(hits, 0.0, sign)
+            lx = xp.where(zero, xp.zeros_like(X), xp.log(xp.abs(xp.where(zero, one, X))))
+        logabs = lx @ ET + self.param("c", self.log_coefficients, X)
+        nneg = xp.astype(X < 0, X.dtype) @ ET
+        half = xp.remainder(nneg, 2.0) > 0.5
+        sign = xp.where(half, -xp.ones_like(logabs), xp.ones_like(logabs))
+        if bool(xp.any(zero)):
+            hits = (xp.astype(zero, X.dtype) @ ET) > 0
+            logabs = xp.where(hits, xp.full_like(logabs, -np.inf), logabs)
+            sign = xp.where(hits, xp.zeros_like(sign), sign)
         return self._lead(sign), self._lead(logabs)
 
-    def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        t = np.sum(X * Y, axis=-1)
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        xp = get_backend(("X", X)).xp
+        t = xp.sum(X * Y, axis=-1)
         s, la = self.spec._slog_exact(t)  # type: ignore[attr-defined]
         return self._lead(s), self._lead(la)

@@ -9,7 +9,7 @@ All share one form. With :math:`u' = Mu` (:math:`M = A` for queries,
     \phi_i(u) = \frac{(1-4a)^{d/4}}{\sqrt m}
         \exp\!\big(a\|\omega_i\|^2 + \sqrt{1-4a}\,\omega_i^\top u' - \tfrac12\|u'\|^2\big)
 
-(:math:`a = 0` except OPRF), and the hyperbolic variants use both signs
+(:math:`a = 0` except OPRF, GERF and SADERF), and the hyperbolic variants use both signs
 :math:`\pm\omega_i^\top u'` with :math:`1/\sqrt{2m}`. Then
 :math:`\mathbb E[\phi(x)^\top\phi(y)] = \exp(x^\top y)` for every :math:`\omega_i \sim
 \mathcal N(0, I_d)` marginally (Performer Lemma 1; seed 004; THEORY.md §2, §4, §6).
@@ -24,11 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from .._backend import get_backend
 from .._validation import check_int, check_option, check_real
-from ..exceptions import RFKitWarning, ShapeError
+from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
-from ._base import FeatureDraw, FeatureMap, Features, fast_logsumexp, iter_chunks, project
+from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
+from ._optimal import gerf_optimal_A
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
@@ -222,20 +224,36 @@ class OPRF(_ExpMap):
     from the query/key sample (:meth:`fit` or ``sample(data=...)``); ``A=0``
     is :class:`Positive`.
 
+    ``hyperbolic=True`` uses both :math:`\pm\omega_i` (feature dimension ``2m``, factor
+    :math:`1/\sqrt{2m}`): :math:`\widehat{\mathrm{SM}} = \Lambda(1-4A)^{d/2}\frac1m\sum_i
+    e^{2A\|\omega_i\|^2}\cosh(\sqrt{1-4A}\,\omega_i^\top(x+y))`, unbiased for :math:`A < 1/4`, with
+    relative second moment :math:`\tfrac12\big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}\big(e^{-\|z\|^2} +
+    e^{\|z\|^2/(1-8A)}\big)` per direction (docs/theory.md, "Hyperbolic OPRF"; ``A=0`` is
+    :class:`Hyperbolic`). Its ``A=None`` optimum is not affine in the data and is found
+    numerically by :func:`gerf_optimal_A` (``hyperbolic=True``).
+
     Parameters
     ----------
     n_features : int
     A : float or None, default=None
         Must be < 1/4; values in [1/8, 1/4) warn (infinite variance).
     projection : str, default="iid"
+    hyperbolic : bool, default=False
+        Use the :math:`\pm\omega` pair of every direction (``2m`` columns).
     """
 
     n_features: int
     A: float | None = None
     projection: str = "iid"
+    hyperbolic: bool = False
 
     def __post_init__(self) -> None:
         _check_common(self)
+        if not isinstance(self.hyperbolic, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The `hyperbolic` parameter of OPRF must be a bool. Got {self.hyperbolic!r} instead."
+            )
+        object.__setattr__(self, "hyperbolic", bool(self.hyperbolic))
         if self.A is not None:
             a = check_real(self.A, "A", "OPRF", high=0.25, closed="neither")
             if a >= 0.125:
@@ -257,9 +275,12 @@ class OPRF(_ExpMap):
         )
 
     def fit(self, queries: Any, keys: Any) -> FeatureMap:
-        """Resolve ``A=None`` to the data-averaged optimum :func:`oprf_optimal_A`."""
+        """Resolve ``A=None`` to the data-averaged optimum (:func:`oprf_optimal_A`; hyperbolic:
+        :func:`gerf_optimal_A` with ``hyperbolic=True``)."""
         if self.A is not None:
             return self
+        if self.hyperbolic:
+            return dataclasses.replace(self, A=gerf_optimal_A(queries, keys, s=1, hyperbolic=True))
         return dataclasses.replace(self, A=oprf_optimal_A(queries, keys))
 
     def _oprf_a(self) -> float:
@@ -272,7 +293,8 @@ class ExpDraw(FeatureDraw):
     Attributes
     ----------
     projection : ndarray of shape (m, d) or (T, m, d)
-        The directions :math:`\\omega_i` (float64).
+        The directions :math:`\\omega_i` (float64, NumPy: drawn by a NumPy Generator and
+        moved to the input's device when an estimate is made on another backend).
     A : ndarray or None
         The CEXP/HCEXP matrix (diagonal or full), None for the identity.
     a : float
@@ -305,8 +327,9 @@ class ExpDraw(FeatureDraw):
         half_logdet = float(0.25 * dim * np.log1p(-4.0 * a))
         self._c = half_logdet - 0.5 * float(np.log((2 if hyperbolic else 1) * m))
         self._c_pair = 2.0 * half_logdet - float(np.log((2 if hyperbolic else 1) * m))
+        self._llf: tuple[np.ndarray, np.ndarray | None, float] | None = None
 
-    def transform(self, X: np.ndarray, side: str) -> np.ndarray:
+    def transform(self, X: Any, side: str) -> Any:
         r"""Rows mapped by :math:`A` (``side="query"``) or :math:`A^{-\top}` (``side="key"``); identity without ``A``."""
         return self._map(X, side)
 
@@ -317,100 +340,126 @@ class ExpDraw(FeatureDraw):
 
         ``W`` of shape (D, d) (or (T, D, d)): :math:`\sqrt{1-4a}\,\omega_i` (and its negative for
         the hyperbolic maps); ``e`` of shape (D,) (or (T, D)): :math:`a\|\omega_i\|^2`, None when
-        :math:`a = 0`; and the constant ``c``. Lets attention code build features in one product.
+        :math:`a = 0`; and the constant ``c``. NumPy float64 arrays (computed once per draw);
+        :meth:`linear_form_like` gives them on an input's backend. Lets attention code build
+        features in one product.
         """
-        W = self.projection * self._b
-        e = self.a * self._sqnorm if self.a != 0.0 else None
-        if self.hyperbolic:
-            W = np.concatenate([W, -W], axis=-2)
-            if e is not None:
-                e = np.concatenate([e, e], axis=-1)
-        return W, e, float(self._c)
+        if self._llf is None:
+            W = self.projection * self._b
+            e = self.a * self._sqnorm if self.a != 0.0 else None
+            if self.hyperbolic:
+                W = np.concatenate([W, -W], axis=-2)
+                if e is not None:
+                    e = np.concatenate([e, e], axis=-1)
+            self._llf = (W, e, float(self._c))
+        return self._llf
 
-    def _map(self, X: np.ndarray, side: str) -> np.ndarray:
+    def linear_form_like(self, X: Any) -> tuple[Any, Any | None, float]:
+        """:meth:`log_linear_form` on the library, device and dtype of ``X``."""
+        W, e, c = self.log_linear_form()
+        return self.param("llf_W", W, X), (None if e is None else self.param("llf_e", e, X)), c
+
+    def _map(self, X: Any, side: str) -> Any:
         """Apply :math:`A` (queries) or :math:`A^{-\\top}` (keys) to the rows."""
         if self.A is None:
             return X
         if self.A.ndim == 1:
-            a = self.A.astype(X.dtype, copy=False)
+            a = self.param("A", self.A, X)
             return X * a if side == "query" else X / a
         if side == "query":
-            return np.matmul(X, self.A.T.astype(X.dtype, copy=False))  # rows (A x)^T
-        return np.matmul(X, self._Ainv.astype(X.dtype, copy=False))  # type: ignore[union-attr]  # (A^-T y)^T
+            return X @ self.param("AT", self.A.T, X)  # rows (A x)^T
+        return X @ self.param("Ainv", self._Ainv, X)  # type: ignore[arg-type]  # (A^-T y)^T
 
-    def _exponent(self, U: np.ndarray, W: np.ndarray, sqnorm: np.ndarray, a_mult: float) -> np.ndarray:
-        """a_mult*a*||w||^2 + b * U @ W.T for U (N, d), W (t, m, d) or (m, d) -> (N, t, m) / (N, m)."""
-        dt = U.dtype
-        if W.ndim == 2:
-            P = U @ W.T.astype(dt, copy=False)
-            expo = self._b * P if self._b != 1.0 else P
-            if self.a != 0.0:
-                expo = expo + (a_mult * self.a) * sqnorm.astype(dt, copy=False)
-            return expo
-        t, m, d = W.shape
-        P = (U @ W.reshape(t * m, d).T.astype(dt, copy=False)).reshape(U.shape[0], t, m)
-        expo = self._b * P if self._b != 1.0 else P
-        if self.a != 0.0:
-            expo = expo + (a_mult * self.a) * sqnorm.astype(dt, copy=False)
-        return expo
+    def _features(self, X: Any, side: str) -> Features:
+        """Scaled features in fixed row blocks: one product, a max-shift and an in-place ``exp``.
 
-    def _features(self, X: np.ndarray, side: str) -> Features:
-        """Scaled features in one product and in-place passes (same values as ``Features.from_log``)."""
+        The same values as ``Features.from_log``; on NumPy the blocks run on rfkit's thread
+        pool (results do not depend on the number of threads).
+        """
+        bk = get_backend(("X", X))
+        xp = bk.xp
         U = self._map(X, side)
-        W, e, c = self.log_linear_form()
-        P = project(U, W)  # ([T,] ..., n, D), a fresh array
+        W, e, c = self.linear_form_like(U)
+        lead = tuple(U.shape[:-1])
+        d = U.shape[-1]
+        Uf = xp.reshape(U, (-1, d))
+        N = int(Uf.shape[0])
+        batched = W.ndim == 3
+        T = int(W.shape[0]) if batched else 1
+        D = int(W.shape[-2])
+        WT = xp.matrix_transpose(xp.reshape(W, (T * D, d)) if batched else W)
+        e3 = None if e is None else xp.reshape(e, (T, D))
+        out = bk.empty((N, T, D), U.dtype)
+        ls = bk.empty((N, T), U.dtype)
+
+        def one(rows: slice) -> None:
+            u = Uf[rows, ...]
+            P = xp.reshape(u @ WT, (-1, T, D))  # a fresh block
+            if e3 is not None:
+                P += e3
+            rm = xp.max(P, axis=-1)
+            P -= rm[..., None]
+            out[rows, ...] = bk.exp_(P)
+            ls[rows, ...] = rm + (c - 0.5 * xp.sum(u * u, axis=-1))[:, None]
+
+        bk.run_blocks(one, bk.row_blocks(N, T * D))
+        if not batched:
+            return Features(values=xp.reshape(out, lead + (D,)), log_scale=xp.reshape(ls, lead))
+        values = xp.moveaxis(xp.reshape(out, lead + (T, D)), -2, 0)
+        return Features(values=values, log_scale=xp.moveaxis(xp.reshape(ls, lead + (T,)), -1, 0))
+
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+        xp = get_backend(("X", X)).xp
+        U = self._map(X, side)
+        W, e, c = self.linear_form_like(U)
+        P = project(U, W)  # ([T,] ..., n, D)
         if e is not None:
-            P += (e if W.ndim == 2 else e.reshape((e.shape[0],) + (1,) * (P.ndim - 2) + e.shape[-1:])).astype(
-                P.dtype
+            P = P + (
+                e if W.ndim == 2 else xp.reshape(e, (e.shape[0],) + (1,) * (P.ndim - 2) + (e.shape[-1],))
             )
-        rowmax = np.max(P, axis=-1)
-        P -= rowmax[..., None]
-        np.exp(P, out=P)
-        log_scale = rowmax + (c - 0.5 * np.einsum("...i,...i->...", U, U)).astype(P.dtype)
-        return Features(values=P, log_scale=log_scale)
+        return None, P + (c - 0.5 * xp.sum(U * U, axis=-1))[..., None]
 
-    def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
-        U = self._map(X, side)
-        lead = U.shape[:-1]
-        Uf = U.reshape(-1, self.dim)
-        expo = self._exponent(Uf, self.projection, self._sqnorm, 1.0)  # (N, [t,] m)
-        base = (self._c - 0.5 * np.sum(Uf * Uf, axis=-1)).astype(U.dtype)
-        if expo.ndim == 3:
-            base = base[:, None, None]
-        else:
-            base = base[:, None]
-        if self.hyperbolic:
-            logabs = np.concatenate([expo + base, base - expo], axis=-1)
-        else:
-            logabs = expo + base
-        if self.projection.ndim == 3:
-            logabs = np.moveaxis(logabs.reshape(lead + logabs.shape[-2:]), -2, 0)
-        else:
-            logabs = logabs.reshape(lead + logabs.shape[-1:])
-        return None, logabs
-
-    def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        bk = get_backend(("X", X))
+        xp = bk.xp
         Xq, Yk = self._map(X, "query"), self._map(Y, "key")
         Z = Xq + Yk
-        base = self._c_pair - 0.5 * (np.sum(Xq * Xq, -1) + np.sum(Yk * Yk, -1))  # (..., n)
-        lead = Z.shape[:-1]
-        Zf = Z.reshape(-1, self.dim)
-        N = Zf.shape[0]
-        W = self.projection
+        base = self._c_pair - 0.5 * (xp.sum(Xq * Xq, axis=-1) + xp.sum(Yk * Yk, axis=-1))  # (..., n)
+        lead = tuple(Z.shape[:-1])
+        Zf = xp.reshape(Z, (-1, self.dim))
+        N = int(Zf.shape[0])
+        W = self.param("W", self.projection, Z)
+        sq = self.param("sqnorm", self._sqnorm, Z)
         batched = W.ndim == 3
-        T = W.shape[0] if batched else 1
-        m = W.shape[-2]
-        out = np.empty((T, N), dtype=Z.dtype)
-        Wb = W if batched else W[None]
-        sq = self._sqnorm if batched else self._sqnorm[None]
-        per_t = N * m * (2 if self.hyperbolic else 1)
-        for ts in iter_chunks(T, per_t):
-            for ns in iter_chunks(N, m * (2 if self.hyperbolic else 1) * (ts.stop - ts.start)):
-                expo = self._exponent(Zf[ns], Wb[ts], sq[ts], 2.0)  # (Nc, tc, m)
-                if self.hyperbolic:
-                    expo = np.concatenate([expo, -expo], axis=-1)
-                out[ts, ns] = fast_logsumexp(expo, axis=-1).T  # exponents are finite
-        logabs = out.reshape((T,) + lead) + base
         if not batched:
-            logabs = logabs[0]
-        return np.ones_like(logabs), logabs
+            W, sq = W[None, ...], sq[None, ...]
+        T, m = int(W.shape[0]), int(W.shape[1])
+        two = 2 if self.hyperbolic else 1
+        b, a2 = self._b, 2.0 * self.a
+
+        def block(tn: tuple[slice, slice]) -> None:
+            ts, ns = tn
+            Wt = W[ts, ...]
+            t = Wt.shape[0]
+            P = xp.reshape(Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m))
+            if b != 1.0:
+                P = P * b
+            if self.hyperbolic:
+                P = xp.concat([P, -P], axis=-1)
+            if self.a != 0.0:
+                e = a2 * sq[ts, ...]
+                P = P + (xp.concat([e, e], axis=-1) if self.hyperbolic else e)
+            out[ts, ns] = xp.matrix_transpose(bk.logsumexp(P, axis=-1))  # (t, Nc); exponents are finite
+
+        out = bk.empty((T, N), Z.dtype)
+        budget = bk.row_block_elems * 2
+        chunks = [
+            (ts, ns)
+            for ts in iter_chunks(T, N * m * two, budget=budget)
+            for ns in iter_chunks(N, m * two * (ts.stop - ts.start), budget=budget)
+        ]
+        bk.run_blocks(block, chunks)
+        logabs = xp.reshape(out, (T,) + lead) + base
+        if not batched:
+            logabs = logabs[0, ...]
+        return xp.ones_like(logabs), logabs

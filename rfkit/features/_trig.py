@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._backend import get_backend
 from .._validation import check_int, check_option
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
@@ -65,50 +66,84 @@ class Trig(FeatureMap):
 
 
 class TrigDraw(FeatureDraw):
-    """A draw of :class:`Trig`; ``projection`` holds the directions (m, d) or (T, m, d)."""
+    """A draw of :class:`Trig`; ``projection`` holds the directions (m, d) or (T, m, d) (NumPy)."""
 
     def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None, W: np.ndarray) -> None:
         super().__init__(spec, dim, n_draws)
         self.projection = W
         self._logm = 0.5 * float(np.log(W.shape[-2]))
 
-    def _scale(self, X: np.ndarray, P: np.ndarray) -> np.ndarray:
-        ls = (0.5 * np.sum(X * X, axis=-1) - self._logm).astype(X.dtype)
-        return np.ascontiguousarray(np.broadcast_to(ls, P.shape[:-1]))
+    def _scale(self, X: Any, P: Any) -> Any:
+        xp = get_backend(("X", X)).xp
+        ls = 0.5 * xp.sum(X * X, axis=-1) - self._logm
+        return xp.broadcast_to(ls, tuple(P.shape[:-1]))
 
-    def _features(self, X: np.ndarray, side: str) -> Features:
-        P = project(X, self.projection)
-        m = P.shape[-1]
-        values = np.empty(P.shape[:-1] + (2 * m,), dtype=P.dtype)
-        np.sin(P, out=values[..., :m])  # written into the two halves: no temporaries, no concatenate
-        np.cos(P, out=values[..., m:])
-        return Features(values=values, log_scale=self._scale(X, P))
-
-    def _log_features(self, X: np.ndarray, side: str) -> tuple[np.ndarray | None, np.ndarray]:
-        P = project(X, self.projection)
-        v = np.concatenate([np.sin(P), np.cos(P)], axis=-1)
-        with np.errstate(divide="ignore"):
-            logabs = np.log(np.abs(v)) + self._scale(X, P)[..., None]
-        return np.sign(v), logabs
-
-    def _slog_pairwise(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        Dl = X - Y
-        base = 0.5 * (np.sum(X * X, -1) + np.sum(Y * Y, -1)) - 2.0 * self._logm  # (..., n)
-        lead = Dl.shape[:-1]
-        Df = Dl.reshape(-1, self.dim)
-        N = Df.shape[0]
-        W = self.projection
+    def _features(self, X: Any, side: str) -> Features:
+        """sin/cos features in fixed row blocks (on NumPy: on rfkit's thread pool)."""
+        bk = get_backend(("X", X))
+        xp = bk.xp
+        W = self.param("W", self.projection, X)
+        lead = tuple(X.shape[:-1])
+        d = X.shape[-1]
+        Xf = xp.reshape(X, (-1, d))
+        N = int(Xf.shape[0])
         batched = W.ndim == 3
-        Wb = W if batched else W[None]
-        T, m = Wb.shape[0], Wb.shape[1]
-        s = np.empty((T, N), dtype=Dl.dtype)
-        for ts in iter_chunks(T, N * m):
-            for ns in iter_chunks(N, m * (ts.stop - ts.start)):
-                P = project(Df[ns], Wb[ts])  # (tc, Nc, m)
-                s[ts, ns] = np.cos(P).sum(axis=-1)
-        s = s.reshape((T,) + lead)
+        T = int(W.shape[0]) if batched else 1
+        m = int(W.shape[-2])
+        WT = xp.matrix_transpose(xp.reshape(W, (T * m, d)) if batched else W)
+        values = bk.empty((N, T, 2 * m), X.dtype)
+        ls = bk.empty((N,), X.dtype)
+
+        def one(rows: slice) -> None:
+            x = Xf[rows, ...]
+            P = xp.reshape(x @ WT, (-1, T, m))
+            values[rows, :, :m] = xp.sin(P)
+            values[rows, :, m:] = xp.cos(P)
+            ls[rows] = 0.5 * xp.sum(x * x, axis=-1) - self._logm
+
+        bk.run_blocks(one, bk.row_blocks(N, T * 3 * m))
         if not batched:
-            s = s[0]
+            return Features(values=xp.reshape(values, lead + (2 * m,)), log_scale=xp.reshape(ls, lead))
+        vals = xp.moveaxis(xp.reshape(values, lead + (T, 2 * m)), -2, 0)
+        log_scale = xp.broadcast_to(xp.reshape(ls, lead), (T,) + lead) + xp.zeros_like(vals[..., 0])
+        return Features(values=vals, log_scale=log_scale)
+
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+        xp = get_backend(("X", X)).xp
+        P = project(X, self.param("W", self.projection, X))
+        v = xp.concat([xp.sin(P), xp.cos(P)], axis=-1)
         with np.errstate(divide="ignore"):
-            logabs = np.log(np.abs(s)) + base
-        return np.sign(s), logabs
+            logabs = xp.log(xp.abs(v)) + self._scale(X, P)[..., None]
+        return xp.sign(v), logabs
+
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        bk = get_backend(("X", X))
+        xp = bk.xp
+        Dl = X - Y
+        base = 0.5 * (xp.sum(X * X, axis=-1) + xp.sum(Y * Y, axis=-1)) - 2.0 * self._logm  # (..., n)
+        lead = tuple(Dl.shape[:-1])
+        Df = xp.reshape(Dl, (-1, self.dim))
+        N = int(Df.shape[0])
+        W = self.param("W", self.projection, Dl)
+        batched = W.ndim == 3
+        Wb = W if batched else W[None, ...]
+        T, m = int(Wb.shape[0]), int(Wb.shape[1])
+
+        def block(tn: tuple[slice, slice]) -> None:
+            ts, ns = tn
+            s[ts, ns] = xp.sum(xp.cos(project(Df[ns, ...], Wb[ts, ...])), axis=-1)  # (tc, Nc)
+
+        s = bk.empty((T, N), Dl.dtype)
+        budget = bk.row_block_elems * 2
+        chunks = [
+            (ts, ns)
+            for ts in iter_chunks(T, N * m, budget=budget)
+            for ns in iter_chunks(N, m * (ts.stop - ts.start), budget=budget)
+        ]
+        bk.run_blocks(block, chunks)
+        s = xp.reshape(s, (T,) + lead)
+        if not batched:
+            s = s[0, ...]
+        with np.errstate(divide="ignore"):
+            logabs = xp.log(xp.abs(s)) + base
+        return xp.sign(s), logabs

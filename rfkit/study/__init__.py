@@ -11,6 +11,7 @@ from ._cli import builtin_study
 from ._design import DATA_SOURCES, FEATURE_MAPS, KINDS, METRICS, METRICS_BY_KIND, Design, load_design
 from ._results import StudyResult, mcse_summary
 from ._runner import EXECUTORS, run, run_trial
+from ._storage import RunReport, verify_run
 
 __all__ = [
     "builtin_study",
@@ -19,6 +20,8 @@ __all__ = [
     "run",
     "run_trial",
     "StudyResult",
+    "verify_run",
+    "RunReport",
     "mcse_summary",
     "EXECUTORS",
     "KINDS",

@@ -1,21 +1,38 @@
-"""Evaluation of one grid cell: data, every estimator, all trials (vectorised in chunks).
+"""Evaluation of work units: (cell, chunk of trials), every estimator, vectorised over the chunk.
+
+A cell's trials are cut into chunks of ``design.chunk_trials``; each (cell, chunk) is one work
+unit (:func:`run_unit`), so a study has ``cells x chunks`` units to spread over workers. A unit
+covering a whole cell returns the cell's tables; otherwise it returns per-trial arrays, which
+:func:`finalize_cell` concatenates in chunk order and reduces exactly as a single unit would.
+Trial ``t`` of cell ``c`` always uses ``SeedSequence(entropy, spawn_key=spawn_key + (c, t))``.
 
 Runs inside workers: takes and returns plain, picklable data only.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .. import data as rkdata
+from .._backend import backend_for, to_numpy
 from ..exceptions import InvalidParameterError, NumericalOverflowError, StudyError
 from ._design import Design
 from ._estimators import build_feature_map
 
-__all__ = ["run_cell", "cell_data", "DATA_NAMESPACE", "trial_streams"]
+__all__ = [
+    "run_cell",
+    "run_unit",
+    "finalize_cell",
+    "n_chunks",
+    "chunk_range",
+    "cell_data",
+    "DATA_NAMESPACE",
+    "trial_streams",
+]
 
 #: First spawn-key word of the data streams; trial streams use (cell, trial).
 DATA_NAMESPACE = 2**32 - 1
@@ -72,6 +89,17 @@ def cell_data(
     raise InvalidParameterError(f"unknown data source {src!r}")  # pragma: no cover - validated in Design
 
 
+def study_backend(design: Design) -> Any:
+    """The array backend a design's estimates run on (NumPy unless ``backend``/``device`` say otherwise).
+
+    Raises
+    ------
+    BackendNotInstalledError
+        If the design's library (PyTorch, CuPy) is not installed.
+    """
+    return backend_for(design.backend, design.device)
+
+
 def _theory_mse(fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """Closed-form MSE per pair where rfkit.theory has one, else NaN."""
     try:
@@ -120,9 +148,81 @@ def _evaluate(
         draw = fm._from_projection(d, len(streams), W)
     else:
         draw = fm.sample_streams(d, streams)
-    sign, logabs = draw.slog_pairwise(X, Y)
+    sign, logabs = draw.slog_pairwise(X, Y)  # on the data's backend and device
+    sign, logabs = to_numpy(sign), to_numpy(logabs)
     with np.errstate(over="ignore"):
         return sign * np.exp(logabs - log_truth)  # ratio estimate / truth, (trials, pairs)
+
+
+# ----------------------------------------------------------------------------- work units
+def n_chunks(design: Design) -> int:
+    """Work units per cell: chunks of ``design.chunk_trials`` trials (the last one may be shorter)."""
+    return -(-design.trials // design.chunk_trials)
+
+
+def chunk_range(design: Design, chunk: int) -> range:
+    """Trial indices of chunk ``chunk`` of a cell."""
+    start = chunk * design.chunk_trials
+    return range(start, min(design.trials, start + design.chunk_trials))
+
+
+def run_unit(
+    design_dict: dict[str, Any],
+    cell_index: int,
+    chunk: int,
+    entropy: int,
+    spawn_key: tuple[int, ...],
+    on_error: str = "raise",
+) -> dict[str, Any]:
+    """One work unit: the trials of chunk ``chunk`` of cell ``cell_index``, every estimator.
+
+    Trial ``t`` uses the stream ``SeedSequence(entropy, spawn_key=spawn_key + (cell, t))``
+    whatever unit computes it, so the tables do not depend on how units are distributed.
+
+    Returns
+    -------
+    dict
+        ``{"cell", "chunk", "final", "tables", "pid"}``. When the chunk is the whole cell (``final``),
+        ``tables`` are the cell's tables (``trials``, ``pairs``, maybe ``timings`` and
+        ``data_stats``); otherwise the chunk's per-trial results (arrays and frames) that
+        :func:`finalize_cell` merges, in chunk order, once every chunk of the cell is done.
+    """
+    design = Design.trusted(design_dict)  # validated once by run(); workers skip the checks
+    single = n_chunks(design) == 1
+    part: dict[str, Any]
+    tables: dict[str, Any]
+    if design.kind == "attention":
+        part = _attention_partial(design, cell_index, chunk, entropy, spawn_key, on_error)
+        tables = _attention_finalize(design, cell_index, [part]) if single else part
+    elif design.kind == "concentration":
+        part = _concentration_partial(design, cell_index, chunk, entropy, spawn_key, on_error)
+        tables = _concentration_finalize(design, [part]) if single else part
+    else:
+        setup = _kernel_setup(design, cell_index, entropy, spawn_key)
+        part = _kernel_partial(design, setup, cell_index, chunk, entropy, spawn_key, on_error)
+        tables = _kernel_finalize(design, setup, cell_index, [part]) if single else part
+    return {"cell": cell_index, "chunk": chunk, "final": single, "tables": tables, "pid": os.getpid()}
+
+
+def finalize_cell(
+    design_dict: dict[str, Any],
+    cell_index: int,
+    parts: list[dict[str, Any]],
+    entropy: int,
+    spawn_key: tuple[int, ...],
+) -> dict[str, pd.DataFrame]:
+    """The tables of a cell from the partial results of all its chunks, in chunk order.
+
+    The per-trial arrays are concatenated in chunk order and reduced exactly as one unit
+    covering the whole cell would, so the tables do not depend on executor or worker count.
+    """
+    design = Design.trusted(design_dict)
+    if design.kind == "attention":
+        return _attention_finalize(design, cell_index, parts)
+    if design.kind == "concentration":
+        return _concentration_finalize(design, parts)
+    setup = _kernel_setup(design, cell_index, entropy, spawn_key)
+    return _kernel_finalize(design, setup, cell_index, parts)
 
 
 def run_cell(
@@ -132,63 +232,98 @@ def run_cell(
     spawn_key: tuple[int, ...],
     on_error: str = "raise",
 ) -> dict[str, Any]:
-    """All trials of every estimator in one cell (kernel or attention designs)."""
-    if design_dict.get("kind", "kernel") == "attention":
-        return _run_attention_cell(design_dict, cell_index, entropy, spawn_key, on_error)
-    if design_dict.get("kind") == "concentration":
-        return _run_concentration_cell(design_dict, cell_index, entropy, spawn_key, on_error)
-    return _run_kernel_cell(design_dict, cell_index, entropy, spawn_key, on_error)
+    """All trials of every estimator in one cell (its work units one after another, merged).
 
-
-def _run_kernel_cell(
-    design_dict: dict[str, Any],
-    cell_index: int,
-    entropy: int,
-    spawn_key: tuple[int, ...],
-    on_error: str = "raise",
-) -> dict[str, Any]:
-    """All trials of every estimator in one cell.
-
-    Returns
-    -------
-    dict
-        ``{"cell": c, "trials": DataFrame, "pairs": DataFrame}``; ``trials`` has one row per
-        (estimator, trial) with per-trial metrics averaged over the cell's pairs, ``pairs``
-        one row per (estimator, pair) with per-pair moments and the closed-form MSE.
+    Returns ``{"cell": c, "trials": DataFrame, "pairs": DataFrame, ...}`` as :func:`finalize_cell`.
     """
-    design = Design.trusted(design_dict)  # validated once by run(); workers skip the checks
+    units = [
+        run_unit(design_dict, cell_index, k, entropy, spawn_key, on_error)
+        for k in range(n_chunks(Design.trusted(design_dict)))
+    ]
+    if units[0]["final"]:
+        return {"cell": cell_index, **units[0]["tables"]}
+    tables = finalize_cell(design_dict, cell_index, [u["tables"] for u in units], entropy, spawn_key)
+    return {"cell": cell_index, **tables}
+
+
+def _concat(parts: list[dict[str, Any]], name: str) -> np.ndarray:
+    """Per-trial arrays (estimator, trial, ...) of all chunks, in chunk order."""
+    if len(parts) == 1:
+        return np.asarray(parts[0][name])
+    return np.concatenate([np.asarray(p[name]) for p in parts], axis=1)
+
+
+# ----------------------------------------------------------------------------- kernel designs
+def _kernel_setup(
+    design: Design, cell_index: int, entropy: int, spawn_key: tuple[int, ...]
+) -> dict[str, Any]:
     cell = design.cells()[cell_index]
     X, Y = cell_data(design, cell, entropy, spawn_key)
-    log_truth = np.sum(X * Y, axis=1)
-    with np.errstate(over="ignore"):
-        truth = np.exp(log_truth)
-    T, N = design.trials, X.shape[0]
-    streams = trial_streams(entropy, spawn_key, cell_index, range(T))  # shared by all estimators (CRN)
-    trial_frames, pair_frames = [], []
-    labels = [design._label(est) for est in design.estimators]
     fms = []
     for est in design.estimators:
         fm = build_feature_map(est["map"], design.estimator_params(est, cell))
         fms.append(fm.fit(X, Y) if fm.needs_data else fm)
-    ratios = [np.full((T, N), np.nan) for _ in fms]
-    statuses = [np.array(["ok"] * T, dtype=object) for _ in fms]
-    for start in range(0, T, design.chunk_trials):
-        chunk = range(start, min(T, start + design.chunk_trials))
-        cache: dict[tuple[Any, ...], np.ndarray] = {}  # directions shared within this chunk
-        for label, fm, ratio, status in zip(labels, fms, ratios, statuses):
-            try:
-                ratio[chunk.start : chunk.stop] = _evaluate(
-                    fm, X, Y, log_truth, streams[chunk.start : chunk.stop], cache=cache
-                )
-            except Exception:  # noqa: BLE001 - replay trial by trial to name the failing ones
-                for t in chunk:
-                    try:
-                        ratio[t] = _evaluate(fm, X, Y, log_truth, streams[t : t + 1])[0]
-                    except Exception as exc:  # noqa: BLE001
-                        if on_error == "raise":
-                            raise _failure(exc, label, cell, cell_index, t, entropy, spawn_key) from exc
-                        status[t] = f"error:{type(exc).__name__}"
-    for label, fm, ratio, status in zip(labels, fms, ratios, statuses):
+    labels = [design._label(est) for est in design.estimators]
+    bk = study_backend(design)
+    return {
+        "cell": cell,
+        "X": X,
+        "Y": Y,
+        "Xb": bk.asarray(X),  # the estimates run on the design's backend and device
+        "Yb": bk.asarray(Y),
+        "log_truth": np.sum(X * Y, axis=1),
+        "fms": fms,
+        "labels": labels,
+    }
+
+
+def _kernel_partial(
+    design: Design,
+    setup: dict[str, Any],
+    cell_index: int,
+    chunk: int,
+    entropy: int,
+    spawn_key: tuple[int, ...],
+    on_error: str,
+) -> dict[str, Any]:
+    """Ratios estimate/truth ``(estimator, trial, pair)`` and statuses ``(estimator, trial)`` of a chunk."""
+    X, Y, log_truth = setup["Xb"], setup["Yb"], setup["log_truth"]
+    trials = chunk_range(design, chunk)
+    streams = trial_streams(entropy, spawn_key, cell_index, trials)  # shared by all estimators (CRN)
+    fms = setup["fms"]
+    ratio = np.full((len(fms), len(trials), X.shape[0]), np.nan)
+    status = np.full((len(fms), len(trials)), "ok", dtype=object)
+    cache: dict[tuple[Any, ...], np.ndarray] = {}  # directions shared within this chunk
+    for i, (label, fm) in enumerate(zip(setup["labels"], fms)):
+        try:
+            ratio[i] = _evaluate(fm, X, Y, log_truth, streams, cache=cache)
+        except Exception:  # noqa: BLE001 - replay trial by trial to name the failing ones
+            for j, t in enumerate(trials):
+                try:
+                    ratio[i, j] = _evaluate(fm, X, Y, log_truth, streams[j : j + 1])[0]
+                except Exception as exc:  # noqa: BLE001
+                    if on_error == "raise":
+                        raise _failure(exc, label, setup["cell"], cell_index, t, entropy, spawn_key) from exc
+                    status[i, j] = f"error:{type(exc).__name__}"
+    return {"ratio": ratio, "status": status.astype(str)}
+
+
+def _kernel_finalize(
+    design: Design, setup: dict[str, Any], cell_index: int, parts: list[dict[str, Any]]
+) -> dict[str, pd.DataFrame]:
+    """Trial and pair tables of a kernel cell.
+
+    ``trials`` has one row per (estimator, trial) with per-trial metrics averaged over the
+    cell's pairs, ``pairs`` one row per (estimator, pair) with per-pair moments and the
+    closed-form MSE.
+    """
+    X, Y, log_truth = setup["X"], setup["Y"], setup["log_truth"]
+    with np.errstate(over="ignore"):
+        truth = np.exp(log_truth)
+    T, N = design.trials, X.shape[0]
+    ratios, statuses = _concat(parts, "ratio"), _concat(parts, "status")
+    trial_frames, pair_frames = [], []
+    for label, fm, ratio, status in zip(setup["labels"], setup["fms"], ratios, statuses):
         ok = status == "ok"
         rel = ratio - 1.0
         with np.errstate(over="ignore", invalid="ignore"):
@@ -238,11 +373,7 @@ def _run_kernel_cell(
             )
         trial_frames.append(tf)
         pair_frames.append(pf)
-    return {
-        "cell": cell_index,
-        "trials": _frame(trial_frames),
-        "pairs": _frame(pair_frames),
-    }
+    return {"trials": _frame(trial_frames), "pairs": _frame(pair_frames)}
 
 
 def _failure(
@@ -263,19 +394,18 @@ def _failure(
     )
 
 
-def _run_attention_cell(
-    design_dict: dict[str, Any],
+# ----------------------------------------------------------------------------- attention designs
+def _attention_partial(
+    design: Design,
     cell_index: int,
+    chunk: int,
     entropy: int,
     spawn_key: tuple[int, ...],
-    on_error: str = "raise",
+    on_error: str,
 ) -> dict[str, Any]:
-    """Attention designs: every estimator's output against exact softmax attention.
+    """Outputs ``(estimator, trial, query, value dim)`` of a chunk, with statuses, counts and times.
 
-    Per trial: the mean signed and squared error over all (query, value-dimension) entries,
-    the mean and maximum absolute error, and the number of rows with a non-positive
-    normaliser (NaN output, never clipped). Per query: bias, variance and MSE over trials.
-    The median wall time per call is kept apart (``timings``): it is not reproducible.
+    Chunk 0 also carries the cell's exact output and, for real data, its data statistics.
     """
     import time
     import warnings
@@ -284,47 +414,79 @@ def _run_attention_cell(
     from ..exceptions import NonPositiveNormalizerWarning
     from ._estimators import build_attention_estimator
 
-    design = Design.trusted(design_dict)  # validated once by run(); workers skip the checks
     cell = design.cells()[cell_index]
     Q, K, V = cell_data(design, cell, entropy, spawn_key)  # type: ignore[misc]
     causal = design.data["source"] == "minilm" and bool(design.data.get("causal", False))
-    exact = attention.softmax(Q, K, V, causal=causal)
-    data_stats = None
-    if design.data["source"] == "minilm":
-        from ..data import describe
-
-        st = describe(Q, K, causal=causal).select_dtypes("number").drop(columns=["axis0"], errors="ignore")
-        st = st.mean().to_frame().T  # averaged over texts
-        data_stats = st.assign(cell=cell_index)
-    T = design.trials
+    exact = attention.softmax(Q, K, V, causal=causal)  # the reference, in NumPy float64
+    bk = study_backend(design)
+    Qb, Kb, Vb = bk.asarray(Q), bk.asarray(K), bk.asarray(V)  # the estimates run on the design's backend
     dv = exact.shape[-1]
     n = int(np.prod(exact.shape[:-1]))  # all query rows (texts x tokens for real data)
-    exact2 = exact.reshape(n, dv)
-    streams = trial_streams(entropy, spawn_key, cell_index, range(T))
-    trial_frames, query_frames, timing_rows = [], [], []
-    for est in design.estimators:
+    trials = chunk_range(design, chunk)
+    streams = trial_streams(entropy, spawn_key, cell_index, trials)
+    E, Tk = len(design.estimators), len(trials)
+    outs = np.full((E, Tk, n, dv), np.nan)
+    status = np.full((E, Tk), "ok", dtype=object)
+    nonpos = np.zeros((E, Tk))
+    seconds = np.full((E, Tk), np.nan)
+    for i, est in enumerate(design.estimators):
         label = design._label(est)
         params = dict(design.estimator_params(est, cell))
         if causal:  # real decoder data: every estimator attends causally
             params.setdefault("causal", True)
         estimator = build_attention_estimator(params)
-        outs = np.full((T, n, dv), np.nan)
-        status = np.array(["ok"] * T, dtype=object)
-        nonpos = np.zeros(T)
-        times = []
-        for t in range(T):
+        for j, t in enumerate(trials):
             try:
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
-                    res = estimator(Q, K, V, rng=streams[t])
-                times.append(time.perf_counter() - t0)
-                outs[t] = res.output.reshape(n, dv)
-                nonpos[t] = res.n_nonpositive
+                    res = estimator(Qb, Kb, Vb, rng=streams[j])
+                    output = to_numpy(res.output)  # synchronises an accelerator: part of the time
+                seconds[i, j] = time.perf_counter() - t0
+                outs[i, j] = output.reshape(n, dv)
+                nonpos[i, j] = res.n_nonpositive
             except Exception as exc:  # noqa: BLE001
                 if on_error == "raise":
                     raise _failure(exc, label, cell, cell_index, t, entropy, spawn_key) from exc
-                status[t] = f"error:{type(exc).__name__}"
+                status[i, j] = f"error:{type(exc).__name__}"
+    part: dict[str, Any] = {
+        "outs": outs,
+        "status": status.astype(str),
+        "nonpos": nonpos,
+        "seconds": seconds,
+    }
+    if chunk == 0:
+        part["exact"] = exact.reshape(n, dv)
+        if design.data["source"] == "minilm":
+            from ..data import describe
+
+            st = (
+                describe(Q, K, causal=causal).select_dtypes("number").drop(columns=["axis0"], errors="ignore")
+            )
+            st = st.mean().to_frame().T  # averaged over texts
+            part["data_stats"] = st.assign(cell=cell_index)
+    return part
+
+
+def _attention_finalize(
+    design: Design, cell_index: int, parts: list[dict[str, Any]]
+) -> dict[str, pd.DataFrame]:
+    """Attention designs: every estimator's output against exact softmax attention.
+
+    Per trial: the mean signed and squared error over all (query, value-dimension) entries,
+    the mean and maximum absolute error, and the number of rows with a non-positive
+    normaliser (NaN output, never clipped). Per query: bias, variance and MSE over trials.
+    The median wall time per call is kept apart (``timings``): it is not reproducible.
+    """
+    exact2 = np.asarray(parts[0]["exact"])
+    n, dv = exact2.shape
+    T = design.trials
+    all_outs, all_status = _concat(parts, "outs"), _concat(parts, "status")
+    all_nonpos, all_seconds = _concat(parts, "nonpos"), _concat(parts, "seconds")
+    trial_frames, query_frames, timing_rows = [], [], []
+    for i, est in enumerate(design.estimators):
+        label = design._label(est)
+        outs, status = all_outs[i], all_status[i]
         ok = status == "ok"
         err = outs - exact2
         with np.errstate(invalid="ignore"):
@@ -342,7 +504,7 @@ def _run_attention_cell(
                         "abs_err": np.nanmean(np.abs(err), axis=(1, 2)),
                         "max_abs_err": np.nanmax(np.abs(err), axis=(1, 2)),
                         "sq_dev": sq_dev,
-                        "nonpositive_rows": nonpos,
+                        "nonpositive_rows": all_nonpos[i],
                     }
                 )
             )
@@ -364,31 +526,33 @@ def _run_attention_cell(
                     }
                 )
             )
+        times = all_seconds[i][np.isfinite(all_seconds[i])]
         timing_rows.append(
             {
                 "cell": cell_index,
                 "estimator": label,
-                "seconds_median": float(np.median(times)) if times else np.nan,
-                "calls": len(times),
+                "seconds_median": float(np.median(times)) if times.size else np.nan,
+                "calls": int(times.size),
             }
         )
     out = {
-        "cell": cell_index,
         "trials": pd.concat(trial_frames, ignore_index=True),
         "pairs": pd.concat(query_frames, ignore_index=True),
         "timings": pd.DataFrame(timing_rows),
     }
-    if data_stats is not None:
-        out["data_stats"] = data_stats
+    if "data_stats" in parts[0]:
+        out["data_stats"] = parts[0]["data_stats"]
     return out
 
 
-def _run_concentration_cell(
-    design_dict: dict[str, Any],
+# ----------------------------------------------------------------------------- concentration designs
+def _concentration_partial(
+    design: Design,
     cell_index: int,
+    chunk: int,
     entropy: int,
     spawn_key: tuple[int, ...],
-    on_error: str = "raise",
+    on_error: str,
 ) -> dict[str, Any]:
     r"""Seed 004 Theorem 3.3 in simulation: does the chi-squared bound hold with probability p?
 
@@ -397,11 +561,10 @@ def _run_concentration_cell(
     error :math:`\sqrt{\mathrm{MSE}}/\mathrm{SM}` (rk.theory, closed form) and compares it with
     the bound :math:`W(r)/\sqrt{2m}` (rk.theory.bounds.chi2_concentration); it also draws one
     feature set and records whether the *realised* max relative error exceeds the bound (the
-    theorem does not cover realised errors: THEORY.md §5).
+    theorem does not cover realised errors: THEORY.md §5). Returns the chunk's trial rows.
     """
     from .. import theory
 
-    design = Design.trusted(design_dict)  # validated once by run(); workers skip the checks
     cell = design.cells()[cell_index]
     p = float(cell["p"] if "p" in cell else design.data["p"])
     params = design.data_params(cell)
@@ -410,9 +573,9 @@ def _run_concentration_cell(
     s_pts = int(params.pop("n_pairs", 16))
     dim = int(params.pop("dim"))
     sq, sk = params.pop("scale_q", 1.0), params.pop("scale_k", 1.0)
-    T = design.trials
-    streams = trial_streams(entropy, spawn_key, cell_index, range(T))
-    frames = []
+    trials = chunk_range(design, chunk)
+    streams = trial_streams(entropy, spawn_key, cell_index, trials)
+    rows = []
     for est in design.estimators:
         label = design._label(est)
         fm = build_feature_map(est["map"], design.estimator_params(est, cell))
@@ -435,9 +598,8 @@ def _run_concentration_cell(
             p,
             int(getattr(fm, "n_features")),  # noqa: B009 - FeatureMap has no n_features in general
         )
-        rows = []
-        for t in range(T):
-            gen = np.random.default_rng(streams[t])
+        for j, t in enumerate(trials):
+            gen = np.random.default_rng(streams[j])
             data = rkdata.gaussian_qk(s_pts, dim, rng=gen, **params)
             X, Y = sq * data.q, sk * data.k
             rel = np.sqrt(theory.relative_mse(fm, X[:, None, :], Y[None, :, :]))
@@ -460,7 +622,15 @@ def _run_concentration_cell(
                     "r": bound.r,
                 }
             )
-        frames.append(pd.DataFrame(rows))
-    trials = pd.concat(frames, ignore_index=True)
+    return {"trials": pd.DataFrame(rows)}
+
+
+def _concentration_finalize(design: Design, parts: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """Trial rows of all chunks, ordered by (estimator, trial); pairs: the bound per estimator."""
+    trials = pd.concat([p["trials"] for p in parts], ignore_index=True)
+    if len(parts) > 1:
+        order = {label: i for i, label in enumerate(design.labels)}
+        key = trials["estimator"].map(order).to_numpy() * design.trials + trials["trial"].to_numpy()
+        trials = trials.iloc[np.argsort(key, kind="stable")].reset_index(drop=True)
     pairs = trials.groupby(["cell", "estimator"], sort=False)[["bound", "r"]].first().reset_index()
-    return {"cell": cell_index, "trials": trials, "pairs": pairs}
+    return {"trials": trials, "pairs": pairs}

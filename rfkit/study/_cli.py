@@ -61,10 +61,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+    """Warnings during ``rfkit run`` (e.g. a damaged part being recomputed): one plain line on stderr."""
+    print(f"rfkit run: warning: {message}", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    import warnings
+
+    from ..exceptions import DamagedResultWarning
     from ._design import load_design
     from ._report import write_report
     from ._runner import run
+    from ._storage import RunLock, units_done
 
     path = _find_study(args.study)
     design = load_design(path)
@@ -78,27 +87,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     rng = args.seed if args.seed is not None else None
     t0 = time.perf_counter()
     try:
-        result = run(
-            design,
-            rng=rng,
-            executor=executor,
-            workers=workers,
-            scheduler=args.scheduler,
-            out=out,
-            resume=args.resume,
-            trials=args.trials,
-            on_error=args.on_error,
-            progress=not args.no_progress,
-        )
+        # one writer per folder: held across the run and its report (run() re-enters it)
+        with RunLock(out, args.wait_lock), warnings.catch_warnings():
+            warnings.simplefilter("always", DamagedResultWarning)
+            warnings.showwarning = _print_warning
+            result = run(
+                design,
+                rng=rng,
+                executor=executor,
+                workers=workers,
+                scheduler=args.scheduler,
+                out=out,
+                resume=args.resume,
+                trials=args.trials,
+                on_error=args.on_error,
+                progress=not args.no_progress,
+                lock_timeout=args.wait_lock,
+                backend=args.backend,
+                device=args.device,
+            )
+            report = write_report(result, out)
     except KeyboardInterrupt:
-        n_done = len(list((out / "cells").glob("cell-*.pairs.parquet"))) if (out / "cells").is_dir() else 0
         print(
-            f"\ninterrupted: {n_done} finished cell(s) are kept in {out}; continue with "
+            f"\ninterrupted: {units_done(out)} finished work unit(s) are kept in {out}; continue with "
             f"`rfkit run {args.study} --resume --out {out}`{' --quick' if args.quick else ''}.",
             file=sys.stderr,
         )
         return 130
-    report = write_report(result, out)
     dt = time.perf_counter() - t0
     print(
         f"{design.name}: {len(design.cells())} cells x {len(design.estimators)} estimators x {design.trials} trials in {dt:.1f} s"
@@ -111,6 +126,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     print(f"wrote {out}/summary.parquet, summary.csv, trials.parquet, pairs.parquet, report: {report}")
     return 0
+
+
+def _seconds(text: str) -> float | None:
+    """``--wait-lock``: seconds >= 0, or ``inf`` (wait without limit: None)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 or 'inf'; got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 or 'inf'; got {text!r}")
+    return None if value == float("inf") else value
 
 
 def add_study_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -141,19 +167,28 @@ def add_study_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
         type=int,
         default=None,
         metavar="K",
-        help="run cells in K local worker processes (default: 1, serial)",
+        help="run work units (cell, chunk of trials) in K local worker processes (default: 1, serial)",
     )
     p_run.add_argument(
         "--scheduler",
         default=None,
         metavar="ADDRESS",
-        help="run cells on the Dask scheduler at ADDRESS (e.g. tcp://host:8786)",
+        help="run work units on the Dask scheduler at ADDRESS (e.g. tcp://host:8786)",
     )
     p_run.add_argument("--out", default=None, metavar="DIR", help="output folder (default: out/<study name>)")
     p_run.add_argument(
         "--resume",
         action="store_true",
-        help="continue an interrupted run in --out; finished cells are kept, none repeated",
+        help="continue an interrupted run in --out: finished work units are verified (SHA-256) and "
+        "kept, damaged ones reported and recomputed, none repeated",
+    )
+    p_run.add_argument(
+        "--wait-lock",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="if another run holds --out, wait up to SECONDS for it ('inf': no limit; default 0: refuse "
+        "at once, naming it)",
     )
     p_run.add_argument(
         "--seed", type=int, default=None, metavar="S", help="root seed (default: the study file's seed)"
@@ -163,6 +198,19 @@ def add_study_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
         choices=["raise", "record"],
         default="raise",
         help="stop at a failing trial (default) or record it and continue",
+    )
+    p_run.add_argument(
+        "--backend",
+        default=None,
+        choices=["numpy", "torch", "cupy", "array_api_strict"],
+        help="array library the estimates run on (default: the study file's, else numpy); tables equal "
+        "NumPy's to round-off",
+    )
+    p_run.add_argument(
+        "--device",
+        default=None,
+        metavar="DEV",
+        help="device of the backend, e.g. cuda, cuda:1 (default: the library's)",
     )
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.set_defaults(func=cmd_run)

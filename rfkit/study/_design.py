@@ -57,7 +57,17 @@ KINDS = ("kernel", "attention", "concentration")
 DATA_SOURCES = {
     "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine", "dataset"},
     "gaussian": {"n_pairs", "dim", "mean_q", "cov_q", "mean_k", "cov_k", "scale_q", "scale_k", "dataset"},
-    "hard": {"n_pairs", "dim", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k", "dataset"},
+    "hard": {
+        "n_pairs",
+        "dim",
+        "regime",
+        "mean_scale",
+        "var_shape_q",
+        "var_shape_k",
+        "norm_q",
+        "norm_k",
+        "dataset",
+    },
     # attention inputs (Q, K, V)
     "sequence": {"n_tokens", "dim", "d_v", "structure", "scale", "n_clusters", "spread", "dataset"},
     # real queries/keys/values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk);
@@ -74,8 +84,21 @@ METRICS_BY_KIND = {
 }
 METRICS = tuple(dict.fromkeys(m for ms in METRICS_BY_KIND.values() for m in ms))
 ATTENTION_ESTIMATORS = ("RFA", "RA", "SNIS", "LARA")
-FEATURE_MAPS = ("Trig", "Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "Taylor", "Limit")
+FEATURE_MAPS = (
+    "Trig",
+    "Positive",
+    "Hyperbolic",
+    "CEXP",
+    "HCEXP",
+    "OPRF",
+    "GERF",
+    "SADERF",
+    "Taylor",
+    "Limit",
+)
 _TOP_KEYS = {
+    "backend",
+    "device",
     "name",
     "description",
     "kind",
@@ -130,6 +153,11 @@ class Design:
         Figures and tables to produce (``figures = [...]``, ``tables = [...]``).
     quick : dict
         Overrides applied by :meth:`quick_profile`.
+    backend : {"numpy", "torch", "cupy", "array_api_strict"}, default="numpy"
+        Array library the estimates are computed with (:doc:`/backends`); data and random
+        draws stay NumPy and are moved to ``device``, so the tables equal NumPy's to round-off.
+    device : str, optional
+        Device of the backend (``"cuda"``, ``"cuda:1"``, ``"cpu"``); default: the library's default.
     source : str
         Where the design came from (file path or "python"), for messages.
     """
@@ -146,6 +174,8 @@ class Design:
     description: str = ""
     outputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     quick: dict[str, Any] = dataclasses.field(default_factory=dict)
+    backend: str = "numpy"
+    device: str | None = None
     source: str = "python"
 
     def __post_init__(self) -> None:
@@ -178,6 +208,7 @@ class Design:
             isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
         ):
             raise _err(src, "seed", "must be a non-negative integer", self.seed)
+        self._check_backend()
         allowed = METRICS_BY_KIND[self.kind]
         if not self.metrics:  # default: every metric of the kind
             object.__setattr__(self, "metrics", list(allowed))
@@ -194,6 +225,17 @@ class Design:
         self._check_estimators()
 
     # ---------------------------------------------------------------- validation
+    def _check_backend(self) -> None:
+        from .._backend import BACKENDS
+
+        src = self.source
+        if self.backend not in BACKENDS:
+            raise _err(src, "backend", f"must be one of {list(BACKENDS)}", self.backend)
+        if self.device is not None and (not isinstance(self.device, str) or not self.device):
+            raise _err(src, "device", "must be a device name such as 'cuda', 'cuda:1' or 'cpu'", self.device)
+        if self.backend == "numpy" and self.device not in (None, "cpu"):
+            raise _err(src, "device", "must be 'cpu' (or absent) for backend 'numpy'", self.device)
+
     def _check_data(self) -> None:
         src = self.source
         if not isinstance(self.data, Mapping) or "source" not in self.data:
@@ -411,6 +453,22 @@ class Design:
         base["name"] = self.name
         return Design(**base, source=f"{self.source} [quick]")
 
+    def on_backend(self, backend: str | None = None, device: str | None = None) -> Design:
+        """The design computed on another array backend (``"numpy"``, ``"torch"``, ``"cupy"``) and device.
+
+        The numbers are the same up to round-off (directions and data are NumPy draws moved to
+        the device), so :meth:`hash` ignores the backend; a run's folder records it, and resuming
+        on another backend is refused.
+        """
+        d = self.to_dict()
+        if backend is not None:
+            d["backend"] = backend
+            if device is None and backend != self.backend:
+                d["device"] = None
+        if device is not None:
+            d["device"] = device
+        return Design(**d, source=self.source)
+
     def with_trials(self, trials: int) -> Design:
         """The design with another number of trials."""
         d = self.to_dict()
@@ -426,9 +484,8 @@ class Design:
     def hash(self) -> str:
         """SHA-256 of the canonical JSON form: identifies the design in results and on resume."""
         d = self.to_dict()
-        d.pop("quick", None)
-        d.pop("description", None)
-        d.pop("outputs", None)
+        for key in ("quick", "description", "outputs", "backend", "device"):  # not the estimators' numbers
+            d.pop(key, None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     @classmethod

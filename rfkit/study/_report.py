@@ -83,7 +83,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
     if "mse_vs_features" in wanted and "n_features" in grid_cols:
         figures += _mse_figures(summary, theory, out)
     if "kernel_scatter" in wanted:
-        figures += _scatter_figure(pd.read_parquet(out / "pairs.parquet"), out)
+        figures += _scatter_figure(pd.read_parquet(out / "pairs.parquet"), out, grid_cols)
     if "error_vs_degree" in wanted and "degree" in grid_cols:
         figures += _lines_figures(
             summary, out, d.metrics, "degree", "norm" if "norm" in grid_cols else None, kind=d.kind
@@ -107,7 +107,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
     if "coverage" in wanted and "p" in grid_cols:
         figures += _coverage_figures(summary, out, grid_cols)
     if "boxplots" in wanted and "dataset" in grid_cols:
-        figures += _box_figures(summary, out, d.metrics)
+        figures += _box_figures(summary, out, d.metrics, grid_cols)
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
     if d.kind == "attention" and "samples" in grid_cols:
@@ -224,22 +224,41 @@ def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame, out: Path) -> list
     return paths
 
 
-def _scatter_figure(pairs: pd.DataFrame, out: Path) -> list[Path]:
+def _facets(frame: pd.DataFrame, grid_cols: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """``(name suffix, rows)`` per value of the grid axes other than ``dataset`` / ``n_features`` that vary
+    (e.g. a data ``regime``), so figures never pool different settings; one facet ``("", frame)`` otherwise."""
+    axes = [
+        c for c in grid_cols if c not in ("dataset", "n_features") and c in frame and frame[c].nunique() > 1
+    ]
+    if not axes:
+        return [("", frame)]
+    out = []
+    for key, rows in frame.groupby(axes, sort=False):
+        vals = key if isinstance(key, tuple) else (key,)
+        out.append(("_" + "_".join(f"{a}-{v}" for a, v in zip(axes, vals)), rows))
+    return out
+
+
+def _scatter_figure(pairs: pd.DataFrame, out: Path, grid_cols: list[str]) -> list[Path]:
     from ..plots import plot_kernel_scatter
 
-    axes = plot_kernel_scatter(pairs)
-    return [_save(axes[0].figure, out, "kernel_scatter")]
+    paths = []
+    for suffix, rows in _facets(pairs, grid_cols):
+        axes = plot_kernel_scatter(rows)  # the facet's first cell
+        paths.append(_save(axes[0].figure, out, f"kernel_scatter{suffix}"))
+    return paths
 
 
-def _box_figures(summary: pd.DataFrame, out: Path, metrics: list[str]) -> list[Path]:
+def _box_figures(summary: pd.DataFrame, out: Path, metrics: list[str], grid_cols: list[str]) -> list[Path]:
     from ..plots import plot_metric_boxplot
 
     paths = []
     for metric in ("mse", "max_rel_err"):
         if metric not in metrics:
             continue
-        ax = plot_metric_boxplot(summary, metric)
-        paths.append(_save(ax.figure, out, f"boxplot_{metric}"))
+        for suffix, rows in _facets(summary, grid_cols):
+            ax = plot_metric_boxplot(rows, metric)
+            paths.append(_save(ax.figure, out, f"boxplot_{metric}{suffix}"))
     return paths
 
 

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from ._design import Design
+from ._storage import atomic_parquet, atomic_text, verify_result_folder, write_result_manifest
 
-__all__ = ["StudyResult", "mcse_summary", "METRIC_SOURCES"]
+__all__ = ["StudyResult", "mcse_summary", "METRIC_SOURCES", "atomic_parquet", "atomic_text"]
 
 #: summary metric -> (per-trial column, description)
 METRIC_SOURCES = {
@@ -176,23 +177,28 @@ class StudyResult:
             tables.append(("timings", self.timings))
         if self.data_stats is not None:
             tables.append(("data_stats", self.data_stats))
+        files = {}
         for name, df in tables:
             df = df.copy()
             df.attrs["rfkit"] = meta
-            atomic_parquet(df, out / f"{name}.parquet")
+            files[f"{name}.parquet"] = atomic_parquet(df, out / f"{name}.parquet")
         self.summary().to_csv(out / "summary.csv", index=False)
         theory = self.compare_theory()
         if not theory.empty:
             theory.to_csv(out / "theory.csv", index=False)
-        atomic_text(out / "manifest.json", json.dumps(self.provenance, indent=2, default=str))
+        write_result_manifest(out, self.provenance, files)  # last: with checksums of the tables
         self.out = out
         return out
 
     @classmethod
     def load(cls, path: str | Path) -> StudyResult:
-        """Read a result folder written by :func:`rfkit.study.run` or :meth:`save`."""
+        """Read a result folder written by :func:`rfkit.study.run` or :meth:`save`.
+
+        The folder is verified first (:func:`rfkit.study.verify_run`): a missing, truncated or
+        altered table or part raises :class:`~rfkit.exceptions.StudyError` naming it.
+        """
         p = Path(path)
-        prov = json.loads((p / "manifest.json").read_text())
+        prov = verify_result_folder(p)
         design = Design(**prov["design"], source=str(p / "manifest.json"))
         timings = pd.read_parquet(p / "timings.parquet") if (p / "timings.parquet").exists() else None
         stats = pd.read_parquet(p / "data_stats.parquet") if (p / "data_stats.parquet").exists() else None
@@ -205,16 +211,3 @@ class StudyResult:
             timings=timings,
             data_stats=stats,
         )
-
-
-def atomic_parquet(df: pd.DataFrame, path: Path) -> None:
-    """Write a Parquet file atomically (temporary file + rename): never a half-written file."""
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_parquet(tmp, index=False)
-    tmp.replace(path)
-
-
-def atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

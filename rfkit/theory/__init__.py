@@ -6,6 +6,8 @@ samples except :func:`check` (which calls the estimators' own draws).
 Kernel estimators (THEORY.md §1-§4, §6)
     :func:`mse`, :func:`log_mse`, :func:`relative_mse`, :func:`bias`,
     :func:`performer_orthogonal_bound`, :func:`expected_mse`, :func:`check`.
+    ADERF, SDERF, RandomMaclaurin and TensorSketch plug into :func:`mse` and friends
+    through :func:`register_closed_form` (docs/theory.md §7-§8).
 Deterministic maps (§7)
     :func:`truncated_kernel`, :func:`relative_truncation_error`,
     :func:`truncation_error_bound`, :func:`deterministic_feature_dim`,
@@ -17,7 +19,10 @@ Bounds (§5)
     :mod:`rfkit.theory.bounds`.
 """
 
-from . import bounds
+from . import (
+    _gerf,  # noqa: F401  (registers the closed forms of GERF and SADERF)
+    bounds,
+)
 from ._check import CheckResult, check
 from ._deterministic import (
     NegativeRegion,
@@ -29,7 +34,15 @@ from ._deterministic import (
     truncation_error_bound,
 )
 from ._expected import EXPECTED_MSE_THRESHOLDS, expected_mse
-from ._kernel_mse import CLOSED_FORM_PROJECTIONS, bias, log_mse, mse, performer_orthogonal_bound, relative_mse
+from ._kernel_mse import (
+    CLOSED_FORM_PROJECTIONS,
+    bias,
+    log_mse,
+    mse,
+    performer_orthogonal_bound,
+    register_closed_form,
+    relative_mse,
+)
 from ._ratio import RFADeltaMethod, attention_error_bound, ra_mse, ratio_bias_identity, rfa_delta_method
 
 __all__ = [
@@ -42,6 +55,7 @@ __all__ = [
     "expected_mse",
     "EXPECTED_MSE_THRESHOLDS",
     "CLOSED_FORM_PROJECTIONS",
+    "register_closed_form",
     "check",
     "CheckResult",
     "truncated_kernel",
@@ -57,3 +71,7 @@ __all__ = [
     "ra_mse",
     "attention_error_bound",
 ]
+
+# Imported for their side effect: they register the closed forms of ADERF, SDERF (DERF family),
+# RandomMaclaurin and TensorSketch with register_closed_form (issue 12).
+from . import _derf_mse, _sketch_mse  # noqa: E402, F401

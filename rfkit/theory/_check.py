@@ -11,7 +11,7 @@ import numpy as np
 from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import MonteCarloPrecisionWarning
-from ._kernel_mse import _exp, _pair_iv, _plan, bias, mse
+from ._kernel_mse import _REGISTRY, _exp, _pair_iv, _plan, bias, mse
 
 __all__ = ["check", "CheckResult"]
 
@@ -151,7 +151,8 @@ def check(
     roughly :math:`T \gg e^{3\|x+y\|^2}/m`).
     """
     owner = "rfkit.theory.check"
-    _plan(fm, owner)
+    if type(fm) not in _REGISTRY:
+        _plan(fm, owner)
     T = check_int(n_trials, "n_trials", owner, low=2)
     X, Y, d = _pair_iv(x, y, owner)
     pred = mse(fm, X, Y)

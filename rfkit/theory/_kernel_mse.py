@@ -18,6 +18,7 @@ With :math:`K=\sum_b k_b(k_b-1)` ordered same-block pairs (0 for iid directions)
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ import numpy as np
 from .._validation import as_float_array, check_broadcast, check_int, check_same_dim
 from ..exceptions import InvalidParameterError, NumericalOverflowError
 from ..features import CEXP, HCEXP, OPRF, Hyperbolic, Limit, Positive, Taylor, Trig
+from ._simplex import simplex_exp_pair_cov, simplex_trig_pair_cov
 from ._special import (
     hyp0f1_neg,
     log_2sinh2_half,
@@ -37,10 +39,46 @@ from ._special import (
     trig_orf_pair_minus_sq,
 )
 
-__all__ = ["mse", "log_mse", "bias", "relative_mse", "performer_orthogonal_bound", "CLOSED_FORM_PROJECTIONS"]
+__all__ = [
+    "mse",
+    "log_mse",
+    "bias",
+    "relative_mse",
+    "performer_orthogonal_bound",
+    "CLOSED_FORM_PROJECTIONS",
+    "register_closed_form",
+]
 
 #: Projections with an exact closed form.
-CLOSED_FORM_PROJECTIONS = ("iid", "orthogonal", "orthogonal-fixed")
+CLOSED_FORM_PROJECTIONS = ("iid", "orthogonal", "orthogonal-fixed", "simplex")
+
+#: Closed forms of feature-map classes outside the PRF/trig family of ``_parts``:
+#: class -> (log_relative(fm, X, Y, d, m) -> log(MSE/SM^2), log_rel_bias or None).
+_REGISTRY: dict[
+    type, tuple[Callable[..., np.ndarray], Callable[..., tuple[np.ndarray, np.ndarray]] | None]
+] = {}
+
+
+def register_closed_form(
+    cls: type,
+    log_relative: Callable[..., np.ndarray],
+    bias: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None,
+) -> None:
+    r"""Register the closed-form MSE of a feature-map class with :func:`log_mse` and friends.
+
+    Parameters
+    ----------
+    cls : type
+        The feature-map class (its instances dispatch here; subclasses do not).
+    log_relative : callable
+        ``log_relative(fm, X, Y, d, m) -> ndarray``: :math:`\log(\mathrm{MSE}/\mathrm{SM}^2)`
+        for float64 pairs ``X``, ``Y`` of shape (..., d) and feature counts ``m`` (an int64
+        array broadcasting against the pair shape). Raise
+        :class:`~rfkit.exceptions.InvalidParameterError` for settings without a closed form.
+    bias : callable, optional
+        ``bias(fm, X, Y, d) -> (sign, log|bias/SM|)``; omitted for unbiased estimators.
+    """
+    _REGISTRY[cls] = (log_relative, bias)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +87,7 @@ class _Plan:
     projection: str
     n_features: int
     hyperbolic: bool = False
-    a: float = 0.0  # OPRF parameter
+    a: float = 0.0  # OPRF / GERF parameter (exp family; trig family: GERF with s = -1)
     A: np.ndarray | None = None  # CEXP/HCEXP transform (diag (d,) or full (d, d))
 
 
@@ -75,7 +113,7 @@ def _plan(fm: Any, owner: str) -> _Plan:
                 f"{owner}: OPRF(A=None) resolves A* from data; the MSE needs a concrete A. "
                 "Call fm.fit(Q, K) first or pass A explicitly."
             )
-        fam, hyp, a, A = "exp", False, float(fm.A), None
+        fam, hyp, a, A = "exp", bool(fm.hyperbolic), float(fm.A), None
     elif isinstance(fm, (Positive, Hyperbolic)):
         fam, hyp, a, A = "exp", isinstance(fm, Hyperbolic), 0.0, None
     else:
@@ -124,10 +162,29 @@ def _parts(plan: _Plan, X: np.ndarray, Y: np.ndarray, d: int) -> _Parts:
     log_sm = np.sum(X * Y, axis=-1)
     fixed = plan.projection == "orthogonal-fixed"
     orth = plan.projection in ("orthogonal", "orthogonal-fixed") and d > 1
+    simplex = plan.projection == "simplex" and d > 1
+    a = plan.a
     if plan.family == "trig":
         D2 = np.sum((X - Y) ** 2, axis=-1)
         if not fixed:
-            return _Parts(log_sm, log_2sinh2_half(D2), trig_orf_pair_minus_sq(d, D2) if orth else None, None)
+            if a == 0.0:
+                log_relvar = log_2sinh2_half(D2)
+            elif a >= 0.125:
+                log_relvar = np.full_like(D2, np.inf)
+            else:  # GERF, s = -1: E[(est/SM)^2] = K(A) (e^{D2} + e^{-D2/(1-8A)}) / 2
+                L = _log_k(d, a) + np.logaddexp(D2, -D2 / (1.0 - 8.0 * a)) - np.log(2.0)
+                log_relvar = log_expm1(np.maximum(L, 0.0))
+            cov = None
+            if orth:
+                cov = trig_orf_pair_minus_sq(d, D2)
+            elif simplex:
+                cov = simplex_trig_pair_cov(d, D2)
+            return _Parts(log_sm, log_relvar, cov, None)
+        if a != 0.0:
+            raise InvalidParameterError(
+                "GERF with s=-1 has no closed form for projection='orthogonal-fixed' (fixed norms); "
+                "use 'iid', 'orthogonal' or 'simplex', or measure it with rfkit.theory.check."
+            )
         b, v = d / 2.0, d * D2 / 4.0
         mu1 = hyp0f1_neg(b, v)
         musq = 0.5 * (1.0 + hyp0f1_neg(b, 4.0 * v))
@@ -142,20 +199,24 @@ def _parts(plan: _Plan, X: np.ndarray, Y: np.ndarray, d: int) -> _Parts:
         return _Parts(log_sm, log_relvar, cov, bias)
     Xq, Yk = _transform(plan, X, Y)
     z2 = np.sum((Xq + Yk) ** 2, axis=-1)
-    a = plan.a
     if not fixed:
-        if plan.hyperbolic:
+        if plan.hyperbolic and a == 0.0:
             log_relvar = log_2sinh2_half(z2)
         elif a == 0.0:
             log_relvar = log_expm1(z2)
         elif a >= 0.125:
             log_relvar = np.full_like(z2, np.inf)
+        elif plan.hyperbolic:  # hyperbolic OPRF: E[(est/SM)^2] = K(A) (e^{-z2} + e^{z2/(1-8A)}) / 2
+            L = _log_k(d, a) + np.logaddexp(-z2, z2 / (1.0 - 8.0 * a)) - np.log(2.0)
+            log_relvar = log_expm1(np.maximum(L, 0.0))
         else:
-            L = 0.5 * d * (2.0 * np.log1p(-4.0 * a) - np.log1p(-8.0 * a)) + z2 / (1.0 - 8.0 * a)
+            L = _log_k(d, a) + z2 / (1.0 - 8.0 * a)
             log_relvar = log_expm1(np.maximum(L, 0.0))
         cov = None
         if orth:
             cov = (-np.ones_like(z2), -z2 + log_orf_gap_series(d, z2))
+        elif simplex:
+            cov = simplex_exp_pair_cov(d, z2, plan.hyperbolic)
         return _Parts(log_sm, log_relvar, cov, None)
     # fixed norms: e^{2a||w||^2} = e^{2ad} is a constant, so every moment is finite for a < 1/4
     b2 = 1.0 - 4.0 * a
@@ -176,8 +237,24 @@ def _parts(plan: _Plan, X: np.ndarray, Y: np.ndarray, d: int) -> _Parts:
     return _Parts(log_sm, log_relvar, cov, bias)
 
 
-def _m_array(n_features: Any, plan: _Plan, owner: str) -> np.ndarray:
+def _log_k(d: int, a: float) -> float:
+    r""":math:`\log K(A) = \tfrac d2\log\frac{(1-4A)^2}{1-8A}` (the GERF/OPRF variance prefactor, :math:`A < 1/8`)."""
+    return float(0.5 * d * (2.0 * np.log1p(-4.0 * a) - np.log1p(-8.0 * a)))
+
+
+def _registered_relative(
+    fm: Any, X: np.ndarray, Y: np.ndarray, d: int, n_features: Any, owner: str
+) -> np.ndarray:
+    default = getattr(fm, "n_features", None)
+    if n_features is None and default is None:
+        raise InvalidParameterError(f"{owner}: {type(fm).__name__} has no `n_features`; pass n_features=.")
+    m = _m_array(default if n_features is None else n_features, None, owner)
+    return _REGISTRY[type(fm)][0](fm, X, Y, d, m)
+
+
+def _m_array(n_features: Any, plan: _Plan | None, owner: str) -> np.ndarray:
     if n_features is None:
+        assert plan is not None
         return np.asarray(plan.n_features, dtype=np.int64)
     arr = np.asarray(n_features)
     if arr.dtype.kind not in "iu" or np.any(arr < 1):
@@ -220,10 +297,10 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
 
     Parameters
     ----------
-    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP or OPRF
+    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP, OPRF, GERF, SADERF or a registered map
         Feature-map specification with a concrete ``A`` (CEXP/HCEXP: array or
-        ``"identity"``; OPRF: a float) and ``projection`` in
-        ``{"iid", "orthogonal", "orthogonal-fixed"}``.
+        ``"identity"``; OPRF/GERF/SADERF: a float, SADERF also ``psi``) and ``projection`` in
+        ``{"iid", "orthogonal", "orthogonal-fixed", "simplex"}``.
     x, y : array_like of shape (..., d)
         Paired inputs; leading axes broadcast.
     n_features : int or array_like of int, optional
@@ -250,6 +327,14 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
       for every exponential map (A-independent for OPRF), trig
       :math:`e^{\|\Delta\|^2}{}_1F_1(d;\tfrac d2;-\tfrac{\|\Delta\|^2}2)-1`; :math:`K=\sum_b k_b(k_b-1)`
       over the blocks of :func:`rfkit.projections.block_sizes` (exact for :math:`m>d`).
+    * ``"simplex"`` (simplex random features, Reid et al. ICML 2023; :math:`\chi(d)` norms): the pair
+      moment is :math:`\mathbb E_S\,{}_1F_1(d;\tfrac d2;(1+cS)\tfrac{\|z\|^2}2)`, :math:`c=-1/(d-1)`,
+      :math:`S=\sin\psi`, :math:`\psi\propto\sin^{d-1}` on :math:`[0,\pi]` (hyperbolic maps and trig average
+      :math:`\pm c`; trig with :math:`-\|\Delta\|^2`), evaluated by quadrature
+      (:mod:`rfkit.theory._simplex`; docs/theory.md §1a). Same :math:`K` as ``"orthogonal"``.
+    * hyperbolic OPRF (``OPRF(hyperbolic=True)``): :math:`\rho_V = \tfrac12K(A)(e^{-\|z\|^2} +
+      e^{\|z\|^2/(1-8A)}) - 1`, :math:`K(A) = ((1-4A)^2/(1-8A))^{d/2}` (derived, docs/theory.md §1a).
+      GERF and SADERF are registered from :mod:`rfkit.theory._gerf`.
     * ``"orthogonal-fixed"`` (norms :math:`\sqrt d`): moments from
       :math:`{}_0F_1(;\tfrac d2;\cdot)` (THEORY.md §3 table) and bias
       :math:`\rho_B = \mathrm{SMREG}/\mathrm{SM} - 1` (Performer Thm 1).
@@ -269,6 +354,9 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
         Mismatched ``d`` or non-broadcastable pairs; NaN/inf inputs.
     """
     owner = "rfkit.theory.log_mse"
+    if type(fm) in _REGISTRY:
+        X, Y, d = _pair_iv(x, y, owner)
+        return 2.0 * np.sum(X * Y, axis=-1) + _registered_relative(fm, X, Y, d, n_features, owner)
     plan = _plan(fm, owner)
     X, Y, d = _pair_iv(x, y, owner)
     m = _m_array(n_features, plan, owner)
@@ -283,6 +371,9 @@ def relative_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarr
     Raises :class:`~rfkit.exceptions.NumericalOverflowError` if it exceeds the float range.
     """
     owner = "rfkit.theory.relative_mse"
+    if type(fm) in _REGISTRY:
+        X, Y, d = _pair_iv(x, y, owner)
+        return _exp(_registered_relative(fm, X, Y, d, n_features, owner), "relative_mse")
     plan = _plan(fm, owner)
     X, Y, d = _pair_iv(x, y, owner)
     m = _m_array(n_features, plan, owner)
@@ -333,6 +424,13 @@ def bias(fm: Any, x: Any, y: Any) -> np.ndarray:
     ndarray of shape broadcast(x.shape[:-1], y.shape[:-1])
     """
     owner = "rfkit.theory.bias"
+    if type(fm) in _REGISTRY:
+        X, Y, d = _pair_iv(x, y, owner)
+        bias_fn = _REGISTRY[type(fm)][1]
+        if bias_fn is None:
+            return np.zeros(np.broadcast_shapes(X.shape[:-1], Y.shape[:-1]))
+        s, lg = bias_fn(fm, X, Y, d)
+        return s * _exp(lg + np.sum(X * Y, axis=-1), "bias")
     plan = _plan(fm, owner)
     X, Y, d = _pair_iv(x, y, owner)
     parts = _parts(plan, X, Y, d)

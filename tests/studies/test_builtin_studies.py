@@ -70,6 +70,8 @@ def test_ctrl_c_stops_cleanly_and_resume_completes(tmp_path):
     import sys
     import time
 
+    from rfkit.study._storage import units_done
+
     study = tmp_path / "s.toml"
     study.write_text(
         'name = "s"\ntrials = 50\nseed = 3\n[data]\nsource = "pairs"\nn_pairs = 4\ndim = 4\n'
@@ -81,22 +83,23 @@ def test_ctrl_c_stops_cleanly_and_resume_completes(tmp_path):
         # a terminal's Ctrl-C handler, even when the test runs as a background job with SIGINT ignored
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import rfkit.study._runner as R\n"
-        "real = R.run_cell\n"
+        "real = R.run_unit\n"
         "def slow(*a, **k):\n    r = real(*a, **k); time.sleep(0.5); return r\n"
-        "R.run_cell = slow\n"
+        "R.run_unit = slow\n"
         "from rfkit.cli import main\n"
         f"sys.exit(main(['run', {str(study)!r}, '--out', {str(out)!r}, '--no-progress']))\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
-    while time.time() < deadline and len(list((out / "cells").glob("*.pairs.parquet"))) < 2:
+    while time.time() < deadline and units_done(out) < 2:
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "--resume" in err and "Traceback" not in err
-    kept = len(list((out / "cells").glob("*.pairs.parquet")))
+    kept = units_done(out)
     assert 2 <= kept < 8
+    assert f"{kept} finished work unit(s) are kept" in err
     assert cli_main(["run", str(study), "--out", str(out), "--resume", "--no-progress"]) == 0
     ref = st.run(study)
     got = pd.read_parquet(out / "trials.parquet")

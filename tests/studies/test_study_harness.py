@@ -214,7 +214,7 @@ def test_out_folder_written_and_not_overwritten(tmp_path):
     stamp = (out / "trials.parquet").stat().st_mtime_ns
     with pytest.raises(StudyError, match="already holds results"):
         st.run(small_design(), out=out)
-    with pytest.raises(StudyError, match="different design or seed"):
+    with pytest.raises(StudyError, match="different design, seed or backend"):
         st.run(small_design(trials=61), out=out, resume=True)
     assert (out / "trials.parquet").stat().st_mtime_ns == stamp  # nothing destroyed
 
@@ -228,35 +228,33 @@ def test_unwritable_out(tmp_path):
 
 @pytest.mark.slow
 def test_resume_after_sigkill_gives_identical_tables(tmp_path):
-    design = small_design(
-        grid={"n_features": [4, 8, 16, 32, 64, 128], "dim": [8, 16]}, trials=400, chunk_trials=50
-    )
+    """A run with worker processes killed (SIGKILL) mid-way, resumed serially: identical tables."""
+    design = small_design(grid={"n_features": [4, 8, 16], "dim": [8, 16]}, trials=200, chunk_trials=50)
     ref = st.run(design, rng=99)
     out = tmp_path / "killed"
+    marker = tmp_path / "marker"
     code = textwrap.dedent(
         f"""
-        import rfkit.study as st, time
-        from rfkit.study import _cell
-        real = _cell.run_cell
-        def slow(*a, **k):
-            r = real(*a, **k); time.sleep(0.4); return r
-        _cell.run_cell = slow
-        import rfkit.study._runner as R; R.run_cell = slow
-        d = st.Design(**{design.to_dict()!r})
-        st.run(d, rng=99, out={str(out)!r})
+        import rfkit.study as st
+        if __name__ == "__main__":
+            d = st.Design(**{design.to_dict()!r})
+            st.run(d, rng=99, out={str(out)!r}, executor="processes", workers=2)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    cells = out / "cells"
-    deadline = time.time() + 60
-    while time.time() < deadline and len(list(cells.glob("*.pairs.parquet"))) < 3:
+    script = tmp_path / "run.py"
+    script.write_text(code)
+    env = {**os.environ, "RFKIT_STUDY_HOOK": "after-unit:7", "RFKIT_STUDY_HOOK_FILE": str(marker)}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, str(script)], env=env)
+    deadline = time.time() + 120
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
+    os.kill(proc.pid, signal.SIGKILL)  # kill -9 at a known point: 7 of 24 work units recorded
     proc.wait()
-    n_done = len(list(cells.glob("*.pairs.parquet")))
-    assert 3 <= n_done < len(design.cells()), "the run must be killed mid-way"
+    manifest = json.loads((out / "run.json").read_text())
+    assert len(manifest["units"]) == 7
     resumed = st.run(design, rng=99, out=out, resume=True)
-    assert resumed.provenance["cells_resumed"] == n_done
+    assert resumed.provenance["units_resumed"] == 7 and resumed.provenance["units"] == 24
     pd.testing.assert_frame_equal(resumed.trials, ref.trials, check_exact=True)
     pd.testing.assert_frame_equal(resumed.summary(), ref.summary(), check_exact=True)
     assert resumed.trials.groupby(["cell", "estimator", "trial"]).size().eq(1).all()

@@ -27,11 +27,32 @@ SPECS = {
     "hcexp-variance": rk.features.HCEXP(6, A="variance").fit(QD, KD),
     "oprf": rk.features.OPRF(12).fit(QD, KD),
     "oprf-given": rk.features.OPRF(12, A=-0.05, projection="orthogonal"),
+    "oprf-hyperbolic": rk.features.OPRF(6, hyperbolic=True).fit(QD, KD),
+    "oprf-hyperbolic-given": rk.features.OPRF(6, A=-0.08, hyperbolic=True, projection="simplex"),
+    "positive-simplex": rk.features.Positive(12, projection="simplex"),
+    "positive-simplex-plus": rk.features.Positive(12, projection="simplex-plus"),
+    "trig-simplex": rk.features.Trig(7, projection="simplex"),
+    "gerf": rk.features.GERF(12).fit(QD, KD),
+    "gerf-trig": rk.features.GERF(6, s=-1).fit(QD, KD),
+    "gerf-trig-given": rk.features.GERF(6, A=-0.03, s=-1, projection="orthogonal"),
+    "saderf": rk.features.SADERF(12, projection="simplex").fit(QD, KD),
     "taylor2": rk.features.Taylor(2),
     "taylor3-full": rk.features.Taylor(3, form="full"),
     "limit3": rk.features.Limit(3),
+    "aderf": rk.features.ADERF(12).fit(QD, KD),
+    "aderf-given": rk.features.ADERF(
+        12, A=-0.05, G=np.eye(D) + 0.2 * np.tril(np.ones((D, D)), -1), projection="orthogonal"
+    ),
+    "sderf": rk.features.SDERF(12).fit(QD, KD),
+    "sderf-given": rk.features.SDERF(
+        12, A=np.diag([-0.1, 0.05, 0.0, -0.3, 0.1]) + 0.01, projection="orthogonal"
+    ),
+    "maclaurin": rk.features.RandomMaclaurin(12),
+    "maclaurin-trunc-gauss": rk.features.RandomMaclaurin(12, p=1.5, max_degree=4, distribution="gaussian"),
+    "tensorsketch3": rk.features.TensorSketch(6, 3),
+    "tensorsketch0": rk.features.TensorSketch(4, 0),
 }
-SYMMETRIC = {k for k in SPECS if not k.startswith(("cexp", "hcexp"))}
+SYMMETRIC = {k for k in SPECS if not k.startswith(("cexp", "hcexp", "aderf", "saderf"))}
 
 
 @pytest.fixture(params=list(SPECS), ids=list(SPECS))

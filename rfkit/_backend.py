@@ -1,0 +1,460 @@
+r"""Array backends: one place that knows which library and device a call computes on.
+
+rfkit's estimate paths (exact kernels, every feature map, every attention estimator)
+accept arrays of NumPy, PyTorch (any device), CuPy, and the strict reference namespace
+``array_api_strict``, compute in that library on that device and return arrays of the
+same namespace, device and dtype. They are written against the Python array API
+standard through ``array-api-compat`` (as SciPy and scikit-learn are); no backend is a
+hard dependency.
+
+Rules (DESIGN.md, "Backends and cores"):
+
+* :func:`get_backend` resolves the namespace and device of a call's arrays **once**, at
+  the public boundary, and refuses arrays of an unsupported library, mixed libraries or
+  mixed devices in one call (never a silent copy between devices). Lists, tuples and
+  Python scalars are not arrays of any library: they join the call's backend.
+* Estimate code receives a :class:`Backend` and calls ``bk.xp`` (the standard namespace)
+  or one of the few **named shims** below where the standard has no function (in-place
+  ``exp``, a cumulative maximum, a matrix product into a preallocated block, a
+  log-sum-exp). Nothing outside this module branches on the library.
+* Randomness stays NumPy: directions and other draws come from NumPy Generators and are
+  moved to the input's device with :meth:`Backend.asarray`, so one ``rng`` gives the
+  same directions on every backend.
+* ``rfkit.theory``, bounds, tables and plots stay NumPy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .exceptions import BackendError, BackendNotInstalledError
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "get_backend",
+    "backend_for",
+    "NUMPY",
+    "is_array",
+    "to_numpy",
+]
+
+#: Libraries whose arrays rfkit computes on (``array_api_strict`` is the strict reference
+#: namespace used to test that the code keeps to the standard).
+BACKENDS: tuple[str, ...] = ("numpy", "torch", "cupy", "array_api_strict")
+
+#: Work arrays of chunked loops: this many elements on the CPU, more on accelerators.
+_BLOCK_ELEMS = {"numpy": 1 << 19, "array_api_strict": 1 << 19, "torch": 1 << 19, "cupy": 1 << 24}
+#: Row blocks of the elementwise-heavy steps: L2-sized on the CPU (NumPy runs them on rfkit's
+#: thread pool), one large block on accelerators (their kernels are parallel already).
+_ROW_BLOCK_ELEMS = {"cpu": 1 << 16, "accelerator": 1 << 26}
+
+
+def _compat() -> ModuleType:
+    try:
+        import array_api_compat
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise BackendNotInstalledError(
+            "rfkit's array backends need the package `array-api-compat`: pip install array-api-compat"
+        ) from None
+    return array_api_compat
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Backend:
+    """The array library and device of one call, with the shims the standard lacks.
+
+    Attributes
+    ----------
+    name : str
+        One of :data:`BACKENDS`.
+    xp : module
+        The array-API namespace (``array_api_compat``'s wrapper for NumPy, PyTorch and
+        CuPy; ``array_api_strict`` itself).
+    device : object
+        The device of the call's arrays (``"cpu"`` for NumPy).
+    """
+
+    name: str
+    xp: Any
+    device: Any
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def is_numpy(self) -> bool:
+        """True for NumPy (the reference path, and the only one that uses rfkit's thread pool)."""
+        return self.name == "numpy"
+
+    @property
+    def block_elems(self) -> int:
+        """Element budget of one work block of a chunked loop on this backend."""
+        if self.name == "torch" and str(self.device).startswith("cpu"):
+            return _BLOCK_ELEMS["numpy"]
+        if self.name == "torch":
+            return _BLOCK_ELEMS["cupy"]
+        return _BLOCK_ELEMS[self.name]
+
+    @property
+    def row_block_elems(self) -> int:
+        """Element budget of one row block of :meth:`run_blocks` (fixed per backend)."""
+        on_cpu = self.name in ("numpy", "array_api_strict") or str(self.device).startswith("cpu")
+        return _ROW_BLOCK_ELEMS["cpu" if on_cpu else "accelerator"]
+
+    def row_blocks(self, n_rows: int, per_row: int, budget: int | None = None) -> list[slice]:
+        """Fixed row blocks of at most ``budget`` (default :attr:`row_block_elems`) elements.
+
+        The layout depends only on the sizes (and the backend), never on the thread count.
+        """
+        b = self.row_block_elems if budget is None else budget
+        step = max(1, b // max(per_row, 1))
+        return [slice(s, min(n_rows, s + step)) for s in range(0, n_rows, step)] or [slice(0, 0)]
+
+    def run_blocks(self, fn: Any, blocks: Any, n_threads: Any = None) -> list[Any]:
+        """``[fn(b) for b in blocks]``: NumPy spreads the blocks over rfkit's thread pool.
+
+        NumPy releases the GIL inside its ufuncs and BLAS, so blocks run concurrently; BLAS is
+        held at one thread meanwhile, so the results do not depend on the number of threads
+        (:mod:`rfkit._parallel`). Other libraries run the blocks in order (their own kernels
+        are parallel).
+        """
+        blocks = list(blocks)
+        if self.name != "numpy":
+            return [fn(b) for b in blocks]
+        from ._parallel import resolve_threads, run_blocks
+
+        return run_blocks(fn, blocks, resolve_threads(n_threads, "rfkit"))
+
+    def matmul(self, A: Any, B: Any, n_threads: Any = None) -> Any:
+        """``A @ B`` for ``A`` (..., n, k), ``B`` (..., k, m); on NumPy in row blocks on the thread pool."""
+        if self.name != "numpy":
+            return A @ B
+        n, m = A.shape[-2], B.shape[-1]
+        lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        blocks = self.row_blocks(n, prod(lead) * (A.shape[-1] + m), budget=1 << 20)
+        if len(blocks) <= 1:
+            return np.matmul(A, B)
+        out = np.empty(lead + (n, m), dtype=np.result_type(A, B))
+
+        def one(rows: slice) -> None:
+            np.matmul(A[..., rows, :], B, out=out[..., rows, :])
+
+        self.run_blocks(one, blocks, n_threads)
+        return out
+
+    @property
+    def library_version(self) -> str:
+        """Version of the array library (for provenance)."""
+        mod = np if self.name == "numpy" else __import__(self.name)
+        return str(getattr(mod, "__version__", "unknown"))
+
+    @property
+    def device_name(self) -> str:
+        """A readable name of the device: the GPU's model for CUDA devices, else the device."""
+        dev = str(self.device)
+        if self.name == "torch" and dev.startswith("cuda"):
+            import torch
+
+            return str(torch.cuda.get_device_name(self.device))
+        if self.name == "cupy":
+            props = _cupy().cuda.runtime.getDeviceProperties(self.device.id)
+            return str(props["name"].decode() if isinstance(props["name"], bytes) else props["name"])
+        if dev.lower().startswith("cpu"):
+            import platform
+
+            return f"CPU ({platform.machine()})"
+        return dev
+
+    def dtype(self, name: str) -> Any:
+        """The namespace's dtype object for ``"float32"``/``"float64"``/``"bool"``/``"int64"``."""
+        return getattr(self.xp, name)
+
+    def dtype_name(self, dtype: Any) -> str:
+        """``"float32"``, ``"float64"`` or the library's own name for another dtype."""
+        xp = self.xp
+        for nm in ("float32", "float64", "float16", "bool", "int64", "int32"):
+            if dtype == getattr(xp, nm, None):
+                return nm
+        return str(dtype).replace("torch.", "").replace("array_api_strict.", "")
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        """Move a NumPy array (or Python data) to this backend and device, cast to ``dtype``.
+
+        This is how draws made by NumPy Generators reach the input's device.
+        """
+        if self.name == "numpy":
+            return np.asarray(a, dtype=dtype)
+        if isinstance(a, np.ndarray | np.generic) and dtype is not None:
+            a = a.astype(_NUMPY_OF[self.dtype_name(dtype)], copy=False)
+        if self.name == "torch":
+            import torch
+
+            if isinstance(a, np.ndarray):
+                a = np.ascontiguousarray(a)
+                if not a.flags.writeable:  # torch refuses read-only buffers
+                    a = a.copy()
+            out = torch.as_tensor(a, device=self.device)
+            return out if dtype is None else out.to(dtype)
+        return self.xp.asarray(a, dtype=dtype, device=self.device)
+
+    def to_numpy(self, a: Any) -> np.ndarray:
+        """A host NumPy copy (or view) of an array of this backend."""
+        return to_numpy(a)
+
+    def from_host(self, cache: dict[tuple[Any, ...], Any], key: str, value: np.ndarray, dtype: Any) -> Any:
+        """``value`` (a NumPy parameter) on this backend, device and ``dtype``, cached in ``cache``.
+
+        Draws keep their parameters (directions from NumPy Generators) on the host and move
+        them once per (library, device, dtype).
+        """
+        k = (key, self.name, str(self.device), self.dtype_name(dtype))
+        out = cache.get(k)
+        if out is None:
+            out = cache[k] = self.asarray(value, dtype=dtype)
+        return out
+
+    def finfo(self, dtype: Any) -> Any:
+        return self.xp.finfo(dtype)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.xp.zeros(shape, dtype=dtype, device=self.device)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.xp.empty(shape, dtype=dtype, device=self.device)
+
+    def full(self, shape: tuple[int, ...], value: float, dtype: Any) -> Any:
+        return self.xp.full(shape, value, dtype=dtype, device=self.device)
+
+    def arange(self, n: int) -> Any:
+        return self.xp.arange(n, device=self.device)
+
+    # ------------------------------------------------------------------ shims
+    def exp_(self, a: Any) -> Any:
+        """``exp`` in place where the library allows it (NumPy, CuPy, PyTorch); the result."""
+        if self.name in ("numpy", "cupy"):
+            mod = np if self.name == "numpy" else _cupy()
+            return mod.exp(a, out=a)
+        if self.name == "torch":
+            return a.exp_()
+        return self.xp.exp(a)
+
+    def matmul_into(self, a: Any, b: Any, out: Any, index: Any) -> None:
+        """``out[index] = a @ b`` without a temporary where the library allows it."""
+        if self.name == "numpy":
+            np.matmul(a, b, out=out[index])
+        else:
+            out[index] = a @ b
+
+    def cummax(self, a: Any, axis: int = -1) -> Any:
+        """Cumulative maximum along ``axis`` (not in the array API standard)."""
+        if self.name == "numpy":
+            return np.maximum.accumulate(a, axis=axis)
+        if self.name == "cupy":
+            return _cupy().maximum.accumulate(a, axis=axis)
+        if self.name == "torch":
+            import torch
+
+            return torch.cummax(a, dim=axis).values
+        # strict reference namespace: a loop (used only in tests)
+        xp = self.xp
+        ax = axis % a.ndim
+        parts = [xp.take(a, xp.asarray([0], device=self.device), axis=ax)]
+        for i in range(1, a.shape[ax]):
+            nxt = xp.take(a, xp.asarray([i], device=self.device), axis=ax)
+            parts.append(xp.maximum(parts[-1], nxt))
+        return xp.concat(parts, axis=ax)
+
+    def logsumexp(self, a: Any, axis: int = -1) -> Any:
+        """``log(sum(exp(a)))`` along ``axis``; ``-inf`` for an all ``-inf`` slice."""
+        xp = self.xp
+        mx = xp.max(a, axis=axis, keepdims=True)
+        mx = xp.where(xp.isfinite(mx), mx, xp.zeros_like(mx))
+        with np.errstate(divide="ignore"):
+            out = xp.log(xp.sum(xp.exp(a - mx), axis=axis))
+        return out + xp.squeeze(mx, axis=axis)
+
+    def signed_logsumexp(self, logabs: Any, sign: Any | None, axis: int = -1) -> tuple[Any, Any]:
+        """Sign and ``log|sum(sign * exp(logabs))|`` along ``axis`` (sign 0 where the sum is 0)."""
+        xp = self.xp
+        if sign is None:
+            out = self.logsumexp(logabs, axis=axis)
+            return xp.ones_like(out), out
+        mx = xp.max(logabs, axis=axis, keepdims=True)
+        mx = xp.where(xp.isfinite(mx), mx, xp.zeros_like(mx))
+        s = xp.sum(sign * xp.exp(logabs - mx), axis=axis)
+        with np.errstate(divide="ignore"):
+            out = xp.log(xp.abs(s)) + xp.squeeze(mx, axis=axis)
+        return xp.sign(s), out
+
+    def item(self, a: Any) -> float:
+        """A Python float from a 0-d array (synchronises an accelerator)."""
+        return float(a)
+
+    def any(self, a: Any) -> bool:
+        return bool(self.xp.any(a))
+
+    def count(self, a: Any) -> int:
+        """Number of true entries of a boolean array."""
+        return int(self.xp.sum(self.xp.astype(a, self.xp.int64)))
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name!r}, device={self.device!r})"
+
+
+_NUMPY_OF = {"float32": np.float32, "float64": np.float64, "bool": np.bool_, "int64": np.int64}
+
+
+def _cupy() -> ModuleType:
+    import cupy
+
+    return cupy
+
+
+def _numpy_backend() -> Backend:
+    xp = _compat().array_namespace(np.empty(0))
+    return Backend("numpy", xp, "cpu")
+
+
+#: The NumPy backend (the reference path).
+NUMPY = _numpy_backend()
+
+_CACHE: dict[tuple[str, str], Backend] = {}
+
+
+def _library(obj: Any) -> str | None:
+    """Library name of an array object, None for plain Python data and NumPy arrays."""
+    if isinstance(obj, np.ndarray | np.generic):
+        return "numpy"
+    mod = type(obj).__module__.split(".", 1)[0]
+    if mod == "torch":
+        return "torch"
+    if mod == "cupy":
+        return "cupy"
+    if mod == "array_api_strict":
+        return "array_api_strict"
+    if hasattr(obj, "__array_namespace__") or mod in ("jax", "jaxlib", "dask", "sparse", "ndonnx", "dpnp"):
+        return f"unsupported:{mod}"
+    return None
+
+
+def is_array(obj: Any) -> bool:
+    """True for an array of a supported library (NumPy, PyTorch, CuPy, array_api_strict)."""
+    lib = _library(obj)
+    return lib is not None and not lib.startswith("unsupported")
+
+
+def backend_for(library: str, device: Any = None) -> Backend:
+    """The backend of a library by name, e.g. ``backend_for("torch", "cuda")``.
+
+    Raises
+    ------
+    BackendNotInstalledError
+        If the library is not installed.
+    BackendError
+        For a library rfkit does not compute on.
+    """
+    if library not in BACKENDS:
+        raise BackendError(f"The `backend` must be one of {list(BACKENDS)}. Got {library!r} instead.")
+    if library == "numpy":
+        if device not in (None, "cpu"):
+            raise BackendError(f"The NumPy backend computes on the CPU only. Got device={device!r} instead.")
+        return NUMPY
+    try:
+        mod = __import__(library)
+    except ImportError:
+        raise BackendNotInstalledError(
+            f"backend {library!r} needs the package {library!r}, which is not installed "
+            f"(pip install {'array-api-strict' if library == 'array_api_strict' else library})."
+        ) from None
+    if library == "torch":
+        dev = mod.device("cpu" if device is None else device)
+        probe = mod.empty(0, device=dev)
+    elif library == "cupy":
+        with mod.cuda.Device(0 if device is None else device):
+            probe = mod.empty(0)
+    else:
+        probe = mod.asarray([0.0]) if device is None else mod.asarray([0.0], device=device)
+    return _backend_of(probe)
+
+
+def _backend_of(arr: Any) -> Backend:
+    lib = _library(arr)
+    if lib == "numpy":
+        return NUMPY
+    c = _compat()
+    dev = c.device(arr)
+    key = (str(lib), str(dev))
+    bk = _CACHE.get(key)
+    if bk is None:
+        bk = Backend(str(lib), c.array_namespace(arr), dev)
+        _CACHE[key] = bk
+    return bk
+
+
+def get_backend(*named: tuple[str, Any]) -> Backend:
+    """Resolve the backend of one public call from its ``(argument name, value)`` pairs.
+
+    Plain Python data (lists, tuples, scalars) and ``None`` join whatever library the
+    arrays use; if there are no arrays the call runs on NumPy.
+
+    Raises
+    ------
+    BackendError
+        An array of an unsupported library (the message names the argument and the
+        library), arrays of two libraries in one call, or arrays on two devices (e.g.
+        ``Q`` on the GPU and ``K`` on the CPU): rfkit never copies between devices
+        silently.
+    """
+    arrays: list[tuple[str, str, Any]] = []
+    for name, value in named:
+        lib = "numpy" if type(value) is np.ndarray else _library(value)
+        if lib is None:
+            continue
+        if lib.startswith("unsupported:"):
+            raise BackendError(
+                f"`{name}` is an array of {lib.split(':', 1)[1]!r} ({type(value).__name__}); rfkit computes on "
+                f"{', '.join(BACKENDS)} arrays. Convert it explicitly (e.g. np.asarray({name}))."
+            )
+        arrays.append((name, lib, value))
+    if all(lib == "numpy" for _, lib, _ in arrays):
+        return NUMPY
+    first_name, first_lib, first_value = arrays[0]
+    for name, lib, _ in arrays[1:]:
+        if lib != first_lib:
+            raise BackendError(
+                f"`{first_name}` is a {first_lib} array but `{name}` is a {lib} array: one call computes on one "
+                "library. Convert them explicitly to the same library (rfkit never mixes them silently)."
+            )
+    first = _backend_of(first_value)
+    for name, _, value in arrays[1:]:
+        bk = _backend_of(value)
+        if bk is not first:
+            raise BackendError(
+                f"`{first_name}` is on device {first.device!s} but `{name}` is on device {bk.device!s}: rfkit "
+                "never copies between devices silently. Move them to one device explicitly."
+            )
+    return first
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    """Host NumPy array of any supported array (a copy from an accelerator)."""
+    if isinstance(a, np.ndarray):
+        return a
+    lib = _library(a)
+    if lib == "torch":
+        return a.detach().cpu().numpy()
+    if lib == "cupy":
+        return a.get()
+    if lib == "array_api_strict":
+        return np.asarray(np.from_dlpack(a))
+    return np.asarray(a)
+
+
+def prod(shape: Iterable[int]) -> int:
+    """Product of a shape's entries (1 for an empty shape)."""
+    return math.prod(int(s) for s in shape)

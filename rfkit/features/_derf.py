@@ -1,0 +1,557 @@
+r"""Dense-exponential random features (DERFs) for the softmax kernel: ADERF and SDERF.
+
+Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, "Dense-Exponential Random
+Features: Sharp Positive Estimators of the Gaussian Kernel", NeurIPS 2023 (arXiv
+2302.00787, first circulated as "FAVOR#"). A DERF pair is
+
+.. math::
+
+    f^{(k)}(\omega, u) = D\exp\big(\omega^\top A\,\omega + \omega^\top B^{(k)}u + u^\top C^{(k)}u\big),
+    \qquad \omega\sim\mathcal N(0, I_d),
+
+with :math:`A` symmetric. For the softmax kernel :math:`e^{x^\top y}` (derived in
+docs/theory.md §7, "The DERF family"): :math:`\mathbb E[f^{(1)}(\omega,x)f^{(2)}(\omega,y)] = e^{x^\top y}`
+iff :math:`I-4A \succ 0`, :math:`B^{(1)\top}(I-4A)^{-1}B^{(2)} = I`,
+:math:`C^{(k)} = -\tfrac12 B^{(k)\top}(I-4A)^{-1}B^{(k)}` and :math:`D = \det(I-4A)^{1/4}`;
+the variance is finite iff :math:`I - 8A \succ 0`.
+
+* **ADERF** (asymmetric): :math:`A = a I`, :math:`B^{(1)} = \sqrt{1-4a}\,G`,
+  :math:`B^{(2)} = \sqrt{1-4a}\,G^{-\top}` for an invertible :math:`G`. This is exactly
+  OPRF (FAVOR++) applied to :math:`Gx` and :math:`G^{-\top}y`, so the draw is an
+  :class:`~rfkit.features.ExpDraw`.
+* **SDERF** (symmetric): :math:`B^{(1)} = B^{(2)} = (I-4A)^{1/2}`, :math:`C = -\tfrac12 I`.
+  With :math:`A = V\,\mathrm{diag}(a)\,V^\top` and :math:`\omega` rotated by :math:`V^\top`
+  (which leaves :math:`\mathcal N(0, I)` unchanged),
+  :math:`f(\omega, x) = \prod_l(1-4a_l)^{1/4}\exp\big(\sum_l a_l\omega_l^2 + \sum_l\sqrt{1-4a_l}\,
+  \omega_l (V^\top x)_l - \tfrac12\|x\|^2\big)`: OPRF with one parameter per eigen-direction.
+
+The data-dependent optimum of each family (the minimiser of the log second moment averaged
+over all query-key pairs, the paper's objective) is in closed form:
+:func:`aderf_optimal` and :func:`sderf_optimal_A`. Features are built in log space.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .._backend import get_backend, prod, to_numpy
+from .._validation import as_float_array, check_int, check_option, check_real, check_same_dim
+from ..exceptions import (
+    IllConditionedWarning,
+    InvalidParameterError,
+    RFKitWarning,
+    ShapeError,
+    SingularMatrixError,
+)
+from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
+from ._base import FeatureDraw, FeatureMap, Features, fast_logsumexp, iter_chunks, project
+from ._exp import _check_common, _ExpMap
+
+__all__ = ["ADERF", "SDERF", "SDERFDraw", "aderf_optimal", "sderf_optimal_A"]
+
+
+def _oprf_root(rho: np.ndarray | float) -> np.ndarray:
+    r""":math:`\tfrac1{16}\big(1-2\rho-\sqrt{(2\rho+1)^2+8\rho}\big)`, the minimiser of
+    :math:`\tfrac d2\log\frac{(1-4a)^2}{1-8a} + \frac{d\rho}{1-8a}` over :math:`a < 1/8` (THEORY.md §6)."""
+    r = np.asarray(rho, dtype=np.float64)
+    return (1.0 - 2.0 * r - np.sqrt((2.0 * r + 1.0) ** 2 + 8.0 * r)) / 16.0
+
+
+def _second_moments(Q: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (d,) and uncentred second moment (d, d) of the rows, pooled over leading axes.
+
+    Computed in the array's own library and device; only the d-vector and the d x d matrix
+    come back to the host (float64 NumPy).
+    """
+    bk = get_backend((name, Q))
+    arr = as_float_array(Q, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).", backend=bk)
+    if arr.shape[-2] == 0 or prod(arr.shape) == 0:
+        raise ShapeError(f"`{name}` must contain at least one point; got shape {tuple(arr.shape)}.")
+    xp = bk.xp
+    X = xp.reshape(xp.astype(arr, xp.float64), (-1, arr.shape[-1]))
+    n = int(X.shape[0])
+    mean = xp.mean(X, axis=0)
+    M = (xp.matrix_transpose(X) @ X) / n
+    M = to_numpy(M)
+    return to_numpy(mean), 0.5 * (M + M.T)
+
+
+def _sym_sqrt(M: np.ndarray) -> np.ndarray:
+    """Symmetric square root of a symmetric positive semi-definite matrix (eigenvalues floored at 0).
+
+    Only round-off makes an eigenvalue of a Gram matrix negative; it is set to 0.
+    """
+    w, V = np.linalg.eigh(M)
+    return (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
+
+
+def _check_nonsingular(M: np.ndarray, name: str) -> None:
+    w = np.linalg.eigvalsh(M)
+    top = float(np.max(np.abs(w)))
+    rcond = float(np.min(w)) / top if top > 0 else 0.0
+    if rcond <= M.shape[0] * np.finfo(np.float64).eps:
+        raise SingularMatrixError(
+            f"The second-moment matrix of `{name}` (mean of x x^T over its rows) is singular "
+            f"(rcond={rcond:.3g}); ADERF's optimal G needs it invertible: pass at least d points "
+            "spanning R^d, or give G explicitly."
+        )
+
+
+def aderf_optimal(Q: Any, K: Any) -> tuple[float, np.ndarray]:
+    r"""Closed-form optimal ADERF parameters :math:`(a^*, G^*)` for queries ``Q`` and keys ``K``.
+
+    Minimises the paper's objective, the log second moment
+    :math:`\log\mathbb E[(f^{(1)}(\omega,x_i)f^{(2)}(\omega,y_j))^2]` averaged over all pairs
+    :math:`(i, j)` (Likhosherstov et al., NeurIPS 2023, their ADERF optimum, Thm. 4.2 as
+    numbered by public summaries; re-derived in docs/theory.md §7). With :math:`M_1 = \overline{xx^\top}`, :math:`M_2 = \overline{yy^\top}`
+    (uncentred second moments), :math:`S = G^\top G` must minimise
+    :math:`\mathrm{tr}(SM_1) + \mathrm{tr}(S^{-1}M_2)`, whose minimiser is the matrix
+    geometric mean
+
+    .. math::
+
+        S^* = M_1^{-1/2}\big(M_1^{1/2}M_2M_1^{1/2}\big)^{1/2}M_1^{-1/2},\qquad G^* = (S^*)^{1/2},
+
+    with minimum :math:`2\,\mathrm{tr}(M_1^{1/2}M_2M_1^{1/2})^{1/2} = 2\sum_l\sigma_l`
+    (:math:`\sigma_l` the singular values of :math:`M_2^{1/2}M_1^{1/2}`); then
+    :math:`a^* = \tfrac1{16}(1-2\rho-\sqrt{(2\rho+1)^2+8\rho})` with
+    :math:`\rho = (2\sum_l\sigma_l + 2\bar x^\top\bar y)/d`, OPRF's rule for the transformed
+    data :math:`G^*x`, :math:`G^{*-\top}y`. Since :math:`\sum_l\sigma_l \le
+    (\mathrm{tr}M_1 + \mathrm{tr}M_2)/2`, the objective is never above OPRF's.
+
+    Parameters
+    ----------
+    Q, K : array_like of shape (..., n, d)
+        Query and key samples (leading axes pooled), any supported array library.
+
+    Returns
+    -------
+    a : float
+        The scalar :math:`a^* \le 0` (the paper's :math:`A = a I`).
+    G : ndarray of shape (d, d)
+        Symmetric positive definite :math:`G^*` (float64 NumPy).
+
+    Raises
+    ------
+    SingularMatrixError
+        If :math:`M_1` or :math:`M_2` is singular (fewer than d points, or points in a
+        subspace): the optimum then does not exist (the infimum is approached by a
+        degenerate :math:`G`).
+    """
+    mx, M1 = _second_moments(Q, "Q")
+    my, M2 = _second_moments(K, "K")
+    check_same_dim(mx, my, "Q", "K")
+    d = mx.shape[-1]
+    _check_nonsingular(M1, "Q")
+    _check_nonsingular(M2, "K")
+    R1 = _sym_sqrt(M1)
+    w1, V1 = np.linalg.eigh(M1)
+    R1inv = (V1 / np.sqrt(w1)) @ V1.T
+    C = _sym_sqrt(R1 @ M2 @ R1)
+    S = R1inv @ C @ R1inv
+    G = _sym_sqrt(0.5 * (S + S.T))
+    rho = max(2.0 * float(np.trace(C)) + 2.0 * float(mx @ my), 0.0) / d  # >= 0 exactly (see docs)
+    return float(_oprf_root(rho)), G
+
+
+def sderf_optimal_A(Q: Any, K: Any) -> np.ndarray:
+    r"""Closed-form optimal SDERF matrix :math:`A^*` (symmetric, :math:`8A^* \prec I`) for queries and keys.
+
+    Minimises the log second moment averaged over all query-key pairs (Likhosherstov et al.,
+    NeurIPS 2023, their SDERF optimum, Thm. 4.3 as numbered by public summaries; re-derived in docs/theory.md §7). With
+    :math:`M_3 = \overline{(x_i+y_j)(x_i+y_j)^\top} = M_1 + M_2 + \bar x\bar y^\top + \bar y\bar x^\top
+    = V\Lambda V^\top`,
+
+    .. math::
+
+        A^* = V\,\mathrm{diag}(a_l)\,V^\top,\qquad
+        a_l = \tfrac1{16}\Big(1-2\lambda_l-\sqrt{(2\lambda_l+1)^2+8\lambda_l}\Big) \le 0,
+
+    i.e. OPRF's one-dimensional optimum along each eigen-direction of :math:`M_3`.
+
+    Parameters
+    ----------
+    Q, K : array_like of shape (..., n, d)
+
+    Returns
+    -------
+    ndarray of shape (d, d)
+        Symmetric :math:`A^*` (float64 NumPy).
+    """
+    mx, M1 = _second_moments(Q, "Q")
+    my, M2 = _second_moments(K, "K")
+    check_same_dim(mx, my, "Q", "K")
+    M3 = M1 + M2 + np.outer(mx, my) + np.outer(my, mx)
+    lam, V = np.linalg.eigh(0.5 * (M3 + M3.T))
+    a = _oprf_root(np.maximum(lam, 0.0))  # M3 is a Gram matrix: negative eigenvalues are round-off
+    return (V * a) @ V.T
+
+
+def _validate_G(G: Any, owner: str) -> np.ndarray:
+    """An explicit ADERF matrix G: diagonal (d,) or full (d, d), finite and invertible."""
+    arr = np.asarray(to_numpy(G)) if not isinstance(G, np.ndarray) and hasattr(G, "shape") else G
+    arr = as_float_array(arr, "G")
+    if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
+        raise ShapeError(
+            f"The `G` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; got shape {arr.shape}."
+        )
+    arr = np.array(arr, dtype=np.float64)
+    sv = np.abs(arr) if arr.ndim == 1 else np.linalg.svd(arr, compute_uv=False)
+    smax = float(sv.max())
+    rcond = float(sv.min()) / smax if smax > 0 else 0.0
+    if rcond <= np.finfo(np.float64).eps:
+        raise SingularMatrixError(
+            f"The `G` parameter of {owner} is singular (rcond={rcond:.3g}); the key side needs G^-T. "
+            "Pass an invertible G."
+        )
+    if rcond < 1e-12:
+        warnings.warn(
+            f"The `G` parameter of {owner} is ill-conditioned (rcond={rcond:.3g}); G^-T y may lose precision.",
+            IllConditionedWarning,
+            stacklevel=4,
+        )
+    arr.setflags(write=False)
+    return arr
+
+
+def _check_a(a: float, owner: str) -> float:
+    v = check_real(a, "A", owner, high=0.25, closed="neither")
+    if v >= 0.125:
+        warnings.warn(
+            f"{owner} with A={v} >= 1/8 is unbiased but has infinite variance.",
+            RFKitWarning,
+            stacklevel=4,
+        )
+    return v
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ADERF(_ExpMap):
+    r"""Asymmetric dense-exponential random features (ADERF; Likhosherstov et al., NeurIPS 2023).
+
+    .. math::
+
+        \phi_q(x) = \frac{(1-4a)^{d/4}}{\sqrt m}\Big(e^{a\|\omega_i\|^2 + \sqrt{1-4a}\,\omega_i^\top Gx
+            - \frac12\|Gx\|^2}\Big)_{i\le m},\qquad
+        \phi_k(y) = \phi_q\text{ with } Gx \to G^{-\top}y,
+
+    i.e. the paper's :math:`A = aI`, :math:`B^{(1)} = \sqrt{1-4a}\,G`,
+    :math:`B^{(2)} = \sqrt{1-4a}\,G^{-\top}`: OPRF applied to :math:`Gx` and :math:`G^{-\top}y`.
+    Unbiased for :math:`a < 1/4` and every invertible :math:`G` (with ``projection`` "iid",
+    "orthogonal" or "qmc"); relative variance of one feature
+    :math:`\big(\tfrac{(1-4a)^2}{1-8a}\big)^{d/2}e^{\|z_G\|^2/(1-8a)} - 1`,
+    :math:`z_G = Gx + G^{-\top}y`, finite iff :math:`a < 1/8` (docs/theory.md §7, "The DERF family";
+    :func:`rfkit.theory.mse`).
+
+    With ``A=None`` and/or ``G=None`` the paper's closed-form optimum (:func:`aderf_optimal`)
+    is resolved from a query/key sample by :meth:`fit` (or ``sample(data=(Q, K))``).
+
+    Parameters
+    ----------
+    n_features : int
+        Number of random directions ``m``.
+    A : float or None, default=None
+        The scalar :math:`a` of :math:`A = aI`; must be < 1/4 (values in [1/8, 1/4) warn:
+        unbiased, infinite variance).
+    G : array_like of shape (d,) or (d, d), or None, default=None
+        Invertible matrix (a diagonal as a vector). Singular ``G`` raises
+        :class:`~rfkit.exceptions.SingularMatrixError`.
+    projection : str, default="iid"
+        Directions :math:`\omega_i` (:mod:`rfkit.projections`).
+
+    Examples
+    --------
+    >>> import numpy as np, rfkit as rk
+    >>> rng = np.random.default_rng(0)
+    >>> Q, K = 0.3 * rng.normal(size=(2, 50, 4))
+    >>> fm = rk.features.ADERF(64).fit(Q, K)
+    >>> fm.A < 0 and fm.G.shape == (4, 4)
+    True
+    """
+
+    n_features: int
+    A: float | None = None
+    G: Any = None
+    projection: str = "iid"
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if self.A is not None:
+            object.__setattr__(self, "A", _check_a(self.A, "ADERF"))
+        if self.G is not None:
+            object.__setattr__(self, "G", _validate_G(self.G, "ADERF"))
+
+    @property
+    def needs_data(self) -> bool:
+        return self.A is None or self.G is None
+
+    def _raise_needs_data(self) -> None:
+        raise ShapeError(
+            "ADERF(A=None or G=None) resolves its optimal parameters from data: call .fit(Q, K), "
+            "pass data=(Q, K) to sample(), or give A and G explicitly."
+        )
+
+    def fit(self, queries: Any, keys: Any) -> FeatureMap:
+        """Resolve ``A=None`` / ``G=None`` to the closed-form optimum (:func:`aderf_optimal`).
+
+        A given ``G`` is kept and only :math:`a` is fitted (OPRF's rule on :math:`Gx`,
+        :math:`G^{-\\top}y`); a given ``A`` is kept and only ``G`` is fitted (the optimal
+        :math:`G` does not depend on :math:`a`).
+        """
+        if not self.needs_data:
+            return self
+        if self.G is None:
+            a, G = aderf_optimal(queries, keys)
+            return dataclasses.replace(self, A=a if self.A is None else self.A, G=G)
+        mx, M1 = _second_moments(queries, "Q")
+        my, M2 = _second_moments(keys, "K")
+        check_same_dim(mx, my, "Q", "K")
+        Gm = np.diag(self.G) if self.G.ndim == 1 else self.G
+        Ginv = np.linalg.inv(Gm)
+        S = Gm.T @ Gm
+        val = np.trace(S @ M1) + np.trace(Ginv @ Ginv.T @ M2) + 2.0 * mx @ my  # mean ||Gx + G^-T y||^2
+        rho = max(float(val), 0.0) / mx.shape[-1]
+        return dataclasses.replace(self, A=float(_oprf_root(rho)))
+
+    def _oprf_a(self) -> float:
+        return float(self.A)  # type: ignore[arg-type]
+
+    def _transform(self) -> np.ndarray | None:
+        return None if self.G is None else np.asarray(self.G)
+
+    def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
+        if self.G is not None and self.G.shape[0] != dim:
+            raise ShapeError(
+                f"The `G` parameter of ADERF has shape {self.G.shape} but the draw is for dim={dim}."
+            )
+        return super()._from_projection(dim, n_draws, W)
+
+
+def _validate_sym(A: Any, owner: str) -> float | np.ndarray:
+    """SDERF's A: a scalar, a diagonal (d,) or a symmetric (d, d); eigenvalues < 1/4 (warn >= 1/8)."""
+    if isinstance(A, (int, float, np.integer, np.floating)) and not isinstance(A, bool):
+        return _check_a(float(A), owner)
+    arr = np.asarray(to_numpy(A)) if not isinstance(A, np.ndarray) and hasattr(A, "shape") else A
+    arr = as_float_array(arr, "A")
+    if arr.ndim == 0:
+        return _check_a(float(arr), owner)
+    if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
+        raise ShapeError(
+            f"The `A` parameter of {owner} must be a scalar, a diagonal (d,) or a symmetric (d, d) array; "
+            f"got shape {arr.shape}."
+        )
+    arr = np.array(arr, dtype=np.float64)
+    if arr.ndim == 2:
+        scale = max(float(np.max(np.abs(arr))), np.finfo(np.float64).tiny)
+        asym = float(np.max(np.abs(arr - arr.T)))
+        if asym > 1e-12 * scale:
+            raise InvalidParameterError(
+                f"The `A` parameter of {owner} must be a symmetric matrix. Got max|A - A^T| = {asym:.3g} instead."
+            )
+        arr = 0.5 * (arr + arr.T)
+        evals = np.linalg.eigvalsh(arr)
+    else:
+        evals = arr
+    top = float(np.max(evals))
+    if not top < 0.25:
+        raise InvalidParameterError(
+            f"The `A` parameter of {owner} must have every eigenvalue in the range (-inf, 0.25) "
+            f"(I - 4A positive definite). Got largest eigenvalue {top!r} instead."
+        )
+    if top >= 0.125:
+        warnings.warn(
+            f"{owner} with an eigenvalue of A equal to {top} >= 1/8 is unbiased but has infinite variance.",
+            RFKitWarning,
+            stacklevel=4,
+        )
+    arr.setflags(write=False)
+    return arr
+
+
+def sderf_eig(A: float | np.ndarray, dim: int, owner: str = "SDERF") -> tuple[np.ndarray, np.ndarray | None]:
+    """Eigenvalues ``a`` (d,) and eigenvectors ``V`` (d, d) (None: the identity) of SDERF's ``A``."""
+    if isinstance(A, float):
+        return np.full(dim, A), None
+    if A.shape[0] != dim:
+        raise ShapeError(f"The `A` parameter of {owner} has shape {A.shape} but the draw is for dim={dim}.")
+    if A.ndim == 1:
+        return np.array(A, dtype=np.float64), None
+    w, V = np.linalg.eigh(A)
+    return w, V
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SDERF(FeatureMap):
+    r"""Symmetric dense-exponential random features (SDERF; Likhosherstov et al., NeurIPS 2023).
+
+    .. math::
+
+        \phi(u) = \frac{\det(I-4A)^{1/4}}{\sqrt m}
+            \Big(e^{\omega_i^\top A\,\omega_i + \omega_i^\top(I-4A)^{1/2}u - \frac12\|u\|^2}\Big)_{i\le m}
+
+    for queries and keys alike (the paper's :math:`B^{(1)} = B^{(2)} = (I-4A)^{1/2}`,
+    :math:`C^{(k)} = -\tfrac12 I`). Positive and unbiased for :math:`I - 4A \succ 0` (with
+    ``projection`` "iid", "orthogonal" or "qmc"); with :math:`A = V\mathrm{diag}(a)V^\top`
+    and :math:`u = V^\top(x+y)` the relative variance of one feature is
+
+    .. math:: \prod_l\Big(\frac{(1-4a_l)^2}{1-8a_l}\Big)^{1/2}\exp\Big(\sum_l\frac{u_l^2}{1-8a_l}\Big) - 1,
+
+    finite iff every :math:`a_l < 1/8` (docs/theory.md §7, "The DERF family";
+    :func:`rfkit.theory.mse`, iid directions). A scalar ``A`` is OPRF. The paper's general
+    SDERF also allows :math:`B = (I-4A)^{1/2}O` with an orthogonal :math:`O`; the optimum has
+    :math:`O = I`, so rfkit parametrises SDERF by :math:`A` alone.
+
+    With ``A=None`` the closed-form optimum :func:`sderf_optimal_A` is resolved from a
+    query/key sample by :meth:`fit` (or ``sample(data=(Q, K))``).
+
+    Parameters
+    ----------
+    n_features : int
+        Number of random directions ``m``.
+    A : float, array_like of shape (d,) or (d, d), or None, default=None
+        Symmetric matrix (a diagonal as a vector, a multiple of the identity as a scalar)
+        with every eigenvalue < 1/4; eigenvalues in [1/8, 1/4) warn (infinite variance).
+    projection : str, default="iid"
+        Directions :math:`\omega_i` (:mod:`rfkit.projections`), drawn in the eigenbasis of A.
+    """
+
+    n_features: int
+    A: Any = None
+    projection: str = "iid"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_features", check_int(self.n_features, "n_features", "SDERF", low=1))
+        check_option(self.projection, "projection", "SDERF", PROJECTIONS)
+        if self.A is not None:
+            object.__setattr__(self, "A", _validate_sym(self.A, "SDERF"))
+
+    def feature_dim(self, dim: int) -> int:
+        return self.n_features
+
+    @property
+    def needs_data(self) -> bool:
+        return self.A is None
+
+    def _raise_needs_data(self) -> None:
+        raise ShapeError(
+            "SDERF(A=None) resolves its optimal A from data: call .fit(Q, K), pass data=(Q, K) to "
+            "sample(), or give A explicitly."
+        )
+
+    def fit(self, queries: Any, keys: Any) -> FeatureMap:
+        """Resolve ``A=None`` to the closed-form optimum :func:`sderf_optimal_A`."""
+        if self.A is not None:
+            return self
+        return dataclasses.replace(self, A=sderf_optimal_A(queries, keys))
+
+    def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
+        return sample_projection(self.projection, self.n_features, dim, rng=rng, n_draws=n_draws)
+
+    def _projection_streams(self, dim: int, rngs: list[Any]) -> np.ndarray:
+        return sample_projection_streams(self.projection, self.n_features, dim, rngs)
+
+    def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
+        assert W is not None and self.A is not None
+        a, V = sderf_eig(self.A, dim)
+        return SDERFDraw(self, dim, n_draws, W, a, V)
+
+
+class SDERFDraw(FeatureDraw):
+    r"""A draw of :class:`SDERF`.
+
+    Attributes
+    ----------
+    projection : ndarray of shape (m, d) or (T, m, d)
+        The directions :math:`\omega_i` in the eigenbasis of :math:`A` (NumPy float64).
+    eigenvalues : ndarray of shape (d,)
+        :math:`a_l`.
+    eigenvectors : ndarray of shape (d, d) or None
+        :math:`V` (None for a diagonal or scalar :math:`A`).
+    """
+
+    def __init__(
+        self,
+        spec: FeatureMap,
+        dim: int,
+        n_draws: int | None,
+        W: np.ndarray,
+        a: np.ndarray,
+        V: np.ndarray | None,
+    ) -> None:
+        super().__init__(spec, dim, n_draws)
+        self.projection = W
+        self.eigenvalues = a
+        self.eigenvectors = V
+        m = W.shape[-2]
+        self._Weff = W * np.sqrt(1.0 - 4.0 * a)  # rows sqrt(1-4a) * omega
+        self._e = np.sum(a * W * W, axis=-1)  # (T?, m): omega^T diag(a) omega
+        half_logdet = 0.25 * float(np.sum(np.log1p(-4.0 * a)))
+        self._c = half_logdet - 0.5 * float(np.log(m))
+        self._c_pair = 2.0 * half_logdet - float(np.log(m))
+
+    def _rotate(self, X: Any) -> Any:
+        if self.eigenvectors is None:
+            return X
+        return X @ self.param("V", self.eigenvectors, X)  # rows (V^T x)^T
+
+    def _exponents(self, U: Any, e_scale: float) -> Any:
+        """``omega_eff . u + e_scale * e`` for every direction, ([T,] ..., n, m)."""
+        xp = get_backend(("U", U)).xp
+        P = project(U, self.param("Weff", self._Weff, U))
+        e = self.param("e", self._e, U)
+        if e.ndim == 1:
+            return P + e_scale * e
+        return P + e_scale * xp.reshape(e, (e.shape[0],) + (1,) * (P.ndim - 2) + (e.shape[-1],))
+
+    def _features(self, X: Any, side: str) -> Features:
+        xp = get_backend(("X", X)).xp
+        P = self._exponents(self._rotate(X), 1.0)
+        if P.shape[-1]:
+            rowmax = xp.max(P, axis=-1)
+        else:  # pragma: no cover - m >= 1 always
+            rowmax = xp.zeros_like(P[..., 0])
+        values = xp.exp(P - rowmax[..., None])
+        return Features(values=values, log_scale=rowmax + (self._c - 0.5 * xp.sum(X * X, axis=-1)))
+
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+        xp = get_backend(("X", X)).xp
+        P = self._exponents(self._rotate(X), 1.0)
+        return None, P + (self._c - 0.5 * xp.sum(X * X, axis=-1))[..., None]
+
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        bk = get_backend(("X", X))
+        xp = bk.xp
+        Z = self._rotate(X + Y)
+        base = self._c_pair - 0.5 * (xp.sum(X * X, axis=-1) + xp.sum(Y * Y, axis=-1))
+        lead = tuple(Z.shape[:-1])
+        Zf = xp.reshape(Z, (-1, self.dim))
+        N = int(Zf.shape[0])
+        W = self.param("Weff", self._Weff, Z)
+        e = self.param("e", self._e, Z)
+        batched = W.ndim == 3
+        if not batched:
+            W, e = W[None, ...], e[None, ...]
+        T, m = int(W.shape[0]), int(W.shape[1])
+        if N == 0:
+            out = xp.zeros((T,) + lead, dtype=Z.dtype, device=bk.device) + base
+            return xp.ones_like(out if batched else out[0, ...]), out if batched else out[0, ...]
+        budget = bk.block_elems
+        rows = []
+        for ts in iter_chunks(T, N * m, budget=budget):
+            Wt, et = W[ts, ...], e[ts, ...]
+            t = int(Wt.shape[0])
+            cols = []
+            for ns in iter_chunks(N, m * t, budget=budget):
+                P = xp.reshape(
+                    Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m)
+                )
+                cols.append(xp.matrix_transpose(fast_logsumexp(P + 2.0 * et, axis=-1)))  # (t, Nc)
+            rows.append(xp.concat(cols, axis=-1))
+        out = xp.reshape(xp.concat(rows, axis=0), (T,) + lead) + base
+        if not batched:
+            out = out[0, ...]
+        return xp.ones_like(out), out

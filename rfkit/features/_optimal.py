@@ -1,0 +1,153 @@
+r"""Data-averaged optimal GERF parameter :math:`A` where the objective is not affine in the data.
+
+For positive GERFs/OPRF (:math:`s=+1`) the log second moment is affine in :math:`\|x+y\|^2`, so
+the data-averaged optimum has the closed form :func:`~rfkit.features.oprf_optimal_A`. Two
+variants are not affine, and are solved here numerically (exactly, for the averaged objective):
+
+* the hyperbolic OPRF (:math:`\pm\omega`, ``OPRF(hyperbolic=True)``):
+  :math:`\mathbb E[(\widehat{\mathrm{SM}}/\mathrm{SM})^2] = \tfrac12 K(A)\big(e^{-\|z\|^2} + e^{\|z\|^2/(1-8A)}\big)`;
+* GERF with :math:`s=-1` (the trigonometric branch, ``GERF(s=-1)``):
+  :math:`\mathbb E[(\widehat{\mathrm{SM}}/\mathrm{SM})^2] = \tfrac12 K(A)\big(e^{\|\Delta\|^2} + e^{-\|\Delta\|^2/(1-8A)}\big)`,
+
+with :math:`K(A) = \big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}`, :math:`z = x+y`, :math:`\Delta = x-y`
+(derivations: docs/theory.md, "GERF"). In :math:`u = 1/(1-8A) \in (0, \infty)` (i.e.
+:math:`A < 1/8`, the finite-variance domain), :math:`K = \big(\frac{(u+1)^2}{4u}\big)^{d/2}` and the
+objective, the mean over all query/key pairs of the log second moment (the criterion of
+Likhosherstov et al. 2022/2023 for OPRF and SADERF),
+
+.. math:: J(u) = \tfrac d2\log\frac{(u+1)^2}{4u} + \frac1{n_x n_y}\sum_{i,j}\log\tfrac12\big(e^{t_{ij}} + e^{-t_{ij}u}\big),
+    \qquad t_{ij} = \|x_i - y_j\|^2\ (s=-1)\ \text{ or }\ -\|x_i + y_j\|^2\ (\text{hyperbolic}),
+
+is minimised over :math:`\log u` by a grid search followed by bounded Brent refinement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from .._backend import get_backend, to_numpy
+from .._validation import as_float_array, check_same_dim
+from ..exceptions import InvalidParameterError, ShapeError
+from ._adaptive import oprf_optimal_A
+
+__all__ = ["gerf_optimal_A", "gerf_objective", "check_sign"]
+
+_GRID = np.linspace(-20.0, 20.0, 161)  # log u
+
+
+def check_sign(s: Any, owner: str) -> int:
+    """The GERF sign ``s`` as the int 1 or -1, or InvalidParameterError."""
+    if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or int(s) not in (1, -1):
+        raise InvalidParameterError(
+            f"The `s` parameter of {owner} must be 1 (positive features) or -1 (trigonometric features). "
+            f"Got {s!r} instead."
+        )
+    return int(s)
+
+
+def _points(X: Any, name: str) -> Any:
+    bk = get_backend((name, X))
+    arr = as_float_array(X, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).", backend=bk)
+    xp = bk.xp
+    flat = xp.reshape(xp.astype(arr, xp.float64), (-1, arr.shape[-1]))
+    if flat.shape[0] == 0:
+        raise ShapeError(f"`{name}` must contain at least one point; got shape {tuple(arr.shape)}.")
+    return flat
+
+
+def _pair_values(Q: Any, K: Any, sign: float) -> np.ndarray:
+    r""":math:`\|x_i + \text{sign}\,y_j\|^2` for all pairs (leading axes pooled), float64 NumPy (n_x * n_y,)."""
+    get_backend(("Q", Q), ("K", K))  # one library and device for both
+    X, Y = _points(Q, "Q"), _points(K, "K")
+    check_same_dim(X, Y, "Q", "K")
+    xp = get_backend(("X", X)).xp
+    sx = xp.sum(X * X, axis=1)
+    sy = xp.sum(Y * Y, axis=1)
+    t = sx[:, None] + sy[None, :] + (2.0 * sign) * (X @ xp.matrix_transpose(Y))
+    return np.maximum(to_numpy(t).reshape(-1), 0.0)  # >= 0 exactly; the max removes round-off
+
+
+def gerf_objective(A: Any, t: Any, dim: int) -> np.ndarray:
+    r"""Mean log relative second moment :math:`J` at parameter(s) ``A`` for pair values ``t`` (see module docstring).
+
+    ``t`` holds :math:`t_{ij}` (:math:`\|x-y\|^2` for :math:`s=-1`, :math:`-\|x+y\|^2` for the
+    hyperbolic OPRF); returns :math:`\log\mathbb E[(\widehat{\mathrm{SM}}/\mathrm{SM})^2]` averaged over ``t``
+    (``+inf`` for :math:`A \ge 1/8`).
+    """
+    A = np.asarray(A, dtype=np.float64)
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    out = np.full(A.shape, np.inf)
+    ok = A < 0.125
+    u = 1.0 / (1.0 - 8.0 * A[ok])
+    out[ok] = _j(np.log(u), t, dim)
+    return out
+
+
+def _j(v: np.ndarray, t: np.ndarray, dim: int) -> np.ndarray:
+    v = np.atleast_1d(v)
+    u = np.exp(v)
+    head = 0.5 * dim * (2.0 * np.log1p(u) - np.log(4.0) - v)
+    # mean over pairs of log((e^t + e^{-t u}) / 2), in blocks of pairs
+    acc = np.zeros_like(u)
+    step = max(1, (1 << 20) // max(u.size, 1))
+    for s in range(0, t.size, step):
+        tt = t[s : s + step, None]
+        acc += np.sum(np.logaddexp(tt, -tt * u[None, :]), axis=0)
+    return head + acc / t.size - np.log(2.0)
+
+
+def gerf_optimal_A(Q: Any, K: Any, *, s: int = 1, hyperbolic: bool = False) -> float:
+    r"""Data-averaged optimal GERF parameter :math:`A` (minimiser of the mean log second moment).
+
+    Parameters
+    ----------
+    Q, K : array_like of shape (..., n, d)
+        Query and key samples (leading axes pooled; every query is paired with every key).
+    s : {1, -1}, default=1
+        GERF sign: ``1`` positive features (OPRF), ``-1`` the trigonometric branch.
+    hyperbolic : bool, default=False
+        The :math:`\pm\omega` (hyperbolic) positive map; only with ``s=1``.
+
+    Returns
+    -------
+    float
+        :math:`A^* < 1/8`. ``s=1, hyperbolic=False``: the closed form of
+        :func:`oprf_optimal_A` (:math:`A^* \le 0`). Otherwise the minimiser of :math:`J` over
+        :math:`A < 1/8` (module docstring), found over all :math:`n_x n_y` pairs: a grid in
+        :math:`\log(1/(1-8A))` then bounded Brent refinement (tolerance 1e-12 in :math:`\log u`).
+        For ``s=-1`` the optimum is :math:`\ge 0` (with :math:`A = 0`, plain trig features, at
+        :math:`x = y`); for the hyperbolic map it lies between the positive OPRF optimum and 0.
+
+    Notes
+    -----
+    Cost :math:`O(n_x n_y)` per evaluation of :math:`J` (about 200 evaluations); the pair
+    values are formed in the data's library and device and brought to the host once.
+    """
+    s = check_sign(s, "gerf_optimal_A")
+    if not isinstance(hyperbolic, (bool, np.bool_)):
+        raise InvalidParameterError(
+            f"The `hyperbolic` parameter of gerf_optimal_A must be a bool. Got {hyperbolic!r} instead."
+        )
+    if s == 1 and not hyperbolic:
+        return oprf_optimal_A(Q, K)
+    if s == -1 and hyperbolic:
+        raise InvalidParameterError(
+            "gerf_optimal_A: `hyperbolic=True` needs s=1 (with s=-1 the +/-omega features repeat the "
+            "cosine ones). Got s=-1, hyperbolic=True instead."
+        )
+    t = _pair_values(Q, K, -1.0) if s == -1 else -_pair_values(Q, K, 1.0)
+    dim = int(Q.shape[-1] if hasattr(Q, "shape") else np.shape(Q)[-1])
+    J = _j(_GRID, t, dim)
+    k = int(np.argmin(J))
+    lo, hi = _GRID[max(k - 1, 0)], _GRID[min(k + 1, _GRID.size - 1)]
+    res = minimize_scalar(
+        lambda v: float(_j(np.asarray([v]), t, dim)[0]),
+        bounds=(lo, hi),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
+    v = float(res.x) if res.fun <= J[k] else float(_GRID[k])
+    return float(-np.expm1(-v) / 8.0)  # A = (1 - 1/u) / 8

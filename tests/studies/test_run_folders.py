@@ -1,0 +1,395 @@
+"""Run folders (issue 15): work units, verified parts, one writer per folder, crash and damage recovery.
+
+Crash tests stop a real ``rfkit run`` process at a named point (``RFKIT_STUDY_HOOK``) and
+kill it with SIGKILL, so they do not depend on timing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rfkit.study as st
+from rfkit.cli import main as cli_main
+from rfkit.exceptions import DamagedResultWarning, InvalidParameterError, StudyError
+from rfkit.study import _storage
+from rfkit.study._runner import _iter_results, worker_env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# 3 cells x 3 chunks = 9 work units, two estimators
+STUDY = """
+name = "crash"
+trials = 30
+chunk_trials = 10
+seed = 4242
+[data]
+source = "pairs"
+n_pairs = 6
+dim = 4
+norm = 0.8
+[grid]
+n_features = [4, 8, 16]
+[[estimators]]
+label = "positive"
+map = "Positive"
+[[estimators]]
+label = "trig"
+map = "Trig"
+projection = "orthogonal"
+"""
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    path = tmp_path_factory.mktemp("study") / "crash.toml"
+    path.write_text(STUDY)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(study):
+    return st.run(study)
+
+
+def _child_env(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def _start_run(study, out, *args, **env):
+    return subprocess.Popen(
+        [sys.executable, "-m", "rfkit.cli", "run", str(study), "--out", str(out), "--no-progress", *args],
+        env=_child_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stop_at(study, out, point, marker, *args):
+    """Start ``rfkit run`` paused at ``point`` (test hook); return the process once it is there."""
+    proc = _start_run(study, out, *args, RFKIT_STUDY_HOOK=point, RFKIT_STUDY_HOOK_FILE=str(marker))
+    deadline = time.time() + 120
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended before {point}: {proc.communicate()}")
+        assert time.time() < deadline, f"run never reached {point}"
+        time.sleep(0.02)
+    return proc
+
+
+def _kill9(proc):
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()  # reaped: its pid is gone, so its lock is stale
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _assert_complete_and_equal(out, reference):
+    got = st.StudyResult.load(out)  # verifies every part and table
+    pd.testing.assert_frame_equal(got.trials, reference.trials, check_exact=True)
+    pd.testing.assert_frame_equal(got.pairs, reference.pairs, check_exact=True)
+    pd.testing.assert_frame_equal(got.summary(), reference.summary(), check_exact=True)
+    d = reference.design
+    assert got.trials.groupby(["cell", "estimator", "trial"]).size().eq(1).all()
+    assert len(got.trials) == len(d.cells()) * len(d.estimators) * d.trials
+    assert st.verify_run(out).ok
+    return got
+
+
+# ---------------------------------------------------------------------- crash tests (kill -9, resume)
+@pytest.mark.parametrize(
+    "point, units_kept",
+    [("after-unit:1", 1), ("after-unit:5", 5), ("after-file:trials.parquet", 9)],
+    ids=["early", "middle", "final-tables"],
+)
+def test_kill9_then_resume_gives_the_uninterrupted_tables(study, reference, tmp_path, point, units_kept):
+    out = tmp_path / "out"
+    proc = _stop_at(study, out, point, tmp_path / "marker")
+    _kill9(proc)
+    assert _storage.units_done(out) == units_kept
+    assert (out / "run.lock").exists()  # left behind by the killed run
+    with pytest.raises(StudyError, match="unfinished study run"):
+        st.StudyResult.load(out)  # never a silently partial result
+    res = st.run(study, out=out, resume=True)  # takes over the dead run's lock
+    assert res.provenance["units_resumed"] == units_kept
+    assert res.provenance["lock_taken_over"]["pid"] == proc.pid
+    assert not (out / "run.lock").exists()
+    _assert_complete_and_equal(out, reference)
+
+
+# ---------------------------------------------------------------------- damaged parts
+def _parts(out):
+    return sorted((out / "parts").glob("*.npy"))
+
+
+def test_damaged_parts_are_reported_recomputed_and_tables_unchanged(tmp_path, capsys):
+    """performer-mse --quick: a truncated, an altered (same size) and a missing part."""
+    out = tmp_path / "pm"
+    args = ["run", "performer-mse", "--quick", "--out", str(out), "--no-progress"]
+    assert cli_main(args) == 0
+    ref = st.StudyResult.load(out)
+    parts = _parts(out)
+    assert len(parts) >= 6
+    truncated, altered, missing = parts[0], parts[3], parts[-1]
+    truncated.write_bytes(truncated.read_bytes()[:-100])
+    data = bytearray(altered.read_bytes())
+    data[-8:] = bytes(8) if data[-8:] != bytes(8) else b"\x01" * 8  # same size, other bytes
+    altered.write_bytes(bytes(data))
+    missing.unlink()
+    report = st.verify_run(out)
+    assert not report.ok and {p for p, _ in report.problems} == {str(truncated), str(altered), str(missing)}
+    with pytest.raises(StudyError, match="damaged") as info:
+        st.StudyResult.load(out)
+    for p in (truncated, altered, missing):
+        assert str(p) in str(info.value)
+    capsys.readouterr()
+    assert cli_main([*args, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"{truncated}: truncated" in err and f"{altered}: altered" in err and f"{missing}: missing" in err
+    res = st.StudyResult.load(out)
+    pd.testing.assert_frame_equal(res.trials, ref.trials, check_exact=True)
+    pd.testing.assert_frame_equal(res.pairs, ref.pairs, check_exact=True)
+    assert {r["path"] for r in res.provenance["repaired"]} == {str(truncated), str(altered), str(missing)}
+    assert st.verify_run(out).ok
+
+
+def test_damaged_final_table_is_an_error_on_load_and_resume_repairs_it(study, reference, tmp_path):
+    out = tmp_path / "o"
+    st.run(study, out=out)
+    table = out / "pairs.parquet"
+    table.write_bytes(table.read_bytes()[:50])
+    with pytest.raises(StudyError, match=r"pairs\.parquet: truncated"):
+        st.StudyResult.load(out)
+    res = st.run(study, out=out, resume=True)  # every part verified; the tables are rewritten
+    assert res.provenance["units_resumed"] == 9 and res.provenance["repaired"] == []
+    _assert_complete_and_equal(out, reference)
+
+
+def test_damaged_run_manifest_gives_a_recovery_recipe(study, reference, tmp_path):
+    out = tmp_path / "o"
+    st.run(study, out=out)
+    manifest = out / "run.json"
+    text = manifest.read_text()
+    manifest.write_text(text.replace('"size": ', '"size": 1', 1))  # still valid JSON, altered
+    with pytest.raises(StudyError, match="run.json") as info:
+        st.run(study, out=out, resume=True)
+    msg = str(info.value)
+    assert "does not match its checksum" in msg and "delete" in msg and "--resume" in msg
+    assert "damaged run manifest" in str(st.verify_run(out))
+    manifest.write_text(text[: len(text) // 2])  # truncated: not JSON
+    with pytest.raises(StudyError, match="cannot be parsed"):
+        st.run(study, out=out, resume=True)
+    with pytest.raises(StudyError, match="already holds results"):
+        st.run(study, out=out)
+    manifest.unlink()  # the documented recovery: every part is recomputed
+    with pytest.warns(DamagedResultWarning, match="no run manifest"):
+        res = st.run(study, out=out, resume=True)
+    assert res.provenance["units_resumed"] == 0
+    _assert_complete_and_equal(out, reference)
+
+
+def test_load_errors_name_the_problem(tmp_path):
+    with pytest.raises(StudyError, match="no such directory"):
+        st.StudyResult.load(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StudyError, match="manifest.json is missing"):
+        st.StudyResult.load(tmp_path / "empty")
+    with pytest.raises(InvalidParameterError, match="must be an existing folder"):
+        st.verify_run(tmp_path / "nope")
+
+
+# ---------------------------------------------------------------------- one writer per folder
+def test_lock_refuses_names_holder_waits_and_takes_over_stale(study, tmp_path):
+    out = tmp_path / "o"
+    holder = _stop_at(study, out, "after-unit:2", tmp_path / "m")  # a live run holding the folder
+    try:
+        with pytest.raises(StudyError, match=f"in use by another rfkit run: pid {holder.pid} on host"):
+            st.run(study, out=out, resume=True)
+        t0 = time.monotonic()
+        with pytest.raises(StudyError, match="after waiting 0.5 s"):
+            st.run(study, out=out, resume=True, lock_timeout=0.5)
+        assert time.monotonic() - t0 >= 0.5
+        info = json.loads((out / "run.lock").read_text())
+        assert info["pid"] == holder.pid and info["host"] and info["started"]
+        # CLI: refuses with exit status 1 and the holder on stderr, no traceback
+        r = subprocess.run(
+            [sys.executable, "-m", "rfkit.cli", "run", str(study), "--out", str(out), "--resume"],
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 1 and f"pid {holder.pid}" in r.stderr and "Traceback" not in r.stderr
+    finally:
+        _kill9(holder)
+    assert _storage.lock_holder(out) is None  # dead holder: the lock is stale
+    with pytest.raises(InvalidParameterError, match="`lock_timeout` parameter"):
+        st.run(study, out=out, resume=True, lock_timeout=-1)
+
+
+def test_two_simultaneous_resumes_end_with_one_correct_table(study, reference, tmp_path):
+    out = tmp_path / "o"
+    _kill9(_stop_at(study, out, "after-unit:2", tmp_path / "m"))  # an interrupted run
+    procs = [_start_run(study, out, "--resume", "--wait-lock", "120") for _ in range(2)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    got = _assert_complete_and_equal(out, reference)
+    assert got.provenance["units_resumed"] == 9  # the later run found the finished one
+    # without waiting, a second run refuses while the first holds the folder, naming it
+    holder = _stop_at(study, out, "after-file:trials.parquet", tmp_path / "m2", "--resume")
+    try:
+        late = _start_run(study, out, "--resume")
+        _, err = late.communicate(timeout=120)
+        assert late.returncode == 1 and f"pid {holder.pid}" in err
+    finally:
+        _kill9(holder)
+    st.run(study, out=out, resume=True)
+    _assert_complete_and_equal(out, reference)
+
+
+def test_lock_is_reentrant_and_released(tmp_path):
+    out = tmp_path / "o"
+    with _storage.RunLock(out) as lock:
+        with _storage.RunLock(out):
+            assert (out / "run.lock").exists()
+        assert (out / "run.lock").exists()
+        assert json.loads((out / "run.lock").read_text())["token"] == lock.token
+    assert not (out / "run.lock").exists()
+    (out / "run.lock").write_text("")  # an abandoned, unreadable lock file ...
+    old = time.time() - 60
+    os.utime(out / "run.lock", (old, old))
+    with _storage.RunLock(out) as lock:  # ... is taken over once it is old
+        assert lock.taken_over == {}
+
+
+# ---------------------------------------------------------------------- work units and executors
+def _kind_designs():
+    small = dict(trials=9, chunk_trials=4, seed=77)
+    return {
+        "kernel": st.Design(
+            name="k",
+            estimators=[{"map": "Positive"}, {"map": "HCEXP", "A": "variance"}, {"map": "Taylor"}],
+            grid={"n_features": [4, 8], "degree": [1]},
+            data={"source": "pairs", "n_pairs": 5, "dim": 3, "norm": 0.7},
+            **small,
+        ),
+        "attention": st.Design(
+            name="a",
+            kind="attention",
+            estimators=[{"estimator": "RFA", "map": "Positive"}, {"estimator": "LARA", "weights": "balance"}],
+            grid={"samples": [4]},
+            data={"source": "sequence", "n_tokens": 12, "dim": 4, "d_v": 3, "structure": "local"},
+            **small,
+        ),
+        "concentration": st.Design(
+            name="c",
+            kind="concentration",
+            estimators=[{"map": "HCEXP", "A": "identity"}],
+            grid={"p": [0.9], "n_pairs": [4], "n_features": [16]},
+            data={"source": "gaussian", "dim": 3, "mean_q": 0.1, "cov_q": 0.01, "mean_k": 0.0, "cov_k": 0.01},
+            **small,
+        ),
+    }
+
+
+def _tables(res):
+    return res.trials, res.pairs, res.summary()
+
+
+def test_chunking_is_exact_for_every_kind():
+    """A cell cut into chunks gives the same tables as one unit with every trial (kernel, attention, concentration)."""
+    for kind, d in _kind_designs().items():
+        whole = st.run(st.Design(**{**d.to_dict(), "chunk_trials": d.trials}))
+        parts = st.run(d)
+        assert parts.provenance["units"] == len(d.cells()) * 3, kind
+        for a, b in zip(_tables(whole), _tables(parts)):
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+@pytest.mark.slow
+def test_tables_bit_identical_across_executors_and_worker_counts():
+    """Fewer cells than workers: (cell, chunk) units keep every worker busy; tables do not change.
+
+    (Dask on a chunked design: tests/studies/test_study_harness.py::test_executors_bit_identical.)
+    """
+    for d in _kind_designs().values():
+        serial = st.run(d)
+        procs = st.run(d, executor="processes", workers=3)
+        assert len(d.cells()) < 3 and procs.provenance["units"] >= 3
+        for a, b in zip(_tables(serial), _tables(procs)):
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+@pytest.mark.slow
+def test_one_cell_uses_every_worker():
+    d = st.Design(
+        name="one",
+        estimators=[{"map": "Positive", "projection": "orthogonal"}],
+        grid={"n_features": [512]},
+        data={"source": "pairs", "n_pairs": 400, "dim": 64, "norm": 0.3},
+        trials=600,
+        chunk_trials=100,
+        seed=9,
+    )
+    res = st.run(d, executor="processes", workers=2)
+    assert len(d.cells()) == 1 and res.provenance["units"] == 6
+    assert res.provenance["worker_processes"] == 2  # both workers computed units of the one cell
+
+
+def test_worker_processes_get_their_share_of_threads(monkeypatch):
+    monkeypatch.setenv("RFKIT_NUM_THREADS", "sentinel")
+    cpus = os.cpu_count() or 1
+    assert worker_env(1)["RFKIT_NUM_THREADS"] == str(cpus)
+    assert worker_env(10 * cpus)["OMP_NUM_THREADS"] == "1"
+    names = ["RFKIT_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"]
+    got = list(_iter_results(functools.partial(os.getenv), [(n,) for n in names], "processes", 2, None))
+    assert sorted(got) == [str(max(1, cpus // 2))] * 4
+    assert os.environ["RFKIT_NUM_THREADS"] == "sentinel"  # the parent's environment is restored
+
+
+def test_part_files_and_manifest_layout(study, tmp_path):
+    out = tmp_path / "o"
+    st.run(study, out=out)
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["format"] == "rfkit-run/2" and manifest["n_chunks"] == 3
+    assert sorted(manifest["units"]) == sorted(f"{c}.{k}" for c in range(3) for k in range(3))
+    for entry in manifest["units"].values():
+        assert not entry["final"]
+        for rel, rec in entry["files"].items():
+            data = (out / rel).read_bytes()
+            assert rec["size"] == len(data) and len(rec["sha256"]) == 64
+    assert {"trials.parquet", "pairs.parquet", "summary.parquet"} <= set(
+        json.loads((out / "manifest.json").read_text())["files"]
+    )
+    assert not list(out.rglob("*.tmp")) and not (out / "run.lock").exists()
+    arr = np.load(out / "parts" / "cell-000000.chunk-00002.ratio.npy")
+    assert arr.shape == (2, 10, 6)  # (estimator, trial of the chunk, pair)
+
+
+def test_folder_of_an_older_rfkit_is_recomputed_on_resume(study, reference, tmp_path):
+    """Per-cell files (cells/) and a run.json without checksums: nothing verifiable, all recomputed."""
+    out = tmp_path / "old"
+    (out / "cells").mkdir(parents=True)
+    d = reference.design
+    ident = {"design_hash": d.hash(), "entropy": reference.provenance["entropy"], "spawn_key": []}
+    (out / "run.json").write_text(json.dumps({**ident, "design": d.to_dict()}))
+    reference.trials.head(3).to_parquet(out / "cells" / "cell-000000.trials.parquet")
+    with pytest.raises(StudyError, match="already holds results"):
+        st.run(study, out=out)
+    with pytest.warns(DamagedResultWarning, match="older rfkit"):
+        res = st.run(study, out=out, resume=True)
+    assert res.provenance["units_resumed"] == 0
+    _assert_complete_and_equal(out, reference)
