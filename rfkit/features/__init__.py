@@ -32,6 +32,7 @@ from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polyno
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
 from ._gerf import GERF, SADERF, saderf_parameters
 from ._optimal import gerf_optimal_A
+from ._protocol import StackedDraw, check_feature_map
 from ._sketch import RandomMaclaurin, TensorSketch
 from ._trig import Trig
 
@@ -39,6 +40,8 @@ __all__ = [
     "Features",
     "FeatureMap",
     "FeatureDraw",
+    "StackedDraw",
+    "check_feature_map",
     "Trig",
     "Positive",
     "Hyperbolic",

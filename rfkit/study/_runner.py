@@ -302,6 +302,12 @@ def run(
         raise InvalidParameterError(f"`resume` must be True or False. Got {resume!r} instead.")
     if resume and out is None:
         raise InvalidParameterError("`resume=True` needs `out`, the folder of the interrupted run.")
+    if executor != "serial":
+        from ._estimators import workers_can_import
+
+        reason = workers_can_import(design.estimators)
+        if reason is not None:
+            raise InvalidParameterError(f"executor={executor!r}: {reason}")
     root = as_seed_sequence(design.seed if rng is None and design.seed is not None else rng)
     entropy, spawn_key = int(root.entropy), tuple(int(k) for k in root.spawn_key)  # type: ignore[arg-type]
     cells = design.cells()
