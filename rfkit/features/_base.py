@@ -266,8 +266,8 @@ class FeatureMap(abc.ABC):
         return type(self)._sample_one is not FeatureMap._sample_one
 
     def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
-        """The random directions of one (or ``n_draws``) draws."""
-        raise NotImplementedError  # pragma: no cover - random maps override
+        """The random directions of one (or ``n_draws``) draws (built-in random maps)."""
+        raise NotImplementedError(self._no_draw_message())
 
     def _projection_streams(self, dim: int, rngs: list[Any]) -> np.ndarray:
         """Directions of one draw per stream, stacked (T, m, d)."""
@@ -275,9 +275,12 @@ class FeatureMap(abc.ABC):
 
     def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
         """Build the draw object around given directions (built-in maps)."""
-        raise NotImplementedError(
+        raise NotImplementedError(self._no_draw_message())
+
+    def _no_draw_message(self) -> str:
+        return (
             f"{self.name} implements neither the extension hook _sample_one(dim, rng) nor "
-            "_from_projection(dim, n_draws, W): it cannot draw features."
+            "_projection/_from_projection: it cannot draw features"
         )
 
 

@@ -280,7 +280,11 @@ class StudyResult:
         table.columns.name = None
         n_rows = len(table)
         shown = table.head(40).to_html(border=0)
-        more = f"<p><small>{n_rows - 40} more rows: <code>result.summary()</code></small></p>" if n_rows > 40 else ""
+        more = (
+            f"<p><small>{n_rows - 40} more rows: <code>result.summary()</code></small></p>"
+            if n_rows > 40
+            else ""
+        )
         failed = int((self.trials["status"] != "ok").sum())
         parts = [
             '<div class="rfkit-study-result">',
@@ -397,6 +401,8 @@ def load(out: str | Path) -> StudyResult:
 
 
 _NOT_COMPARED = ("trials", "chunk_trials", "seed", "quick", "description", "outputs")
+#: data sources whose data do not depend on the seed (real data)
+_SEED_FREE_SOURCES = ("minilm",)
 
 
 def compare(
@@ -408,28 +414,34 @@ def compare(
 ) -> pd.DataFrame:
     r"""Line up two runs of the same design: the difference of each metric, its MCSE and ``z``.
 
-    For example the same study before and after a change to an estimator: every
-    (estimator, grid point, metric) of ``a`` is matched with ``b``'s, and
-    ``diff = estimate_b - estimate_a``, ``mcse = sqrt(mcse_a^2 + mcse_b^2)``,
-    ``z = diff / mcse``; ``flagged`` marks ``|z| > z``.
+    For example the same study before and after a change to an estimator's code: every
+    (estimator, grid point, metric) of ``a`` is matched with ``b``'s, ``diff = estimate_b -
+    estimate_a``, ``z = diff / mcse`` and ``flagged`` marks ``|z| > z``.
+
+    Runs with the same seed (the usual case: the design's ``seed``) see the same data and the same
+    random numbers trial by trial, so the comparison is *paired*: ``mcse`` is the Monte Carlo
+    standard error of the mean per-trial difference, which is far smaller than either run's
+    MCSE when little changed (an unchanged estimator gives ``diff = 0`` exactly). Runs with
+    different seeds are compared as independent (``mcse = sqrt(mcse_a^2 + mcse_b^2)``) only
+    where the data do not depend on the seed (real data, ``source = "minilm"``): the synthetic
+    sources draw their data from the seed, and a difference between two data sets is not
+    Monte Carlo noise, so such a comparison is refused rather than mis-flagged.
 
     Parameters
     ----------
     a, b : StudyResult or path
         Two results (or output folders, reopened with :func:`load`) of the same design: equal
-        estimators, grid, data, kind and metrics. The number of trials, the chunking and the seed
-        may differ.
+        estimators, grid, data, kind and metrics (chunking, description and outputs may differ;
+        the number of trials too for independent runs).
     z : float, default=5
         Flag differences with ``|z|`` above this. With the default, a difference that is pure
         Monte Carlo noise is flagged with probability about 6e-7 per comparison (normal
         tails), so even thousands of (estimator, grid point, metric) rows rarely flag by
         chance; 3 shows smaller changes at about 0.3% false flags per row.
     paired : bool, optional
-        Compare trial by trial: the MCSE of the mean per-trial difference, far smaller when the
-        two runs share their random numbers (same seed and trial count; common random numbers).
-        Default: paired exactly when the two runs used the same seed entropy, spawn key and
-        number of trials; otherwise the runs are taken as independent (with shared random
-        numbers the independent formula overstates the MCSE, so ``|z|`` errs small).
+        Default: paired exactly when the two runs used the same seed (entropy and spawn key).
+        ``paired=False`` on same-seed runs uses the independent formula anyway, which overstates
+        the MCSE of positively correlated runs (``|z|`` errs small).
 
     Returns
     -------
@@ -441,8 +453,9 @@ def compare(
     Raises
     ------
     InvalidParameterError
-        If the designs differ (naming the first key that differs), ``z`` is not > 0, or
-        ``paired=True`` for runs that do not share seed and trial count.
+        If the designs differ (naming the first key that differs), ``z`` is not > 0, the runs share
+        a seed but not the number of trials, ``paired=True`` for runs with different seeds, or
+        runs with different seeds on data drawn from the seed.
     """
     from ..exceptions import InvalidParameterError
 
@@ -460,18 +473,28 @@ def compare(
             raise InvalidParameterError(
                 f"compare needs two runs of the same design; `{key}` differs: {va[:120]} vs {vb[:120]}."
             )
-    same_streams = (
-        str(ra.provenance.get("entropy")) == str(rb.provenance.get("entropy"))
-        and list(ra.provenance.get("spawn_key", [])) == list(rb.provenance.get("spawn_key", []))
-        and ra.design.trials == rb.design.trials
+    ea, eb = ra.provenance.get("entropy"), rb.provenance.get("entropy")
+    same_streams = str(ea) == str(eb) and list(ra.provenance.get("spawn_key", [])) == list(
+        rb.provenance.get("spawn_key", [])
     )
+    if same_streams and ra.design.trials != rb.design.trials:
+        raise InvalidParameterError(
+            "compare: the two runs used the same seed, so their first trials share random numbers, but "
+            f"they have {ra.design.trials} and {rb.design.trials} trials; rerun one with the other's `trials`."
+        )
     if paired is None:
         paired = same_streams
     elif paired and not same_streams:
         raise InvalidParameterError(
-            "compare(paired=True) needs two runs with the same seed (entropy and spawn key) and trial count, "
-            f"so that trial t of both used the same random numbers. Got entropies {ra.provenance.get('entropy')} "
-            f"and {rb.provenance.get('entropy')}, trials {ra.design.trials} and {rb.design.trials}."
+            "compare(paired=True) needs two runs with the same seed (entropy and spawn key), so that trial t "
+            f"of both used the same data and random numbers. Got entropies {ea} and {eb}."
+        )
+    if not same_streams and ra.design.data.get("source") not in _SEED_FREE_SOURCES:
+        raise InvalidParameterError(
+            f"compare: the runs used different seeds (entropies {ea} and {eb}) and data source "
+            f"{ra.design.data.get('source')!r} draws its data from the seed, so the two runs measured "
+            "different data sets; that difference is not Monte Carlo noise and the MCSE does not cover it. "
+            "Run both with the same seed (rk.study.run(..., rng=...)): the comparison is then paired."
         )
     keys = ["estimator", *ra.grid_columns]
     sa, sb = ra.summary(), rb.summary()
