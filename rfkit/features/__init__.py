@@ -23,6 +23,11 @@ map                       estimator                                            c
 :class:`RandomMaclaurin`  random Maclaurin (Kar & Karnick), signed             m
 :class:`TensorSketch`     TensorSketch of the Taylor truncation, signed        1 + n D
 ========================  ==================================================  =========
+
+A map of your own subclasses :class:`FeatureMap` (``feature_dim`` and the hook
+``_sample_one(dim, rng)``) with a :class:`FeatureDraw` implementing ``_log_features``;
+:func:`check_feature_map` checks it, :class:`StackedDraw` batches its draws (docs page
+"Bring your own estimator").
 """
 
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
