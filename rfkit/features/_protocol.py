@@ -255,7 +255,8 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
     4. ``sample(d, n_draws=2)`` adds a leading axis 2 to features and ``pairwise``;
     5. ``sample_streams(d, [a, b])`` gives for stream ``b`` the features that
        ``sample_streams(d, [b])`` gives (draw ``t`` depends on stream ``t`` alone);
-    6. ``pairwise(X, Y)`` equals the diagonal of ``kernel(X, Y)`` (up to round-off).
+    6. ``pairwise(X, Y)`` equals the diagonal of ``kernel(X, Y)`` (up to round-off);
+    7. an optional ``mse(x, y)`` method returns one finite value >= 0 per pair.
 
     Parameters
     ----------
@@ -345,6 +346,15 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
             "depend on how its trials are chunked)",
             "different features for the same stream alone and after another one",
         )
+    own = getattr(spec, "mse", None)
+    if callable(own):  # an optional closed form: one finite, non-negative value per pair
+        value = np.asarray(_call(spec, "mse(x, y)", own, X, Y), dtype=np.float64)
+        if value.shape != (n,) or not np.all(np.isfinite(value)) or np.any(value < 0):
+            raise _violation(
+                spec,
+                f"mse(x, y) must return one finite value >= 0 per pair, shape ({n},)",
+                f"{value!r:.120}",
+            )
     p = _as_np(_call(spec, "draw.pairwise(X, Y)", draw.pairwise, X, Y))
     if p.shape != (n,):
         raise _violation(spec, f"draw.pairwise(X, Y) must have shape ({n},)", f"shape {p.shape}")

@@ -88,7 +88,10 @@ def cell_data(
 
 
 def _theory_mse(fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Closed-form MSE per pair where rfkit.theory has one, else NaN."""
+    """Closed-form MSE per pair: the map's own ``mse(x, y)`` if it has one, else rfkit.theory's, else NaN."""
+    own = getattr(fm, "mse", None)  # a map of your own may bring its closed form (checked at load)
+    if callable(own):
+        return np.broadcast_to(np.asarray(own(X, Y), dtype=float), X.shape[:1]).copy()
     try:
         from .. import theory
     except ImportError:  # pragma: no cover - theory module always ships
@@ -96,9 +99,6 @@ def _theory_mse(fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     try:
         return np.asarray(theory.mse(fm, X, Y), dtype=float)
     except InvalidParameterError:  # no closed form in rfkit.theory for this map / projection
-        own = getattr(fm, "mse", None)  # a map of your own may bring one: mse(x, y) per pair
-        if callable(own):
-            return np.broadcast_to(np.asarray(own(X, Y), dtype=float), X.shape[:1]).copy()
         return np.full(X.shape[0], np.nan)
     except NumericalOverflowError:  # the MSE itself exceeds float64: keep it infinite, never silently NaN
         return np.exp(np.asarray(theory.log_mse(fm, X, Y), dtype=float))

@@ -2,11 +2,13 @@ r"""Conformance check: simulate a feature map's kernel estimate and compare it w
 
 Any :class:`~rfkit.features.FeatureMap` can be checked, a map of your own included:
 
-* rfkit has a closed form (:func:`rfkit.theory.mse`, :func:`rfkit.theory.bias`): the
-  simulation is compared with it (``prediction="rfkit.theory"``);
-* otherwise, if the map has a method ``mse(x, y)`` (and optionally ``bias(x, y)``) returning
-  the exact MSE (bias) of ``draw.pairwise`` per pair, the simulation is compared with that
+* the map has a method ``mse(x, y)`` (and optionally ``bias(x, y)``) returning the exact MSE
+  (bias) of ``draw.pairwise`` per pair: the simulation is compared with it
   (``prediction="fm.mse"``);
+* otherwise, where rfkit has a closed form (:func:`rfkit.theory.mse`, :func:`rfkit.theory.bias`;
+  it dispatches on the class, so a subclass of an rfkit map inherits its formula: give a
+  subclass that changes the estimator its own ``mse``), the simulation is compared with that
+  (``prediction="rfkit.theory"``);
 * otherwise the check is simulation only (``prediction="none"``): bias, variance and MSE with
   their Monte Carlo standard errors, and NaN predictions and z-scores.
 """
@@ -161,17 +163,15 @@ class _Central4:
 
 
 def _prediction(fm: Any, X: np.ndarray, Y: np.ndarray, shape: tuple[int, ...], owner: str) -> Any:
-    """(source, predicted MSE, predicted bias) with NaN where nothing predicts."""
+    """(source, predicted MSE, predicted bias): the map's own mse first, then rfkit's, else NaN."""
     nan = np.full(shape, np.nan)
-    try:
-        if type(fm) not in _REGISTRY:
-            _plan(fm, owner)
-        return "rfkit.theory", mse(fm, X, Y), bias(fm, X, Y)
-    except InvalidParameterError:
-        pass  # no closed form in rfkit.theory
-    own = getattr(fm, "mse", None)
-    if not callable(own):
-        return "none", nan, nan
+    if not callable(getattr(fm, "mse", None)):
+        try:
+            if type(fm) not in _REGISTRY:
+                _plan(fm, owner)
+            return "rfkit.theory", mse(fm, X, Y), bias(fm, X, Y)
+        except InvalidParameterError:
+            return "none", nan, nan  # no closed form in rfkit.theory
     out = []
     for name in ("mse", "bias"):
         method = getattr(fm, name, None)
@@ -215,11 +215,12 @@ def check(
     ----------
     fm : FeatureMap
         Any feature-map specification, a map of your own included (it is checked against the
-        protocol first, :func:`rfkit.features.check_feature_map`). The prediction is rfkit's
-        closed form where :func:`rfkit.theory.mse` has one (Trig, Positive, Hyperbolic, CEXP,
-        HCEXP, OPRF, GERF, SADERF, ...; projections "iid", "orthogonal", "orthogonal-fixed",
-        "simplex"), else the map's own ``mse(x, y)`` method (and ``bias(x, y)`` if it has one),
-        else none: the result then holds the simulation only (bias, variance, MSE with MCSE).
+        protocol first, :func:`rfkit.features.check_feature_map`). The prediction is the map's
+        own ``mse(x, y)`` method (and ``bias(x, y)`` if it has one) where it has one, else
+        rfkit's closed form where :func:`rfkit.theory.mse` has one (Trig, Positive, Hyperbolic,
+        CEXP, HCEXP, OPRF, GERF, SADERF, ...; projections "iid", "orthogonal",
+        "orthogonal-fixed", "simplex"), else none: the result then holds the simulation only
+        (bias, variance, MSE with MCSE).
     x, y : array_like of shape (..., d)
         Paired inputs (leading axes broadcast).
     n_trials : int, default=10000

@@ -127,6 +127,7 @@ def test_protocol_violations_are_raised_when_the_design_is_loaded(tmp_path, monk
             """
             import dataclasses
             import numpy as np
+            import rfkit as rk
             from rescaled import RescaledPositive, RescaledPositiveDraw
 
             @dataclasses.dataclass(frozen=True)
@@ -138,6 +139,18 @@ def test_protocol_violations_are_raised_when_the_design_is_loaded(tmp_path, monk
             class Doubling(RescaledPositive):
                 def __post_init__(self):
                     object.__setattr__(self, "scale", 2 * self.scale)
+
+            @dataclasses.dataclass(frozen=True)
+            class NoDim(rk.features.FeatureMap):  # lacks feature_dim
+                n_features: int = 4
+
+                def _sample_one(self, dim, rng):
+                    return RescaledPositiveDraw(RescaledPositive(4), dim, rng.standard_normal((4, dim)))
+
+            @dataclasses.dataclass(frozen=True)
+            class BadTheory(RescaledPositive):
+                def mse(self, x, y):
+                    return -1.0 * super().mse(x, y)
             """
         )
     )
@@ -167,6 +180,12 @@ def test_protocol_violations_are_raised_when_the_design_is_loaded(tmp_path, monk
 
     with pytest.raises(InvalidParameterError, match="does not survive the round trip"):
         small([Doubling(4)])
+    with pytest.raises(InvalidParameterError, match=r"NoDim does not implement \['feature_dim'\]"):
+        small([{"map": "badmaps:NoDim"}], grid={"dim": [3]})
+    with pytest.raises(
+        InvalidParameterError, match=r"BadTheory .*mse\(x, y\) must return one finite value >= 0"
+    ):
+        small([{"map": "badmaps:BadTheory"}])
 
 
 # ----------------------------------------------------------------------------- executors, interruption
