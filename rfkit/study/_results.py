@@ -96,6 +96,13 @@ class StudyResult:
         so kept apart from the tables that are.
     data_stats : DataFrame or None
         Real-data designs: statistics of the cell's queries and keys (``rk.data.describe``).
+
+    Notes
+    -----
+    In a notebook a result displays itself (``_repr_html_``: the design, the provenance line,
+    the summary table with MCSEs and the study's first figure); :meth:`plot` draws any figure
+    of the study, :func:`rfkit.study.load` reopens a run folder and :func:`rfkit.study.compare`
+    lines up two runs of the same design.
     """
 
     design: Design
