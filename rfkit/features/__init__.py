@@ -23,6 +23,11 @@ map                       estimator                                            c
 :class:`RandomMaclaurin`  random Maclaurin (Kar & Karnick), signed             m
 :class:`TensorSketch`     TensorSketch of the Taylor truncation, signed        1 + n D
 ========================  ==================================================  =========
+
+A map of your own subclasses :class:`FeatureMap` (``feature_dim`` and the hook
+``_sample_one(dim, rng)``) with a :class:`FeatureDraw` implementing ``_log_features``;
+:func:`check_feature_map` checks it, :class:`StackedDraw` batches its draws (docs page
+"Bring your own estimator").
 """
 
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
@@ -32,6 +37,7 @@ from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polyno
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
 from ._gerf import GERF, SADERF, saderf_parameters
 from ._optimal import gerf_optimal_A
+from ._protocol import StackedDraw, check_feature_map
 from ._sketch import RandomMaclaurin, TensorSketch
 from ._trig import Trig
 
@@ -39,6 +45,8 @@ __all__ = [
     "Features",
     "FeatureMap",
     "FeatureDraw",
+    "StackedDraw",
+    "check_feature_map",
     "Trig",
     "Positive",
     "Hyperbolic",

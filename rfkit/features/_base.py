@@ -105,12 +105,26 @@ class FeatureMap(abc.ABC):
 
     Subclasses are frozen dataclasses whose fields are the hyperparameters;
     ``sample`` draws the random part and returns a :class:`FeatureDraw`.
+
+    A map of your own (see the "Bring your own estimator" page of the docs) implements
+    :meth:`feature_dim` and the extension hook :meth:`_sample_one` (one draw, every random
+    number from the Generator it is given), and returns a :class:`FeatureDraw` subclass that
+    implements ``_log_features``. ``sample(dim, n_draws=T)`` and :meth:`sample_streams` then
+    work without more code: ``T`` single draws, each from its own stream, stacked along a
+    leading axis (:class:`rfkit.features.StackedDraw`). Override :meth:`_sample_many` for a
+    vectorised batch. :func:`rfkit.features.check_feature_map` checks the protocol; studies
+    and :func:`rfkit.theory.check` run it on every map, rfkit's own included.
     """
 
     #: True when estimates are strictly positive for every input (PRF family).
     is_positive: bool = True
     #: True for random maps; deterministic maps ignore ``rng``.
     is_random: bool = True
+    #: True when the map's directions are exactly
+    #: ``rfkit.projections.sample_projection_streams(self.projection, self.n_features, dim, rngs)``:
+    #: maps with this flag and equal (projection, n_features, dim) get identical directions from
+    #: identical streams, so a study draws them once per chunk of trials and shares them.
+    shares_projection: bool = False
 
     @property
     def name(self) -> str:
@@ -202,6 +216,10 @@ class FeatureMap(abc.ABC):
         streams = list(rngs)
         if not streams:
             raise ShapeError(f"{self.name}.sample_streams() needs at least one stream in `rngs`.")
+        if spec._uses_sample_hook():
+            from ._protocol import streams_with_hook
+
+            return streams_with_hook(spec, d, streams)
         if not spec.is_random:
             return spec._from_projection(d, len(streams), None)
         return spec._from_projection(d, len(streams), spec._projection_streams(d, streams))
@@ -211,20 +229,59 @@ class FeatureMap(abc.ABC):
 
     def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
         """Draw for a validated dimension."""
+        if self._uses_sample_hook():
+            from ._protocol import sample_with_hook
+
+            return sample_with_hook(self, dim, rng, n_draws)
         W = self._projection(dim, rng=rng, n_draws=n_draws) if self.is_random else None
         return self._from_projection(dim, n_draws, W)
 
+    # ---------------------------------------------------------------- extension hooks
+    def _sample_one(self, dim: int, rng: np.random.Generator) -> FeatureDraw:
+        """Extension hook: one draw for inputs of dimension ``dim``.
+
+        Implement this in a map of your own: draw every random number from ``rng`` (a
+        :class:`numpy.random.Generator`; never the global ``np.random`` functions) and return
+        a :class:`FeatureDraw` with ``n_draws=None``. rfkit calls it with a validated ``dim``;
+        batches of ``T`` draws are ``T`` calls with independent streams, stacked, unless
+        :meth:`_sample_many` is overridden. rfkit's built-in maps draw through
+        ``_projection``/``_from_projection`` instead.
+        """
+        raise NotImplementedError  # pragma: no cover - only called when overridden
+
+    def _sample_many(self, dim: int, rngs: list[np.random.Generator]) -> FeatureDraw:
+        """Optional extension hook: ``len(rngs)`` draws at once, draw ``t`` from ``rngs[t]`` only.
+
+        Returns a :class:`FeatureDraw` with ``n_draws=len(rngs)`` whose outputs have that
+        leading axis. The default stacks :meth:`_sample_one` draws
+        (:class:`rfkit.features.StackedDraw`); override it for speed. Draw ``t`` must depend on
+        ``rngs[t]`` alone, so that a study's numbers do not depend on how trials are chunked.
+        """
+        from ._protocol import stack_draws
+
+        return stack_draws(self, dim, rngs)
+
+    def _uses_sample_hook(self) -> bool:
+        """True for maps that implement the extension hook :meth:`_sample_one`."""
+        return type(self)._sample_one is not FeatureMap._sample_one
+
     def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
-        """The random directions of one (or ``n_draws``) draws."""
-        raise NotImplementedError  # pragma: no cover - random maps override
+        """The random directions of one (or ``n_draws``) draws (built-in random maps)."""
+        raise NotImplementedError(self._no_draw_message())
 
     def _projection_streams(self, dim: int, rngs: list[Any]) -> np.ndarray:
         """Directions of one draw per stream, stacked (T, m, d)."""
         return np.stack([self._projection(dim, rng=r, n_draws=None) for r in rngs])
 
-    @abc.abstractmethod
     def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
-        """Build the draw object around given directions."""
+        """Build the draw object around given directions (built-in maps)."""
+        raise NotImplementedError(self._no_draw_message())
+
+    def _no_draw_message(self) -> str:
+        return (
+            f"{self.name} implements neither the extension hook _sample_one(dim, rng) nor "
+            "_projection/_from_projection: it cannot draw features"
+        )
 
 
 class FeatureDraw(abc.ABC):
@@ -237,7 +294,7 @@ class FeatureDraw(abc.ABC):
     and dtype.
     """
 
-    def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None) -> None:
+    def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None = None) -> None:
         self.spec = spec
         self.dim = dim
         self.n_draws = n_draws

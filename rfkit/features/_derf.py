@@ -422,6 +422,7 @@ class SDERF(FeatureMap):
     n_features: int
     A: Any = None
     projection: str = "iid"
+    shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_features", check_int(self.n_features, "n_features", "SDERF", low=1))

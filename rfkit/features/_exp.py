@@ -45,6 +45,7 @@ class _ExpMap(FeatureMap):
     n_features: int
     projection: str
     hyperbolic: bool = False
+    shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
 
     def feature_dim(self, dim: int) -> int:
         return (2 if self.hyperbolic else 1) * self.n_features  # type: ignore[attr-defined]

@@ -46,6 +46,7 @@ class Trig(FeatureMap):
     n_features: int
     projection: str = "iid"
     is_positive = False
+    shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_features", check_int(self.n_features, "n_features", "Trig", low=1))

@@ -101,14 +101,17 @@ def study_backend(design: Design) -> Any:
 
 
 def _theory_mse(fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Closed-form MSE per pair where rfkit.theory has one, else NaN."""
+    """Closed-form MSE per pair: the map's own ``mse(x, y)`` if it has one, else rfkit.theory's, else NaN."""
+    own = getattr(fm, "mse", None)  # a map of your own may bring its closed form (checked at load)
+    if callable(own):
+        return np.broadcast_to(np.asarray(own(X, Y), dtype=float), X.shape[:1]).copy()
     try:
         from .. import theory
     except ImportError:  # pragma: no cover - theory module always ships
         return np.full(X.shape[0], np.nan)
     try:
         return np.asarray(theory.mse(fm, X, Y), dtype=float)
-    except InvalidParameterError:  # no closed form for this map / projection
+    except InvalidParameterError:  # no closed form in rfkit.theory for this map / projection
         return np.full(X.shape[0], np.nan)
     except NumericalOverflowError:  # the MSE itself exceeds float64: keep it infinite, never silently NaN
         return np.exp(np.asarray(theory.log_mse(fm, X, Y), dtype=float))
@@ -136,11 +139,13 @@ def _evaluate(
     """Ratios estimate/truth, (trials, pairs), for the given trial streams.
 
     With ``cache``, directions are shared between estimators that draw the same ones: with
-    common random numbers, maps with equal (projection, n_features, dim) get identical
-    directions from identical streams, so they are drawn once per chunk.
+    common random numbers, maps that declare ``shares_projection`` and have equal
+    (projection, n_features, dim) get identical directions from identical streams, so they are
+    drawn once per chunk. Other maps (yours, unless they declare it) draw through
+    ``sample_streams``.
     """
     d = X.shape[1]
-    if cache is not None and fm.is_random:
+    if cache is not None and fm.is_random and fm.shares_projection:
         key = (fm.projection, fm.n_features, d)  # the cache lives for one chunk of streams
         W = cache.get(key)
         if W is None:
@@ -150,6 +155,12 @@ def _evaluate(
         draw = fm.sample_streams(d, streams)
     sign, logabs = draw.slog_pairwise(X, Y)  # on the data's backend and device
     sign, logabs = to_numpy(sign), to_numpy(logabs)
+    if np.shape(sign) != (len(streams), X.shape[0]) or np.shape(logabs) != np.shape(sign):
+        raise InvalidParameterError(
+            f"{type(fm).__qualname__} does not follow the rfkit feature-map protocol: slog_pairwise of "
+            f"{len(streams)} draws on {X.shape[0]} pairs must give arrays of shape ({len(streams)}, "
+            f"{X.shape[0]}). Got shapes {np.shape(sign)} and {np.shape(logabs)} instead."
+        )
     with np.errstate(over="ignore"):
         return sign * np.exp(logabs - log_truth)  # ratio estimate / truth, (trials, pairs)
 
@@ -412,7 +423,7 @@ def _attention_partial(
 
     from .. import attention
     from ..exceptions import NonPositiveNormalizerWarning
-    from ._estimators import build_attention_estimator
+    from ._estimators import build_attention_estimator, check_attention_output
 
     cell = design.cells()[cell_index]
     Q, K, V = cell_data(design, cell, entropy, spawn_key)  # type: ignore[misc]
@@ -441,7 +452,8 @@ def _attention_partial(
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
                     res = estimator(Qb, Kb, Vb, rng=streams[j])
-                    output = to_numpy(res.output)  # synchronises an accelerator: part of the time
+                    # on the host (synchronises an accelerator: part of the time), shape checked
+                    output = check_attention_output(res, exact.shape, estimator)
                 seconds[i, j] = time.perf_counter() - t0
                 outs[i, j] = output.reshape(n, dv)
                 nonpos[i, j] = res.n_nonpositive

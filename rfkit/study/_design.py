@@ -21,6 +21,10 @@ A design file looks like::
     map = "Positive"               # any rfkit.features map; other keys are its parameters
     projection = "orthogonal"
 
+    [[estimators]]
+    label = "mine"
+    map = "mypackage.maps:MyMap"   # a map of your own: imports (executes) mypackage.maps
+
     [quick]                        # overrides for CI (--quick)
     trials = 200
     grid = { n_features = [8, 64] }
@@ -29,6 +33,12 @@ Cell ``c`` is the ``c``-th point of the grid product (axes in file order). Trial
 of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key + (c, t))``;
 every estimator of a cell uses the same trial streams (common random numbers) and the same
 data, so comparisons inside a cell are sharper.
+
+Maps and attention estimators are named by a bare rfkit name or, explicitly, by
+``"package.module:Name"`` (imported: the module's code runs); in Python a design also takes
+classes and dataclass instances, stored as the equivalent study-file entry
+(:mod:`rfkit.study._estimators`). Every feature map is checked against the extension protocol
+(:func:`rfkit.features.check_feature_map`) when the design is built.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import InvalidParameterError
+from ._estimators import ATTENTION_ESTIMATORS, FEATURE_MAPS, is_path, normalise_estimator
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,6 +64,8 @@ else:  # pragma: no cover
 __all__ = ["Design", "load_design", "KINDS", "DATA_SOURCES", "METRICS", "FEATURE_MAPS"]
 
 KINDS = ("kernel", "attention", "concentration")
+#: seed entropy of the data on which attention estimators are checked when a design is built
+_PROBE_ENTROPY = 0x5EED_DA7A
 #: data parameters per source; ``dataset`` (any source) indexes independent data sets.
 DATA_SOURCES = {
     "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine", "dataset"},
@@ -83,19 +96,6 @@ METRICS_BY_KIND = {
     "concentration": ("coverage", "rms_over_bound", "realized_exceeds"),
 }
 METRICS = tuple(dict.fromkeys(m for ms in METRICS_BY_KIND.values() for m in ms))
-ATTENTION_ESTIMATORS = ("RFA", "RA", "SNIS", "LARA")
-FEATURE_MAPS = (
-    "Trig",
-    "Positive",
-    "Hyperbolic",
-    "CEXP",
-    "HCEXP",
-    "OPRF",
-    "GERF",
-    "SADERF",
-    "Taylor",
-    "Limit",
-)
 _TOP_KEYS = {
     "backend",
     "device",
@@ -129,10 +129,18 @@ class Design:
     ----------
     name : str
         Study name (used for output folders).
-    estimators : list of dict
-        Each has ``label`` (unique), ``map`` (a class name in :mod:`rfkit.features`) and
-        the map's parameters; grid axes named like a map parameter (``n_features``,
-        ``degree``, ``n``, ``projection``) are passed to every estimator that does not fix it.
+    estimators : list of dict (or of objects)
+        Each has ``label`` (unique), ``map`` (a class name in :mod:`rfkit.features`, or
+        ``"package.module:ClassName"`` for a map of your own, imported when the design is
+        built) and the map's parameters; grid axes named like a map parameter (``n_features``,
+        ``degree``, ``n``, ``projection``) are passed to every estimator that takes it and does
+        not fix it. Attention designs name ``estimator`` the same way. In Python, ``map`` (or
+        ``estimator``, or the entry itself) may be a class or a dataclass instance: it is stored
+        as ``"module:Class"`` (a bare name for rfkit's maps) plus the instance's non-default
+        fields, except fields named by a grid axis, which the grid supplies cell by cell. So the
+        design stays plain data, its hash is stable, and workers rebuild the object by importing
+        its class: the class must live in an importable module (a notebook's classes work with
+        ``executor="serial"`` only).
     grid : dict of str to list
         Axes and their values; cells are the product in the given order.
     data : dict
@@ -180,6 +188,15 @@ class Design:
 
     def __post_init__(self) -> None:
         src = self.source
+        if isinstance(self.estimators, (list, tuple)) and self.kind in KINDS:
+            axes = set(self.grid) if isinstance(self.grid, Mapping) else set()
+            normal = []
+            for i, est in enumerate(self.estimators):
+                try:
+                    normal.append(normalise_estimator(est, self.kind, axes))
+                except InvalidParameterError as exc:
+                    raise InvalidParameterError(f"{src}: `estimators[{i}]`: {exc}") from exc
+            object.__setattr__(self, "estimators", normal)
         if (
             isinstance(self.data, Mapping)
             and self.data.get("source") == "minilm"
@@ -307,44 +324,87 @@ class Design:
             raise _err(src, "data.dim", "must be given (in [data] or as a grid axis)", None)
 
     def _check_estimators(self) -> None:
-        from ._estimators import build_attention_estimator, build_feature_map
+        from ..features import FeatureMap, check_feature_map
+        from ._estimators import build_attention_estimator, build_feature_map, check_attention_estimator
 
         src = self.source
         if not isinstance(self.estimators, list) or not self.estimators:
             raise _err(
                 src, "estimators", "must be a non-empty list of [[estimators]] tables", self.estimators
             )
+        names = f"{list(FEATURE_MAPS)} or be 'package.module:ClassName'"
         labels = set()
         for i, est in enumerate(self.estimators):
             where = f"estimators[{i}]"
             if self.kind == "attention":
-                if not isinstance(est, Mapping) or est.get("estimator") not in ATTENTION_ESTIMATORS:
-                    got = est.get("estimator") if isinstance(est, Mapping) else est
-                    raise _err(src, f"{where}.estimator", f"must be one of {list(ATTENTION_ESTIMATORS)}", got)
-                if est["estimator"] == "RFA" and est.get("map", "Positive") not in FEATURE_MAPS:
+                e = est.get("estimator") if isinstance(est, Mapping) else est
+                if not (e in ATTENTION_ESTIMATORS or is_path(e)):
                     raise _err(
                         src,
-                        f"{where}.map",
-                        f"must name a feature map among {list(FEATURE_MAPS)}",
-                        est.get("map"),
+                        f"{where}.estimator",
+                        f"must be one of {list(ATTENTION_ESTIMATORS)} or 'package.module:Name'",
+                        e,
                     )
-            elif not isinstance(est, Mapping) or est.get("map") not in FEATURE_MAPS:
-                got = est.get("map") if isinstance(est, Mapping) else est
-                raise _err(src, f"{where}.map", f"must name a feature map among {list(FEATURE_MAPS)}", got)
+                m = est.get("map", "Positive")
+                if e == "RFA" and not (m in FEATURE_MAPS or is_path(m)):
+                    raise _err(src, f"{where}.map", f"must name a feature map among {names}", m)
+            else:
+                m = est.get("map") if isinstance(est, Mapping) else est
+                if not (m in FEATURE_MAPS or is_path(m)):
+                    raise _err(src, f"{where}.map", f"must name a feature map among {names}", m)
             label = self._label(est)
             if label in labels:
                 raise _err(src, f"{where}.label", "must be unique", label)
             labels.add(label)
-            # build once per grid value set to validate every parameter now, not mid-run
+            # build for every cell to validate every parameter now, not mid-run; check the
+            # protocol once per distinct (parameters, dim)
+            checked: set[str] = set()
             for cell in self.cells():
-                params = self.estimator_params(est, cell)
                 try:
+                    params = self.estimator_params(est, cell)
+                    raw_dim = cell.get("dim", self.data.get("dim"))
+                    dim = None if raw_dim is None else int(raw_dim)  # None: real data (from the model)
+                    key = json.dumps([params, dim], sort_keys=True, default=str)
                     if self.kind == "attention":
-                        build_attention_estimator(params)
+                        obj = build_attention_estimator(params)
+                        fm = getattr(obj, "feature_map", None)
+                        if isinstance(fm, FeatureMap) and dim is not None and key not in checked:
+                            check_feature_map(fm, dim)  # e.g. RFA with a map of your own
+                        if not checked and self.data["source"] != "minilm":
+                            # one call pair on the first cell's shapes (probe seed): the output's type,
+                            # shape and reproducibility; every call of a run checks type and shape
+                            from ._cell import cell_data
+
+                            qkv = cell_data(self, cell, _PROBE_ENTROPY, ())
+                            check_attention_estimator(obj, data=qkv)  # type: ignore[arg-type]
                     else:
-                        build_feature_map(est["map"], params)
+                        fm = build_feature_map(est["map"], params)
+                        if key not in checked:
+                            check_feature_map(fm, dim)
+                            if self.kind == "concentration" and dim is not None:
+                                self._check_closed_form(fm, dim)
+                    checked.add(key)
                 except InvalidParameterError as exc:
-                    raise InvalidParameterError(f"{src}: {where} ({label!r}): {exc}") from None
+                    raise InvalidParameterError(f"{src}: {where} ({label!r}): {exc}") from exc
+
+    @staticmethod
+    def _check_closed_form(fm: Any, dim: int) -> None:
+        """Concentration designs compare with the closed-form MSE: the map must have one."""
+        import numpy as np
+
+        from .. import theory
+
+        if fm.needs_data:
+            raise InvalidParameterError(
+                f"{fm!r}: the concentration theorem needs a fixed A (not a rule fitted to the data)."
+            )
+        x = np.full(dim, 0.1)
+        try:
+            theory.relative_mse(fm, x, x)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(
+                f"concentration designs need a map with a closed-form MSE in rfkit.theory: {exc}"
+            ) from exc
 
     @classmethod
     def trusted(cls, fields: Mapping[str, Any]) -> Design:
@@ -363,7 +423,10 @@ class Design:
     # ---------------------------------------------------------------- structure
     @staticmethod
     def _label(est: Mapping[str, Any]) -> str:
-        return str(est.get("label", est.get("map", est.get("estimator"))))
+        if "label" in est:
+            return str(est["label"])
+        name = str(est.get("map", est.get("estimator")))
+        return name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]  # "pkg.mod:Class" -> "Class"
 
     @property
     def labels(self) -> list[str]:
@@ -397,23 +460,22 @@ class Design:
         axis (e.g. ``n = "$degree"`` for :class:`~rfkit.features.Limit`), and
         ``n_features = "match"`` picks the number of directions whose feature dimension equals
         :math:`\binom{d+n}{n}`, the symmetric dimension of the Taylor/limit maps at the cell's
-        ``degree`` (half of it for the 2m-column trig and hyperbolic maps).
+        ``degree`` (divided by the map's columns per direction, ``feature_dim`` at ``n_features=1``:
+        half of it for the 2m-column trig and hyperbolic maps).
         """
-        import inspect
-
-        from .. import features
+        from ._estimators import build_feature_map, takes
 
         if self.kind == "attention":
             params = {k: v for k, v in est.items() if k != "label"}
+            accepts = takes(est.get("estimator"), "estimator")
             for axis in ("samples", "weights"):
-                if axis in cell and axis not in params:
+                if axis in cell and axis not in params and (accepts is None or axis in accepts):
                     params[axis] = cell[axis]
             return params
-        cls = getattr(features, str(est.get("map")), None)
-        takes = set(inspect.signature(cls).parameters) if isinstance(cls, type) else set()
+        accepts = takes(est.get("map"), "map")
         params = {k: v for k, v in est.items() if k not in ("map", "label")}
-        for axis in _ESTIMATOR_AXES:
-            if axis in cell and axis not in params and axis in takes:  # grid axes go to maps that take them
+        for axis in _ESTIMATOR_AXES:  # grid axes go to maps that take them
+            if axis in cell and axis not in params and (accepts is None or axis in accepts):
                 params[axis] = cell[axis]
         for k, v in list(params.items()):
             if isinstance(v, str) and v.startswith("$"):
@@ -435,8 +497,9 @@ class Design:
                     self.source, "estimators.n_features", "= 'match' needs a `degree` grid axis", "match"
                 )
             D = comb(int(dim) + int(cell["degree"]), int(cell["degree"]))
-            two = est.get("map") in ("Trig", "Hyperbolic", "HCEXP")
-            params["n_features"] = max(1, D // 2) if two else D
+            # columns per direction (2 for the sin/cos and cosh maps), asked of the map itself
+            per = build_feature_map(str(est["map"]), {**params, "n_features": 1}).feature_dim(int(dim))
+            params["n_features"] = max(1, D // max(1, int(per)))
         return params
 
     # ---------------------------------------------------------------- variants

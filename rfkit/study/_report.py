@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from ..tables import format_mcse
 from ._results import METRIC_SOURCES, StudyResult
 
-__all__ = ["write_report", "metric_description"]
+__all__ = ["write_report", "study_figures", "provenance_line", "FIGURE_KINDS", "metric_description"]
+
+#: figure kinds a study may declare in ``[outputs] figures = [...]``, in the order they are drawn
+FIGURE_KINDS = (
+    "mse_vs_features",
+    "kernel_scatter",
+    "error_vs_degree",
+    "mse_vs_samples",
+    "cost",
+    "head_heatmap",
+    "coverage",
+    "boxplots",
+)
+#: ``(name, matplotlib Figure)`` pairs; the name is the file stem under ``figures/``
+Figures = list[tuple[str, Any]]
 
 #: attention designs measure the error of the attention *output* against exact softmax attention
 _ATTENTION_METRICS = {
@@ -41,6 +57,62 @@ def _save(fig: object, out: Path, name: str) -> Path:
     return saved[1]
 
 
+def provenance_line(result: StudyResult) -> str:
+    """One line: trials, cells, seed entropy, design hash, time, executor, versions."""
+    d, prov = result.design, result.provenance
+    machine = prov.get("machine", {})
+    versions = prov.get("versions", {})
+    return (
+        f"Trials per cell: {d.trials}; cells: {prov.get('cells', len(d.cells()))} "
+        f"({prov.get('cells_resumed', 0)} resumed); seed entropy {prov.get('entropy')}; design hash "
+        f"`{prov.get('design_hash', d.hash())}`; {float(prov.get('seconds', float('nan'))):.1f} s on "
+        f"{machine.get('cpus', '?')} CPUs with executor `{prov.get('executor', '?')}`; "
+        f"backend {prov.get('backend', 'numpy')}"
+        + (
+            f" on {prov['device_name']}"
+            if prov.get("backend", "numpy") != "numpy" and prov.get("device_name")
+            else ""
+        )
+        + f"; rfkit {versions.get('rfkit', '?')}, numpy {versions.get('numpy', '?')}."
+    )
+
+
+def study_figures(
+    kind: str, design: Any, summary: pd.DataFrame, theory: pd.DataFrame, table: Callable[[str], Any]
+) -> Figures:
+    """The figures of one kind, as ``(name, matplotlib Figure)`` pairs (empty where the kind does not apply).
+
+    ``summary`` and ``theory`` are ``StudyResult.summary()`` / ``compare_theory()`` (as saved);
+    ``table(name)`` gives another saved table (``"pairs"``, ``"timings"``) or None. Plots read
+    these tables only: nothing is recomputed.
+    """
+    grid_cols = list(design.grid)
+    if kind == "mse_vs_features" and "n_features" in grid_cols:
+        return _mse_figures(summary, theory)
+    if kind == "kernel_scatter":
+        pairs = table("pairs")
+        return _scatter_figure(pairs, grid_cols) if pairs is not None else []
+    if kind == "error_vs_degree" and "degree" in grid_cols:
+        return _lines_figures(
+            summary, design.metrics, "degree", "norm" if "norm" in grid_cols else None, kind=design.kind
+        )
+    if kind == "mse_vs_samples" and "samples" in grid_cols:
+        col = next((c for c in grid_cols if c not in ("samples",)), None)
+        return _lines_figures(  # draws those of mse and max_abs_err that the design measures
+            summary, design.metrics, "samples", col, logx=True, only=("mse", "max_abs_err"), kind=design.kind
+        )
+    if kind == "cost":
+        timings = table("timings")
+        return _cost_figure(timings, grid_cols) if timings is not None else []
+    if kind == "head_heatmap" and {"layer", "head"} <= set(grid_cols):
+        return _heatmap_figure(summary)
+    if kind == "coverage" and "p" in grid_cols:
+        return _coverage_figures(summary, grid_cols)
+    if kind == "boxplots" and "dataset" in grid_cols:
+        return _box_figures(summary, design.metrics, grid_cols)
+    return []
+
+
 def _md_table(df: pd.DataFrame) -> str:
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
@@ -61,14 +133,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
     d = result.design
     grid_cols = list(d.grid)
     lines = [f"# {d.name}", "", d.description.strip(), ""]
-    prov = result.provenance
-    lines += [
-        f"Trials per cell: {d.trials}; cells: {prov['cells']} ({prov.get('cells_resumed', 0)} resumed); "
-        f"seed entropy {prov['entropy']}; design hash `{prov['design_hash']}`; "
-        f"{prov['seconds']:.1f} s on {prov['machine']['cpus']} CPUs with executor `{prov['executor']}`; "
-        f"rfkit {prov['versions']['rfkit']}, numpy {prov['versions']['numpy']}.",
-        "",
-    ]
+    lines += [provenance_line(result), ""]
     quick = d.source.endswith("[quick]")
     if quick:
         lines += [
@@ -78,36 +143,16 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
             "(`rfkit run` without `--quick`).",
             "",
         ]
+
+    def table(name: str) -> pd.DataFrame | None:
+        path = out / f"{name}.parquet"
+        return pd.read_parquet(path) if path.exists() else None
+
     figures = []
     wanted = d.outputs.get("figures", [])
-    if "mse_vs_features" in wanted and "n_features" in grid_cols:
-        figures += _mse_figures(summary, theory, out)
-    if "kernel_scatter" in wanted:
-        figures += _scatter_figure(pd.read_parquet(out / "pairs.parquet"), out, grid_cols)
-    if "error_vs_degree" in wanted and "degree" in grid_cols:
-        figures += _lines_figures(
-            summary, out, d.metrics, "degree", "norm" if "norm" in grid_cols else None, kind=d.kind
-        )
-    if "mse_vs_samples" in wanted and "samples" in grid_cols:
-        col = next((c for c in grid_cols if c not in ("samples",)), None)
-        figures += _lines_figures(
-            summary,
-            out,
-            d.metrics,  # draws those of mse and max_abs_err that the design measures
-            "samples",
-            col,
-            logx=True,
-            only=("mse", "max_abs_err"),
-            kind=d.kind,
-        )
-    if "cost" in wanted and (out / "timings.parquet").exists():
-        figures += _cost_figure(pd.read_parquet(out / "timings.parquet"), out, grid_cols)
-    if "head_heatmap" in wanted and {"layer", "head"} <= set(grid_cols):
-        figures += _heatmap_figure(summary, out)
-    if "coverage" in wanted and "p" in grid_cols:
-        figures += _coverage_figures(summary, out, grid_cols)
-    if "boxplots" in wanted and "dataset" in grid_cols:
-        figures += _box_figures(summary, out, d.metrics, grid_cols)
+    for kind in FIGURE_KINDS:  # drawn in this order, as before
+        if kind in wanted:
+            figures += [_save(fig, out, name) for name, fig in study_figures(kind, d, summary, theory, table)]
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
     if d.kind == "attention" and "samples" in grid_cols:
@@ -174,7 +219,7 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         return []
     heavy = (t["predicted"] > _HEAVY_TAIL_RATIO * t["measured"]).to_numpy()
     light = t[~heavy]
-    text = f"{n} (cell, estimator) comparisons of the measured MSE with rfkit.theory"
+    text = f"{n} (cell, estimator) comparisons of the measured MSE with its closed form (rfkit.theory, or the map's own mse)"
     if len(light):
         worst = light.loc[light["z"].abs().idxmax()]
         where = ", ".join(f"{c}={worst[c]}" for c in grid_cols if c in worst.index)
@@ -212,16 +257,16 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
     return out
 
 
-def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame, out: Path) -> list[Path]:
+def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame) -> Figures:
     from ..plots import plot_mse_vs_features
 
-    paths = []
+    figs: Figures = []
     for metric in ("mse", "rel_mse"):
         if summary[summary["metric"] == metric].empty:
             continue
         ax = plot_mse_vs_features(summary, theory if not theory.empty else None, metric=metric)
-        paths.append(_save(ax.figure, out, f"{metric}_vs_features"))
-    return paths
+        figs.append((f"{metric}_vs_features", ax.figure))
+    return figs
 
 
 def _facets(frame: pd.DataFrame, grid_cols: list[str]) -> list[tuple[str, pd.DataFrame]]:
@@ -239,27 +284,27 @@ def _facets(frame: pd.DataFrame, grid_cols: list[str]) -> list[tuple[str, pd.Dat
     return out
 
 
-def _scatter_figure(pairs: pd.DataFrame, out: Path, grid_cols: list[str]) -> list[Path]:
+def _scatter_figure(pairs: pd.DataFrame, grid_cols: list[str]) -> Figures:
     from ..plots import plot_kernel_scatter
 
-    paths = []
+    figs: Figures = []
     for suffix, rows in _facets(pairs, grid_cols):
         axes = plot_kernel_scatter(rows)  # the facet's first cell
-        paths.append(_save(axes[0].figure, out, f"kernel_scatter{suffix}"))
-    return paths
+        figs.append((f"kernel_scatter{suffix}", axes[0].figure))
+    return figs
 
 
-def _box_figures(summary: pd.DataFrame, out: Path, metrics: list[str], grid_cols: list[str]) -> list[Path]:
+def _box_figures(summary: pd.DataFrame, metrics: list[str], grid_cols: list[str]) -> Figures:
     from ..plots import plot_metric_boxplot
 
-    paths = []
+    figs: Figures = []
     for metric in ("mse", "max_rel_err"):
         if metric not in metrics:
             continue
         for suffix, rows in _facets(summary, grid_cols):
             ax = plot_metric_boxplot(rows, metric)
-            paths.append(_save(ax.figure, out, f"boxplot_{metric}{suffix}"))
-    return paths
+            figs.append((f"boxplot_{metric}{suffix}", ax.figure))
+    return figs
 
 
 _YLABELS = {
@@ -281,17 +326,16 @@ _PANEL_TITLES = {"norm": "‖x‖ = ‖y‖ = {}", "n_pairs": "s = {} query/key 
 
 def _lines_figures(
     summary: pd.DataFrame,
-    out: Path,
     metrics: list[str],
     x: str,
     col: str | None,
     logx: bool = False,
     only: tuple[str, ...] = ("rel_mse", "max_rel_err"),
     kind: str = "kernel",
-) -> list[Path]:
+) -> Figures:
     from ..plots import plot_metric_lines
 
-    paths = []
+    figs: Figures = []
     labels = {**_YLABELS, **(_ATTENTION_YLABELS if kind == "attention" else {})}
     for metric in only:
         if metric not in metrics:
@@ -307,11 +351,11 @@ def _lines_figures(
             ylabel=labels.get(metric, metric),
             col_title=_PANEL_TITLES.get(col or ""),
         )
-        paths.append(_save(axes[0].figure, out, f"{metric}_vs_{x}"))
-    return paths
+        figs.append((f"{metric}_vs_{x}", axes[0].figure))
+    return figs
 
 
-def _cost_figure(timings: pd.DataFrame, out: Path, grid_cols: list[str]) -> list[Path]:
+def _cost_figure(timings: pd.DataFrame, grid_cols: list[str]) -> Figures:
     from ..plots import plot_metric_lines
 
     col = next((c for c in grid_cols if c != "samples"), None)
@@ -326,15 +370,14 @@ def _cost_figure(timings: pd.DataFrame, out: Path, grid_cols: list[str]) -> list
         ylabel="median seconds per call",
         col_title=_PANEL_TITLES.get(col or ""),
     )
-    return [_save(axes[0].figure, out, "cost_vs_samples")]
+    return [("cost_vs_samples", axes[0].figure)]
 
 
-def _heatmap_figure(summary: pd.DataFrame, out: Path) -> list[Path]:
+def _heatmap_figure(summary: pd.DataFrame) -> Figures:
     from ..plots import plot_head_heatmap
 
     axes = plot_head_heatmap(summary, "mse", colorbar_label="log10 attention-output MSE")
-    fig = axes.ravel()[0].figure
-    return [_save(fig, out, "mse_by_layer_head")]
+    return [("mse_by_layer_head", axes.ravel()[0].figure)]
 
 
 def _hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], top: int = 8) -> list[str]:
@@ -369,14 +412,14 @@ def _hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], t
     ]
 
 
-def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) -> list[Path]:
+def _coverage_figures(summary: pd.DataFrame, grid_cols: list[str]) -> Figures:
     from ..plots import plot_metric_lines
 
     col = "n_pairs" if "n_pairs" in grid_cols else None
     sub = summary[summary["metric"].isin(["coverage", "rms_over_bound"])]
     if "n_features" in grid_cols:  # one figure per m would repeat; show the largest m
         sub = sub[sub["n_features"] == sub["n_features"].max()]
-    paths = []
+    figs: Figures = []
     axes = plot_metric_lines(
         sub,
         "coverage",
@@ -392,7 +435,7 @@ def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) ->
         ax.set_xlim(0.0, 1.02)
         ax.set_ylim(0.0, 1.05)
     axes[-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7)
-    paths.append(_save(axes[0].figure, out, "coverage_vs_p"))
+    figs.append(("coverage_vs_p", axes[0].figure))
     axes = plot_metric_lines(
         sub,
         "rms_over_bound",
@@ -403,8 +446,8 @@ def _coverage_figures(summary: pd.DataFrame, out: Path, grid_cols: list[str]) ->
         ylabel="max RMS relative error / bound",
         col_title=_PANEL_TITLES.get(col or ""),
     )
-    paths.append(_save(axes[0].figure, out, "tightness_vs_p"))
-    return paths
+    figs.append(("tightness_vs_p", axes[0].figure))
+    return figs
 
 
 def _slopes_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:

@@ -186,7 +186,7 @@ def _iter_results(
                     n_workers=n,
                     threads_per_worker=1,
                     processes=True,
-                    dashboard_address=None,
+                    dashboard_address=":0",  # any free port: a fixed one may be taken (and warn)
                     env=worker_env(n),
                 )
                 client = own_client = Client(cluster)
@@ -318,6 +318,12 @@ def run(
         raise InvalidParameterError(f"`resume` must be True or False. Got {resume!r} instead.")
     if resume and out is None:
         raise InvalidParameterError("`resume=True` needs `out`, the folder of the interrupted run.")
+    if executor != "serial":
+        from ._estimators import workers_can_import
+
+        reason = workers_can_import(design.estimators)
+        if reason is not None:
+            raise InvalidParameterError(f"executor={executor!r}: {reason}")
     root = as_seed_sequence(design.seed if rng is None and design.seed is not None else rng)
     entropy, spawn_key = int(root.entropy), tuple(int(k) for k in root.spawn_key)  # type: ignore[arg-type]
     cells = design.cells()

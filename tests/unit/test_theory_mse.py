@@ -271,7 +271,9 @@ def test_check_bad_input():
     with pytest.raises(InvalidParameterError, match="n_trials"):
         th.check(F.Positive(2), X4, Y4, n_trials=1)
     with pytest.raises(InvalidParameterError, match="no closed-form"):
-        th.check(F.Positive(2, projection="qmc"), X4, Y4, n_trials=10)
+        th.check(F.Positive(2, projection="qmc"), X4, Y4, n_trials=10, require_prediction=True)
+    sim = th.check(F.Positive(8, projection="qmc"), X4[:2], Y4[:2], n_trials=2000, rng=0)  # simulation only
+    assert sim.prediction == "none" and np.isnan(sim.z).all() and np.isfinite(sim.measured_mse).all()
 
 
 def test_import_does_not_load_pandas():

@@ -1,0 +1,369 @@
+r"""The feature-map extension protocol: the batching fallback and the protocol check.
+
+A feature map of your own subclasses :class:`~rfkit.features.FeatureMap` and implements
+
+* ``feature_dim(dim) -> int``: the number of feature columns ``D`` for inputs of dimension ``d``;
+* ``_sample_one(dim, rng) -> FeatureDraw``: one draw, every random number taken from the
+  :class:`numpy.random.Generator` ``rng``;
+
+and its draw subclasses :class:`~rfkit.features.FeatureDraw` and implements
+``_log_features(X, side) -> (sign or None, log|phi|)`` (``side`` is ``"query"`` or ``"key"``;
+``X`` is a validated ``(..., n, d)`` array; ``log|phi|`` has shape ``(..., n, D)``), or
+``_features(X, side) -> Features`` directly. Everything else (``queries``, ``keys``,
+``kernel``, ``log_kernel``, ``pairwise``, batches of draws, per-trial streams) comes from the
+base classes.
+
+Batches: without a vectorised ``_sample_many``, ``sample(dim, rng=g, n_draws=T)`` makes ``T``
+single draws from the independent child streams ``g.spawn(T)`` and ``sample_streams(dim, rngs)``
+one draw from each stream; :class:`StackedDraw` stacks their outputs along a leading axis, so
+draw ``t`` depends on its own stream only (a study's numbers then do not depend on chunking or
+workers).
+
+:func:`check_feature_map` verifies all of this on small inputs and raises an
+:class:`~rfkit.exceptions.InvalidParameterError` that names the class, what it lacks and what
+was received. Studies and :func:`rfkit.theory.check` run it on every map, rfkit's own included.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .._backend import get_backend
+from .._random import check_rng
+from ..exceptions import InvalidParameterError
+from ._base import FeatureDraw, FeatureMap, Features
+
+__all__ = ["StackedDraw", "check_feature_map", "sample_with_hook", "streams_with_hook", "stack_draws"]
+
+#: seeds of the protocol check's draws and probe data (fixed: the check is reproducible)
+_SEED_A = 0x5EED_0A11
+_SEED_B = 0x5EED_0B22
+_SEED_DATA = 0x5EED_0D47
+_DOCS = "see the docs page 'Bring your own estimator'"
+
+
+def _cls(obj: Any) -> str:
+    return type(obj).__qualname__
+
+
+class _ProtocolViolation(InvalidParameterError):
+    """A map that does not follow the protocol (an InvalidParameterError; private marker class)."""
+
+
+def _violation(fm: Any, what: str, got: str) -> InvalidParameterError:
+    return _ProtocolViolation(
+        f"{_cls(fm)} does not follow the rfkit feature-map protocol: {what}. Got {got} instead ({_DOCS})."
+    )
+
+
+# ----------------------------------------------------------------------------- batching fallback
+def _one(fm: FeatureMap, dim: int, gen: np.random.Generator) -> FeatureDraw:
+    draw = fm._sample_one(dim, gen)
+    if not isinstance(draw, FeatureDraw):
+        raise _violation(
+            fm,
+            "_sample_one(dim, rng) must return one rk.features.FeatureDraw",
+            f"{type(draw).__name__} {draw!r:.80}",
+        )
+    if draw.n_draws is not None or draw.dim != dim:
+        raise _violation(
+            fm,
+            f"_sample_one(dim={dim}, rng) must return a single draw for dim={dim} (n_draws=None)",
+            f"a draw with dim={draw.dim}, n_draws={draw.n_draws}",
+        )
+    return draw
+
+
+def stack_draws(fm: FeatureMap, dim: int, rngs: list[np.random.Generator]) -> FeatureDraw:
+    """``len(rngs)`` single draws, draw ``t`` from ``rngs[t]``, stacked (the default ``_sample_many``)."""
+    return StackedDraw(fm, dim, [_one(fm, dim, g) for g in rngs])
+
+
+def _many(fm: FeatureMap, dim: int, gens: list[np.random.Generator]) -> FeatureDraw:
+    draw = fm._sample_many(dim, gens)
+    if not isinstance(draw, FeatureDraw) or draw.n_draws != len(gens) or draw.dim != dim:
+        got = (
+            f"a draw with dim={draw.dim}, n_draws={draw.n_draws}"
+            if isinstance(draw, FeatureDraw)
+            else f"{type(draw).__name__}"
+        )
+        raise _violation(
+            fm,
+            f"_sample_many(dim={dim}, rngs) must return one FeatureDraw with n_draws=len(rngs)={len(gens)}",
+            got,
+        )
+    return draw
+
+
+def sample_with_hook(fm: FeatureMap, dim: int, rng: Any, n_draws: int | None) -> FeatureDraw:
+    """``fm.sample`` for maps with the ``_sample_one`` hook.
+
+    One draw from ``rng``; or ``n_draws=T`` draws from the ``T`` independent child streams
+    ``Generator.spawn(T)`` (so the same int seed gives the same batch, and a Generator passed
+    twice gives new draws).
+    """
+    gen = check_rng(rng)
+    if n_draws is None:
+        return _one(fm, dim, gen)
+    return _many(fm, dim, gen.spawn(n_draws))
+
+
+def streams_with_hook(fm: FeatureMap, dim: int, rngs: list[Any]) -> FeatureDraw:
+    """``fm.sample_streams`` for maps with the ``_sample_one`` hook: draw ``t`` from ``rngs[t]`` only."""
+    return _many(fm, dim, [check_rng(r, "rngs") for r in rngs])
+
+
+class StackedDraw(FeatureDraw):
+    """``T`` single draws of one map behaving as one batched draw (leading axis ``T`` on every output).
+
+    The fallback for maps without a vectorised ``_sample_many``: each method evaluates the
+    ``T`` draws one after another and stacks the results, so it is exact, and slower than a
+    vectorised draw by the Python loop over draws.
+
+    Parameters
+    ----------
+    spec : FeatureMap
+        The map the draws come from.
+    dim : int
+        Input dimension.
+    draws : list of FeatureDraw
+        Single draws (``n_draws=None``), one per stream.
+    """
+
+    def __init__(self, spec: FeatureMap, dim: int, draws: list[FeatureDraw]) -> None:
+        if not draws:
+            raise InvalidParameterError(f"StackedDraw of {spec.name} needs at least one draw. Got none.")
+        super().__init__(spec, dim, len(draws))
+        self.draws = list(draws)
+
+    @property
+    def owner(self) -> str:
+        return f"{self.spec.name} draws"
+
+    def _features(self, X: Any, side: str) -> Features:
+        xp = get_backend(("X", X)).xp
+        fs = [d._features(X, side) for d in self.draws]
+        for f in fs:
+            if not isinstance(f, Features):
+                raise _violation(
+                    self.spec,
+                    f"the draw's {'queries' if side == 'query' else 'keys'} must be rk.features.Features"
+                    "(values, log_scale)",
+                    f"{type(f).__name__}",
+                )
+        return Features(
+            values=xp.stack([f.values for f in fs]), log_scale=xp.stack([f.log_scale for f in fs])
+        )
+
+    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
+        xp = get_backend(("X", X)).xp
+        parts = [d._log_features(X, side) for d in self.draws]
+        logabs = xp.stack([la for _, la in parts])
+        if all(s is None for s, _ in parts):
+            return None, logabs
+        return xp.stack([s if s is not None else xp.ones_like(la) for s, la in parts]), logabs
+
+    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
+        xp = get_backend(("X", X)).xp
+        parts = [d._slog_pairwise(X, Y) for d in self.draws]
+        return xp.stack([s for s, _ in parts]), xp.stack([la for _, la in parts])
+
+
+# ----------------------------------------------------------------------------- protocol check
+def _call(fm: Any, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run user code; anything it raises becomes an error that says which call failed."""
+    try:
+        return fn(*args, **kwargs)
+    except _ProtocolViolation:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything
+        raise InvalidParameterError(f"{_cls(fm)}: {what} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _as_np(a: Any) -> np.ndarray:
+    from .._backend import to_numpy
+
+    return to_numpy(a)
+
+
+def _check_features(fm: Any, f: Any, call: str, lead: tuple[int, ...], n: int, D: int) -> Features:
+    if not isinstance(f, Features):
+        shape = getattr(f, "shape", None)
+        raise _violation(
+            fm,
+            f"{call} must return rk.features.Features(values, log_scale) "
+            "(build it with rk.features.Features.from_log(sign, log_abs_phi))",
+            f"{type(f).__name__}" + (f" of shape {tuple(shape)}" if shape is not None else ""),
+        )
+    values, ls = _as_np(f.values), _as_np(f.log_scale)
+    want = (*lead, n, D)
+    if values.shape != want:
+        what = (
+            f"{call}.values must have shape {want} (feature_dim(d) = {D} columns)"
+            if values.shape[:-1] == want[:-1]
+            else f"{call}.values must have shape {want}"
+        )
+        raise _violation(fm, what, f"shape {values.shape}")
+    if ls.shape != want[:-1]:
+        raise _violation(fm, f"{call}.log_scale must have shape {want[:-1]}", f"shape {ls.shape}")
+    if values.dtype.kind != "f" or ls.dtype.kind != "f":
+        raise _violation(
+            fm, f"{call} must hold real floating arrays", f"dtypes {values.dtype} and {ls.dtype}"
+        )
+    if not (np.all(np.isfinite(values)) and np.all(np.isfinite(ls))):
+        raise _violation(fm, f"{call} must be finite for finite inputs", "NaN or inf")
+    top = float(np.max(np.abs(values))) if values.size else 0.0
+    if top > 1.0 + 1e-6:
+        raise _violation(
+            fm,
+            f"{call}.values must satisfy |values| <= 1 (the scale belongs in log_scale; "
+            "Features.from_log(sign, log_abs_phi) normalises)",
+            f"max |values| = {top:.6g}",
+        )
+    return f
+
+
+def _same(a: Features, b: Features, index_a: Any = (), index_b: Any = (), exact: bool = True) -> bool:
+    va, vb = _as_np(a.values)[index_a], _as_np(b.values)[index_b]
+    la, lb = _as_np(a.log_scale)[index_a], _as_np(b.log_scale)[index_b]
+    if exact:
+        return bool(np.array_equal(va, vb) and np.array_equal(la, lb))
+    return bool(np.allclose(va, vb, rtol=1e-9, atol=1e-12) and np.allclose(la, lb, rtol=1e-9, atol=1e-12))
+
+
+def _probe(dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Probe points (2d + 4 rows: enough for data-adaptive fits that need a spanning sample)."""
+    g = np.random.default_rng(_SEED_DATA)
+    n = 2 * dim + 4
+    return 0.3 * g.standard_normal((n, dim)), 0.3 * g.standard_normal((n, dim))
+
+
+def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] | None = None) -> None:
+    """Check that ``fm`` follows rfkit's feature-map protocol, on three probe points.
+
+    The checks, each with an error that names the class, what it lacks and what was received:
+
+    1. ``fm`` is an :class:`~rfkit.features.FeatureMap`; ``feature_dim(d)`` is an int >= 1;
+    2. ``sample(d, rng=...)`` returns a :class:`~rfkit.features.FeatureDraw` whose ``queries``
+       and ``keys`` return :class:`~rfkit.features.Features` with values of shape
+       ``(n, feature_dim(d))``, ``|values| <= 1``, finite, and a log scale of shape ``(n,)``;
+    3. the same seed gives the same features (no randomness from outside ``rng``) and, for a
+       random map (``is_random``), two seeds give different features (the draw uses ``rng``);
+    4. ``sample(d, n_draws=2)`` adds a leading axis 2 to features and ``pairwise``;
+    5. ``sample_streams(d, [a, b])`` gives for stream ``b`` the features that
+       ``sample_streams(d, [b])`` gives (draw ``t`` depends on stream ``t`` alone);
+    6. ``pairwise(X, Y)`` equals the diagonal of ``kernel(X, Y)`` (up to round-off);
+    7. an optional ``mse(x, y)`` method returns one finite value >= 0 per pair.
+
+    Parameters
+    ----------
+    fm : FeatureMap
+        The specification to check (data-adaptive maps are fitted on the probe first).
+    dim : int, optional
+        Input dimension of the probe points (standard normal times 0.3, fixed seed).
+    data : (Q, K), optional
+        Points of your own, arrays (n, d): data-adaptive maps are fitted on them and the
+        first three rows are the probe (default: ``2d + 4`` standard normal rows times 0.3).
+
+    Raises
+    ------
+    InvalidParameterError
+        The first check that fails.
+
+    Examples
+    --------
+    >>> import rfkit as rk
+    >>> rk.features.check_feature_map(rk.features.Positive(8), dim=4)
+    """
+    if not isinstance(fm, FeatureMap):
+        raise InvalidParameterError(
+            "The `fm` parameter of check_feature_map must be an rk.features.FeatureMap (a subclass "
+            f"implementing feature_dim and _sample_one; {_DOCS}). Got {type(fm).__name__} {fm!r:.80} instead."
+        )
+    if data is not None:
+        QF, KF = (np.asarray(a, dtype=np.float64) for a in data)
+    else:
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
+            raise InvalidParameterError(
+                f"The `dim` parameter of check_feature_map must be an int >= 1. Got {dim!r} instead."
+            )
+        QF, KF = _probe(int(dim))
+    X, Y = QF[:3], KF[:3]
+    d, n = int(X.shape[-1]), int(X.shape[0])
+    spec = _call(fm, "fit(Q, K)", fm.fit, QF, KF) if fm.needs_data else fm
+    D = _call(spec, f"feature_dim({d})", spec.feature_dim, d)
+    if isinstance(D, bool) or not isinstance(D, numbers.Integral) or D < 1:
+        raise _violation(spec, f"feature_dim({d}) must return an int >= 1", repr(D))
+    D = int(D)
+    sa, sb = np.random.SeedSequence(_SEED_A), np.random.SeedSequence(_SEED_B)
+    draw = _call(spec, f"sample({d}, rng=...)", spec.sample, d, rng=sa)
+    if not isinstance(draw, FeatureDraw):
+        raise _violation(spec, "sample() must return an rk.features.FeatureDraw", type(draw).__name__)
+    fq = _check_features(spec, _call(spec, "draw.queries(X)", draw.queries, X), "draw.queries(X)", (), n, D)
+    _check_features(spec, _call(spec, "draw.keys(Y)", draw.keys, Y), "draw.keys(Y)", (), n, D)
+    again = _call(spec, f"sample({d}, rng=...)", spec.sample, d, rng=np.random.SeedSequence(_SEED_A))
+    if not _same(fq, _call(spec, "draw.queries(X)", again.queries, X)):
+        raise _violation(
+            spec,
+            "the same seed must give the same features (draw every random number from the `rng` "
+            "Generator passed to _sample_one: no np.random.* global functions, no state kept between draws)",
+            "different features from two draws with the same seed",
+        )
+    if spec.is_random:
+        other = _call(spec, f"sample({d}, rng=...)", spec.sample, d, rng=sb)
+        if _same(fq, _call(spec, "draw.queries(X)", other.queries, X)):
+            raise _violation(
+                spec,
+                "a random map must use `rng`: two different seeds must give different features "
+                "(set is_random = False for a deterministic map)",
+                "identical features for two different seeds (the draw ignores `rng`)",
+            )
+    batch = _call(spec, f"sample({d}, rng=..., n_draws=2)", spec.sample, d, rng=sa, n_draws=2)
+    _check_features(
+        spec, _call(spec, "queries(X) of n_draws=2", batch.queries, X), "queries(X) of n_draws=2", (2,), n, D
+    )
+    pb = _as_np(_call(spec, "pairwise(X, Y) of n_draws=2", batch.pairwise, X, Y))
+    if pb.shape != (2, n):
+        raise _violation(spec, f"pairwise(X, Y) of n_draws=2 must have shape (2, {n})", f"shape {pb.shape}")
+    both = _call(spec, "sample_streams(d, [a, b])", spec.sample_streams, d, [sa, sb])
+    alone = _call(spec, "sample_streams(d, [b])", spec.sample_streams, d, [np.random.SeedSequence(_SEED_B)])
+    fb2 = _check_features(
+        spec,
+        _call(spec, "queries(X) of sample_streams", both.queries, X),
+        "queries(X) of sample_streams(d, [a, b])",
+        (2,),
+        n,
+        D,
+    )
+    fb1 = _call(spec, "queries(X) of sample_streams", alone.queries, X)
+    if not _same(fb2, fb1, 1, 0, exact=False):
+        raise _violation(
+            spec,
+            "draw t of sample_streams(d, rngs) must depend on rngs[t] alone (else a study's numbers "
+            "depend on how its trials are chunked)",
+            "different features for the same stream alone and after another one",
+        )
+    own = getattr(spec, "mse", None)
+    if callable(own):  # an optional closed form: one finite, non-negative value per pair
+        value = np.asarray(_call(spec, "mse(x, y)", own, X, Y), dtype=np.float64)
+        if value.shape != (n,) or not np.all(np.isfinite(value)) or np.any(value < 0):
+            raise _violation(
+                spec,
+                f"mse(x, y) must return one finite value >= 0 per pair, shape ({n},)",
+                f"{value!r:.120}",
+            )
+    p = _as_np(_call(spec, "draw.pairwise(X, Y)", draw.pairwise, X, Y))
+    if p.shape != (n,):
+        raise _violation(spec, f"draw.pairwise(X, Y) must have shape ({n},)", f"shape {p.shape}")
+    k = np.diagonal(_as_np(_call(spec, "draw.kernel(X, Y)", draw.kernel, X, Y)))
+    scale = float(np.max(np.abs(k))) if k.size else 0.0
+    if not np.allclose(p, k, rtol=1e-6, atol=1e-9 * scale):
+        raise _violation(
+            spec,
+            "draw.pairwise(X, Y) must equal the diagonal of draw.kernel(X, Y) (an override of "
+            "_slog_pairwise disagrees with the features)",
+            f"pairwise {p[:3]} vs kernel diagonal {k[:3]}",
+        )

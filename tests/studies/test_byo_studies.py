@@ -1,0 +1,427 @@
+"""Bring your own estimator (issue 13): user maps and attention estimators in studies, under every
+executor and through an interruption; the example study through `rfkit run` and the notebook API;
+reopening, plotting and comparing results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rfkit as rk
+import rfkit.study as st
+from rfkit.exceptions import InvalidParameterError, StudyError
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "studies" / "examples"
+EXAMPLE = EXAMPLES / "rescaled-vs-prf.toml"
+
+
+@pytest.fixture(autouse=True)
+def _examples_importable(monkeypatch):
+    """The example folder on sys.path here and (PYTHONPATH) in worker processes."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(ROOT), str(EXAMPLES), os.environ.get("PYTHONPATH", "")])
+    )
+
+
+def _rescaled():
+    from rescaled import RescaledPositive
+
+    return RescaledPositive
+
+
+def small(estimators, **over):
+    kw = dict(
+        name="byo",
+        estimators=estimators,
+        grid={"n_features": [4, 8, 16]},
+        data={"source": "gaussian", "n_pairs": 5, "dim": 4, "scale_q": 0.3, "scale_k": 0.1},
+        trials=40,
+        chunk_trials=20,
+        seed=2026061301,
+    )
+    kw.update(over)
+    return st.Design(**kw)
+
+
+# ----------------------------------------------------------------------------- designs
+def test_instances_are_stored_as_their_study_file_form():
+    RescaledPositive = _rescaled()
+    d = small(
+        [
+            RescaledPositive(8, scale=0.4),
+            {"label": "orf", "map": rk.features.Positive(8, projection="orthogonal")},
+        ]
+    )
+    assert d.estimators == [
+        {"map": "rescaled:RescaledPositive", "label": "RescaledPositive", "scale": 0.4},
+        {"label": "orf", "map": "Positive", "projection": "orthogonal"},
+    ]  # n_features is a grid axis: the grid supplies it cell by cell
+    same = small(
+        [
+            {"map": "rescaled:RescaledPositive", "label": "RescaledPositive", "scale": 0.4},
+            {"label": "orf", "map": "Positive", "projection": "orthogonal"},
+        ]
+    )
+    assert d.hash() == same.hash()  # the hash is that of the equivalent study file
+    json.dumps(d.to_dict())  # plain data
+    assert (
+        small([{"map": RescaledPositive, "scale": 0.4}]).estimators[0]["map"] == "rescaled:RescaledPositive"
+    )
+    res = st.run(d)
+    m = res.pairs.groupby("n_features")["m"].first()
+    assert list(m) == [4, 8, 16]  # the grid reached the instance's class
+    assert d.quick_profile().hash() and d.with_trials(3).trials == 3
+
+
+def test_bad_estimator_entries_are_clear_errors(tmp_path, monkeypatch):
+    (tmp_path / "boom.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    RescaledPositive = _rescaled()
+    cases = [
+        ({"map": "nosuchmodule_xyz:Map"}, r"cannot import module 'nosuchmodule_xyz'.*PYTHONPATH"),
+        ({"map": "rescaled:Nope"}, r"module 'rescaled' has no attribute 'Nope'"),
+        (
+            {"map": "rescaled.RescaledPositive"},
+            r"or be 'package.module:ClassName'.*'rescaled.RescaledPositive'",
+        ),
+        ({"map": "boom:Map"}, r"importing module 'boom' raised RuntimeError: boom at import"),
+        ({"map": "numpy:ndarray"}, r"must be a subclass of rk.features.FeatureMap.*numpy.ndarray"),
+        ({"map": "rescaled:RescaledPositive", "width": 3}, r"RescaledPositive has no parameter `width`"),
+        (
+            {"map": "rescaled:RescaledPositive", "scale": -1.0},
+            r"`scale` parameter of RescaledPositive must be > 0",
+        ),
+        (
+            {"map": lambda: 0},
+            r"must be a name, 'package.module:ClassName'.*a class, or a dataclass instance.*Got function",
+        ),
+    ]
+    for est, match in cases:
+        with pytest.raises(InvalidParameterError, match=match):
+            small([est])
+
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Doubling(RescaledPositive):  # changes a field on construction: not a plain round trip
+        def __post_init__(self):
+            object.__setattr__(self, "scale", 2 * self.scale)
+
+    with pytest.raises(InvalidParameterError, match="defined inside a function"):
+        small([Doubling(4)])
+
+
+def test_protocol_violations_are_raised_when_the_design_is_loaded(tmp_path, monkeypatch):
+    (tmp_path / "badmaps.py").write_text(
+        textwrap.dedent(
+            """
+            import dataclasses
+            import numpy as np
+            import rfkit as rk
+            from rescaled import RescaledPositive, RescaledPositiveDraw
+
+            @dataclasses.dataclass(frozen=True)
+            class Frozen(RescaledPositive):  # ignores rng: every trial would repeat one draw
+                def _sample_one(self, dim, rng):
+                    return RescaledPositiveDraw(self, dim, np.ones((self.n_features, dim)))
+
+            @dataclasses.dataclass(frozen=True)
+            class Doubling(RescaledPositive):
+                def __post_init__(self):
+                    object.__setattr__(self, "scale", 2 * self.scale)
+
+            @dataclasses.dataclass(frozen=True)
+            class NoDim(rk.features.FeatureMap):  # lacks feature_dim
+                n_features: int = 4
+
+                def _sample_one(self, dim, rng):
+                    return RescaledPositiveDraw(RescaledPositive(4), dim, rng.standard_normal((4, dim)))
+
+            @dataclasses.dataclass(frozen=True)
+            class BadTheory(RescaledPositive):
+                def mse(self, x, y):
+                    return -1.0 * super().mse(x, y)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    study = tmp_path / "s.toml"
+    study.write_text(
+        textwrap.dedent(
+            """
+            name = "bad"
+            trials = 4
+            [data]
+            source = "pairs"
+            dim = 3
+            [grid]
+            n_features = [4]
+            [[estimators]]
+            label = "frozen"
+            map = "badmaps:Frozen"
+            """
+        )
+    )
+    with pytest.raises(InvalidParameterError) as info:
+        st.load_design(study)
+    msg = str(info.value)
+    assert str(study) in msg and "'frozen'" in msg and "Frozen" in msg and "ignores `rng`" in msg
+    from badmaps import Doubling
+
+    with pytest.raises(InvalidParameterError, match="does not survive the round trip"):
+        small([Doubling(4)])
+    with pytest.raises(InvalidParameterError, match=r"NoDim does not implement \['feature_dim'\]"):
+        small([{"map": "badmaps:NoDim"}], grid={"dim": [3]})
+    with pytest.raises(
+        InvalidParameterError, match=r"BadTheory .*mse\(x, y\) must return one finite value >= 0"
+    ):
+        small([{"map": "badmaps:BadTheory"}])
+
+
+# ----------------------------------------------------------------------------- executors, interruption
+FLAKY = """
+import os
+import dataclasses
+from rescaled import RescaledPositive, RescaledPositiveDraw
+
+
+class FlakyDraw(RescaledPositiveDraw):
+    def _log_features(self, X, side):
+        # fails on the study's data (5 pairs), not on the 3-point protocol probe
+        if os.environ.get("BYO_FAIL_AT") == str(self.spec.n_features) and X.shape[-2] > 3:
+            raise RuntimeError("interrupted")
+        return super()._log_features(X, side)
+
+
+@dataclasses.dataclass(frozen=True)
+class Flaky(RescaledPositive):
+    def _sample_one(self, dim, rng):
+        return FlakyDraw(self, dim, rng.standard_normal((self.n_features, dim)))
+"""
+
+
+def test_user_map_under_two_workers_resumes_after_an_interruption(tmp_path, monkeypatch):
+    (tmp_path / "flaky.py").write_text(FLAKY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    ests = [{"label": "flaky", "map": "flaky:Flaky", "scale": 0.5}, {"label": "oprf", "map": "OPRF"}]
+    design = small(ests)  # 3 cells x 2 chunks = 6 work units
+    reference = st.run(design)  # serial, uninterrupted
+    out = tmp_path / "out"
+    monkeypatch.setenv("BYO_FAIL_AT", "16")  # the last cell's units fail: the run stops there
+    with pytest.raises(StudyError, match="cell 2 .*interrupted"):
+        st.run(design, executor="processes", workers=2, out=out)
+    assert not (out / "trials.parquet").exists()
+    monkeypatch.delenv("BYO_FAIL_AT")
+    resumed = st.run(design, executor="processes", workers=2, out=out, resume=True)
+    prov = resumed.provenance
+    assert 1 <= prov["units_resumed"] < prov["units"] == 6 and prov["worker_processes"] >= 1
+    for name in ("trials", "pairs"):
+        pd.testing.assert_frame_equal(getattr(resumed, name), getattr(reference, name), check_exact=True)
+    again = st.load(out)
+    pd.testing.assert_frame_equal(again.summary(), reference.summary(), check_exact=True)
+    from dask.distributed import Client, LocalCluster
+
+    # a random dashboard port: another run on this machine may hold the default one
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            dask = st.run(design, executor=client)
+    pd.testing.assert_frame_equal(dask.trials, reference.trials, check_exact=True)
+
+
+def test_classes_of_an_interactive_session_are_refused_for_worker_processes(monkeypatch):
+    import types
+
+    RescaledPositive = _rescaled()
+    main = types.ModuleType("__main__")  # like a notebook kernel: no __file__
+    main.Session = type("Session", (RescaledPositive,), {"__module__": "__main__"})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    d = small([{"map": "__main__:Session"}], grid={"n_features": [4]})
+    with pytest.raises(InvalidParameterError, match="interactive session.*executor='serial'"):
+        st.run(d, executor="processes", workers=2)
+    assert len(st.run(d).trials) == 40  # serial works
+
+
+# ----------------------------------------------------------------------------- the example study
+def test_example_study_through_the_cli_and_the_notebook_api(tmp_path):
+    out = tmp_path / "cli"
+    cmd = [
+        sys.executable,
+        "-m",
+        "rfkit.cli",
+        "run",
+        str(EXAMPLE),
+        "--quick",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
+    env = dict(os.environ)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "6 of 6 within 5 MCSE" in proc.stdout  # RescaledPositive's own mse is compared too
+    assert (out / "figures" / "mse_vs_features.png").exists()
+    result = st.load(out)
+    theory = result.compare_theory()
+    assert set(theory["estimator"]) == {"rescaled", "positive", "oprf"}
+    # the notebook API gives the same numbers
+    same = st.run(EXAMPLE, quick=True)
+    pd.testing.assert_frame_equal(same.trials, result.trials, check_exact=True)
+    mse = same.summary().query("metric == 'mse'").set_index(["estimator", "n_features"])["estimate"]
+    assert mse["rescaled"].lt(mse["positive"]).all()  # the balanced rescaling wins on this data
+    fig = result.plot("mse_vs_features")
+    assert type(fig).__name__ == "Figure" and fig.axes[0].get_xscale() == "log"
+    html = result._repr_html_()
+    assert "rescaled:RescaledPositive" in html and "data:image/png;base64," in html and "± " in html
+    assert result.design.hash() in html and "<table" in html
+    with pytest.raises(
+        InvalidParameterError, match=r"one of \['kernel_scatter', 'mse_vs_features', 'rel_mse_vs_features'\]"
+    ):
+        result.plot("mse_vs_samples")
+    # without the example folder on the path: a clear error, no table
+    env["PYTHONPATH"] = str(ROOT)
+    bad = subprocess.run(
+        cmd[:-3] + ["--out", str(tmp_path / "no")], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert (
+        bad.returncode == 2 and "cannot import module 'rescaled'" in bad.stderr and "PYTHONPATH" in bad.stderr
+    )
+    assert not (tmp_path / "no" / "trials.parquet").exists()
+
+
+# ----------------------------------------------------------------------------- compare
+BUGGY = """
+import dataclasses
+import numpy as np
+from rescaled import RescaledPositive, RescaledPositiveDraw
+
+
+class Draw(RescaledPositiveDraw):
+    def _log_features(self, X, side):
+        sign, logphi = super()._log_features(X, side)
+        return sign, logphi + np.log(self.spec.bug) * (side == "query")
+
+
+@dataclasses.dataclass(frozen=True)
+class Buggy(RescaledPositive):
+    bug = 1.0  # a class attribute, not a parameter: "a change to the estimator's code"
+
+    def _sample_one(self, dim, rng):
+        return Draw(self, dim, rng.standard_normal((self.n_features, dim)))
+"""
+
+
+def test_compare_flags_a_change_to_an_estimator(tmp_path, monkeypatch):
+    (tmp_path / "buggy.py").write_text(BUGGY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import buggy
+
+    design = small(
+        [{"label": "mine", "map": "buggy:Buggy"}, {"label": "prf", "map": "Positive"}],
+        trials=200,
+        chunk_trials=100,
+    )
+    before = st.run(design)
+    same_seed = st.compare(before, st.run(design))
+    assert same_seed["paired"].all() and (same_seed["diff"] == 0).all() and not same_seed["flagged"].any()
+    unpaired = st.compare(before, st.run(design), paired=False)  # independent formula, on request
+    row = unpaired.iloc[0]
+    assert (
+        row["mcse"] == pytest.approx(np.hypot(row["mcse_a"], row["mcse_b"])) and not unpaired["paired"].any()
+    )
+    monkeypatch.setattr(buggy.Buggy, "bug", 1.05)  # a 5% bias slipped into the estimator
+    after = st.run(design)
+    c = st.compare(before, after)
+    mine = c[c.estimator == "mine"].set_index(["n_features", "metric"])
+    assert mine.loc[(slice(None), "rel_bias"), "flagged"].all()  # paired: the bias is seen at every m
+    assert not c[c.estimator == "prf"]["flagged"].any() and (c[c.estimator == "prf"]["diff"] == 0).all()
+    np.testing.assert_allclose(mine.loc[(slice(None), "rel_bias"), "diff"], 0.05, atol=5e-3)
+    assert c.attrs["z"] == st.COMPARE_Z == 5.0
+    other_seed = st.run(design, rng=99)  # other data: not comparable as Monte Carlo noise
+    with pytest.raises(InvalidParameterError, match="different data sets"):
+        st.compare(before, other_seed)
+    with pytest.raises(InvalidParameterError, match="`grid` differs"):
+        st.compare(before, st.run(design.__class__(**{**design.to_dict(), "grid": {"n_features": [4]}})))
+    with pytest.raises(InvalidParameterError, match="`z` parameter of compare"):
+        st.compare(before, after, z=0)
+    with pytest.raises(InvalidParameterError, match="paired=True"):
+        st.compare(before, other_seed, paired=True)
+    with pytest.raises(InvalidParameterError, match="same seed.*200 and 100 trials"):
+        st.compare(before, st.run(design.with_trials(100)))
+
+
+# ----------------------------------------------------------------------------- attention estimators
+ESTIMATORS = """
+import dataclasses
+import numpy as np
+import rfkit as rk
+
+
+def uniform_keys(Q, K, V, *, rng, n_draws=None, samples=4):
+    # attention from `samples` keys drawn uniformly (biased; a toy of your own)
+    g = np.random.default_rng(rng)
+    idx = g.integers(0, K.shape[-2], size=samples)
+    logits = Q @ K[..., idx, :].swapaxes(-1, -2)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    out = (w / w.sum(-1, keepdims=True)) @ V[..., idx, :]
+    return rk.attention.AttentionResult(output=out, method="uniform-keys")
+
+
+@dataclasses.dataclass(frozen=True)
+class Transposed:
+    samples: int = 4
+
+    def __call__(self, Q, K, V, *, rng, n_draws=None):
+        out = uniform_keys(Q, K, V, rng=rng, samples=self.samples).output
+        return rk.attention.AttentionResult(output=out.swapaxes(-1, -2), method="bad")
+
+
+def bare(Q, K, V, *, rng, n_draws=None):
+    return np.zeros((Q.shape[-2], V.shape[-1]))
+"""
+
+
+def test_attention_estimators_of_your_own(tmp_path, monkeypatch):
+    (tmp_path / "myattn.py").write_text(ESTIMATORS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = dict(
+        name="attn-byo",
+        kind="attention",
+        grid={"samples": [2, 4]},
+        data={"source": "sequence", "n_tokens": 6, "dim": 3, "d_v": 2},
+        trials=6,
+        seed=7,
+    )
+    d = st.Design(
+        estimators=[
+            {"label": "mine", "estimator": "myattn:uniform_keys"},
+            {"label": "rfa-mine", "estimator": "RFA", "map": "rescaled:RescaledPositive"},
+            {"label": "ra", "estimator": "RA"},
+        ],
+        **base,
+    )
+    res = st.run(d)
+    assert (
+        set(res.summary()["estimator"]) == {"mine", "rfa-mine", "ra"} and (res.trials["status"] == "ok").all()
+    )
+    assert res.pairs.query("estimator == 'rfa-mine'")["cell"].nunique() == 2
+    with pytest.raises(
+        InvalidParameterError, match=r"Transposed .*shape of exact attention \(6, 2\).*Got shape \(2, 6\)"
+    ):
+        st.Design(estimators=[{"estimator": "myattn:Transposed"}], **base)
+    with pytest.raises(InvalidParameterError, match=r"bare .*AttentionResult.*Got ndarray"):
+        st.Design(estimators=[{"estimator": "myattn:bare"}], **base)
+    with pytest.raises(
+        InvalidParameterError, match=r"`estimators\[0\].estimator` must be one of .* or 'package.module:Name'"
+    ):
+        st.Design(estimators=[{"estimator": "Performer"}], **base)
