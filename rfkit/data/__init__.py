@@ -9,6 +9,7 @@ computed with NumPy; :func:`describe` reports the statistics that make a head ha
 random-feature estimators.
 """
 
+from ._benchmark import BENCHMARK_SETS, kernel_benchmark_pairs, real_pairs
 from ._describe import DESCRIBE_COLUMNS, describe
 from ._minilm import (
     INSTALL_COMMAND,
@@ -24,6 +25,9 @@ from ._smollm import SMOLLM2_INSTALL_COMMAND, SmolLM2QK, smollm2_qk, smollm2_tok
 from ._synthetic import HARD_REGIMES, SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms, sequence_qkv
 
 __all__ = [
+    "BENCHMARK_SETS",
+    "kernel_benchmark_pairs",
+    "real_pairs",
     "SyntheticQK",
     "gaussian_qk",
     "hard_qk",

@@ -22,6 +22,8 @@ DOUBLE_WIDTH = 7.0
 
 # Okabe-Ito palette (colour-blind safe; yellow replaced by grey for legibility on white), fixed order
 _PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999"]
+#: more colours for figures with many estimators (Paul Tol's "muted" scheme, colour-blind safe)
+_EXTRA = ["#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499"]
 _FAMILY_ORDER = [
     "trig",
     "positive",
@@ -49,7 +51,7 @@ def estimator_colors(labels: Iterable[str]) -> dict[str, str]:
     fams = [str(lab).split("-")[0].lower() for lab in labels]
     base = {f: _PALETTE[_FAMILY_ORDER.index(f) % len(_PALETTE)] for f in fams if f in _FAMILY_ORDER}
     used = set(base.values())
-    spare = [c for c in _PALETTE if c not in used]
+    spare = [c for c in _PALETTE + _EXTRA if c not in used]  # distinct for up to 17 estimators
     out: dict[str, str] = {}
     seen: set[str] = set()
     k = 0
@@ -126,10 +128,12 @@ def paper_style(width: str = "single") -> Iterator[dict[str, Any]]:
 def save_figure(fig: Any, path: str | Path) -> list[Path]:
     """Save ``fig`` as vector PDF and PNG next to each other; returns the two paths."""
     p = Path(path)
+    if p.suffix.lower() in (".pdf", ".png", ".svg"):
+        p = p.with_suffix("")
     p.parent.mkdir(parents=True, exist_ok=True)
     out = []
     for ext in (".pdf", ".png"):
-        q = p.with_suffix(ext)
+        q = p.with_name(p.name + ext)  # not with_suffix: stems may hold dots (``set-norm-0.5``)
         fig.savefig(q, bbox_inches="tight", dpi=200)
         out.append(q)
     return out

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .. import data as rkdata
 from .._backend import backend_for, to_numpy
-from ..exceptions import InvalidParameterError, NumericalOverflowError, StudyError
+from ..exceptions import InvalidParameterError, NumericalOverflowError, RFKitError, StudyError
 from ._design import Design
 from ._estimators import build_feature_map
 
@@ -69,6 +69,8 @@ def cell_data(
     if src == "hard":
         s = rkdata.hard_qk(n, p.pop("dim"), rng=gen, **p)
         return s.q, s.k
+    if src == "benchmark":
+        return rkdata.kernel_benchmark_pairs(p.pop("set"), n, p.pop("dim", 32), rng=gen)
     if src == "minilm":
         # layers/heads as data axes select one model head per cell; `gen` is unused (no randomness)
         layer = int(p.pop("layer", (p.pop("layers", [0]) or [0])[0]))
@@ -270,10 +272,17 @@ def _kernel_setup(
 ) -> dict[str, Any]:
     cell = design.cells()[cell_index]
     X, Y = cell_data(design, cell, entropy, spawn_key)
-    fms = []
+    fms, fit_errors = [], []
     for est in design.estimators:
         fm = build_feature_map(est["map"], design.estimator_params(est, cell))
-        fms.append(fm.fit(X, Y) if fm.needs_data else fm)
+        err = None
+        if fm.needs_data:
+            try:
+                fm = fm.fit(X, Y)  # parameters from the cell's own pairs
+            except RFKitError as exc:  # e.g. a singular second-moment matrix: no fit on this data
+                err = exc
+        fms.append(fm)
+        fit_errors.append(err)
     labels = [design._label(est) for est in design.estimators]
     bk = study_backend(design)
     return {
@@ -284,6 +293,7 @@ def _kernel_setup(
         "Yb": bk.asarray(Y),
         "log_truth": np.sum(X * Y, axis=1),
         "fms": fms,
+        "fit_errors": fit_errors,
         "labels": labels,
     }
 
@@ -306,6 +316,17 @@ def _kernel_partial(
     status = np.full((len(fms), len(trials)), "ok", dtype=object)
     cache: dict[tuple[Any, ...], np.ndarray] = {}  # directions shared within this chunk
     for i, (label, fm) in enumerate(zip(setup["labels"], fms)):
+        fit_error = setup["fit_errors"][i]
+        if fit_error is not None:  # the map could not be fitted to this cell's data: no trial can run
+            if on_error == "raise":
+                raise StudyError(
+                    f"fitting {label!r} to the data of cell {cell_index} ({setup['cell']}) failed: "
+                    f"{type(fit_error).__name__}: {fit_error} (with on_error='record' its trials are recorded "
+                    "as failed instead)",
+                    cell=cell_index,
+                ) from fit_error
+            status[i] = f"error:{type(fit_error).__name__}"
+            continue
         try:
             ratio[i] = _evaluate(fm, X, Y, log_truth, streams, cache=cache)
         except Exception:  # noqa: BLE001 - replay trial by trial to name the failing ones
@@ -356,10 +377,12 @@ def _kernel_finalize(
                 "rel_sq_err": (rel**2).mean(axis=1),
                 "abs_rel_err": np.abs(rel).mean(axis=1),
                 "max_rel_err": np.abs(rel).max(axis=1),
+                "med_rel_sq_err": np.median(rel**2, axis=1),
                 "sq_dev": sq_dev,
             }
         )
         n_ok = int(ok.sum())
+        nan = np.full(N, np.nan)  # per-pair moments of an estimator none of whose trials succeeded
         with np.errstate(over="ignore", invalid="ignore"):
             e2 = err[ok] ** 2
             pf = dict(
@@ -372,12 +395,12 @@ def _kernel_finalize(
                     "mean_est": mean_est,
                     "est_trial0": est_vals[0],  # one draw's estimates (scatter plots), NaN if it failed
                     "var_est": est_vals[ok].var(axis=0, ddof=1) if n_ok > 1 else np.nan,
-                    "bias": err[ok].mean(axis=0),
+                    "bias": err[ok].mean(axis=0) if n_ok else nan,
                     "bias_se": err[ok].std(axis=0, ddof=1) / np.sqrt(n_ok) if n_ok > 1 else np.nan,
-                    "mse": e2.mean(axis=0),
+                    "mse": e2.mean(axis=0) if n_ok else nan,
                     "mse_se": e2.std(axis=0, ddof=1) / np.sqrt(n_ok) if n_ok > 1 else np.nan,
-                    "rel_mse": (okr**2).mean(axis=0),
-                    "theory_mse": _theory_mse(fm, X, Y),
+                    "rel_mse": (okr**2).mean(axis=0) if n_ok else nan,
+                    "theory_mse": _theory_mse(fm, X, Y) if not fm.needs_data else np.nan,
                     "m": getattr(fm, "n_features", np.nan),
                     "feature_dim": fm.feature_dim(X.shape[1]),
                 }

@@ -120,10 +120,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     theory = result.compare_theory()
     if not theory.empty:
+        from ._report import heavy_tailed
+
         t = theory[theory["metric"] == "mse"]
-        print(
-            f"theory vs simulation (MSE): {int((t['z'].abs() <= 5).sum())} of {len(t)} within 5 MCSE; max |z| = {t['z'].abs().max():.2f}"
+        heavy = heavy_tailed(t)
+        light = t[~heavy]
+        line = (
+            f"theory vs simulation (MSE): {int((light['z'].abs() <= 5).sum())} of {len(light)} within 5 MCSE"
         )
+        if len(light):
+            line += f"; max |z| = {light['z'].abs().max():.2f}"
+        if heavy.any():
+            line += f" ({int(heavy.sum())} heavy-tailed rows not counted: see the report)"
+        print(line)
     print(f"wrote {out}/summary.parquet, summary.csv, trials.parquet, pairs.parquet, report: {report}")
     return 0
 
@@ -196,8 +205,8 @@ def add_study_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p_run.add_argument(
         "--on-error",
         choices=["raise", "record"],
-        default="raise",
-        help="stop at a failing trial (default) or record it and continue",
+        default=None,
+        help="stop at a failing trial or record it and continue (default: the study file's on_error, else raise)",
     )
     p_run.add_argument(
         "--backend",

@@ -87,16 +87,32 @@ DATA_SOURCES = {
     # causal = true: those of the decoder SmolLM2-135M-Instruct (rk.data.smollm2_qk), with causal
     # exact attention and `causal = true` passed to every estimator
     "minilm": {"layer", "head", "layers", "heads", "n_texts", "max_len", "scale", "dim", "causal"},
+    # the pair sets of the softmax-kernel-estimators benchmark (rk.data.kernel_benchmark_pairs)
+    "benchmark": {"set", "n_pairs", "dim", "dataset"},
 }
 #: data sources that give (Q, K, V) sequences (kind = "attention") rather than pairs
 SEQUENCE_SOURCES = ("sequence", "minilm")
+#: metrics a design gets when it names none (kept as they were, so existing designs keep their hash)
+DEFAULT_METRICS = {
+    "kernel": ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err")
+}
 METRICS_BY_KIND = {
-    "kernel": ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err"),
+    "kernel": (
+        "mse",
+        "rel_mse",
+        "bias",
+        "rel_bias",
+        "variance",
+        "mean_rel_err",
+        "max_rel_err",
+        "median_rel_sq_err",
+    ),
     "attention": ("mse", "bias", "variance", "mean_abs_err", "max_abs_err", "nonpositive_rows"),
     "concentration": ("coverage", "rms_over_bound", "realized_exceeds"),
 }
 METRICS = tuple(dict.fromkeys(m for ms in METRICS_BY_KIND.values() for m in ms))
 _TOP_KEYS = {
+    "on_error",
     "backend",
     "device",
     "name",
@@ -112,7 +128,7 @@ _TOP_KEYS = {
     "quick",
     "outputs",
 }
-_ESTIMATOR_AXES = {"n_features", "degree", "n", "projection", "samples", "weights"}
+_ESTIMATOR_AXES = {"n_features", "feature_dim", "degree", "n", "projection", "samples", "weights"}
 #: axes of concentration designs that are neither data nor estimator parameters
 _BOUND_AXES = {"p"}
 
@@ -166,6 +182,10 @@ class Design:
         draws stay NumPy and are moved to ``device``, so the tables equal NumPy's to round-off.
     device : str, optional
         Device of the backend (``"cuda"``, ``"cuda:1"``, ``"cpu"``); default: the library's default.
+    on_error : {"raise", "record"}, default="raise"
+        What :func:`rfkit.study.run` does with a failing trial (or a data-dependent map that cannot
+        be fitted to a cell's data) unless its own ``on_error`` says otherwise: stop, or record the
+        trials as failed (``status="error:<Exception>"``, counted in ``n_failed``) and go on.
     source : str
         Where the design came from (file path or "python"), for messages.
     """
@@ -184,6 +204,7 @@ class Design:
     quick: dict[str, Any] = dataclasses.field(default_factory=dict)
     backend: str = "numpy"
     device: str | None = None
+    on_error: str = "raise"
     source: str = "python"
 
     def __post_init__(self) -> None:
@@ -226,9 +247,11 @@ class Design:
         ):
             raise _err(src, "seed", "must be a non-negative integer", self.seed)
         self._check_backend()
+        if self.on_error not in ("raise", "record"):
+            raise _err(src, "on_error", "must be 'raise' or 'record'", self.on_error)
         allowed = METRICS_BY_KIND[self.kind]
         if not self.metrics:  # default: every metric of the kind
-            object.__setattr__(self, "metrics", list(allowed))
+            object.__setattr__(self, "metrics", list(DEFAULT_METRICS.get(self.kind, allowed)))
         bad = [m for m in self.metrics if m not in allowed]
         if bad or not self.metrics:
             raise _err(
@@ -300,6 +323,7 @@ class Design:
                 raise _err(src, f"grid.{axis}", "must be a non-empty list of values", values)
             if axis in (
                 "n_features",
+                "feature_dim",
                 "dim",
                 "n_pairs",
                 "degree",
@@ -474,9 +498,11 @@ class Design:
             return params
         accepts = takes(est.get("map"), "map")
         params = {k: v for k, v in est.items() if k not in ("map", "label")}
-        for axis in _ESTIMATOR_AXES:  # grid axes go to maps that take them
+        for axis in _ESTIMATOR_AXES - {"feature_dim"}:  # grid axes go to maps that take them
             if axis in cell and axis not in params and (accepts is None or axis in accepts):
                 params[axis] = cell[axis]
+        if "feature_dim" in cell and "n_features" not in params:
+            params["n_features"] = self._features_for_columns(est, params, cell)
         for k, v in list(params.items()):
             if isinstance(v, str) and v.startswith("$"):
                 axis = v[1:]
@@ -501,6 +527,36 @@ class Design:
             per = build_feature_map(str(est["map"]), {**params, "n_features": 1}).feature_dim(int(dim))
             params["n_features"] = max(1, D // max(1, int(per)))
         return params
+
+    def _features_for_columns(
+        self, est: Mapping[str, Any], params: dict[str, Any], cell: Mapping[str, Any]
+    ) -> int:
+        """``n_features`` of a map whose feature dimension fills the cell's ``feature_dim`` columns.
+
+        Every map's ``feature_dim(d)`` is affine in ``n_features`` (``m``, ``2m``, ``1 + n m``, ...): it
+        is asked of the map at ``n_features`` = 1 and 2, so maps compared at one ``feature_dim`` have
+        the same number of feature columns (the cost of linear attention), whatever their family.
+        """
+        from ._estimators import build_feature_map
+
+        D = int(cell["feature_dim"])
+        dim = int(cell.get("dim", self.data.get("dim", 0)) or 0)
+        if dim < 1:
+            raise _err(
+                self.source, "grid.feature_dim", "needs the data dimension `dim` (in [data] or the grid)", D
+            )
+        f1, f2 = (
+            int(build_feature_map(est["map"], {**params, "n_features": k}).feature_dim(dim)) for k in (1, 2)
+        )
+        per, base = f2 - f1, 2 * f1 - f2
+        if per < 1 or (D - base) // per < 1:
+            raise _err(
+                self.source,
+                "grid.feature_dim",
+                f"is too small for {self._label(est)!r}, whose feature dimension is {per} n_features + {base}",
+                D,
+            )
+        return (D - base) // per
 
     # ---------------------------------------------------------------- variants
     def quick_profile(self) -> Design:
@@ -547,7 +603,7 @@ class Design:
     def hash(self) -> str:
         """SHA-256 of the canonical JSON form: identifies the design in results and on resume."""
         d = self.to_dict()
-        for key in ("quick", "description", "outputs", "backend", "device"):  # not the estimators' numbers
+        for key in ("quick", "description", "outputs", "backend", "device", "on_error"):  # not the numbers
             d.pop(key, None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -87,8 +87,8 @@ def study_figures(
     these tables only: nothing is recomputed.
     """
     grid_cols = list(design.grid)
-    if kind == "mse_vs_features" and "n_features" in grid_cols:
-        return _mse_figures(summary, theory)
+    if kind == "mse_vs_features" and ({"n_features", "feature_dim"} & set(grid_cols)):
+        return _mse_figures(summary, theory, grid_cols)
     if kind == "kernel_scatter":
         pairs = table("pairs")
         return _scatter_figure(pairs, grid_cols) if pairs is not None else []
@@ -185,6 +185,10 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         ]
     if not theory.empty:
         lines += _theory_section(theory[theory["metric"] == "mse"].copy(), grid_cols)
+    if "ranking" in d.outputs.get("tables", []):
+        chosen = d.outputs.get("ranking_metric")
+        for metric in [chosen] if chosen is None or isinstance(chosen, str) else list(chosen):
+            lines += _ranking_section(summary, grid_cols, out, metric)
     lines += _slopes_section(summary, grid_cols)
     lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind)
     stats_path = out / "data_stats.parquet"
@@ -207,6 +211,15 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
 _HEAVY_TAIL_RATIO = 3.0
 
 
+def heavy_tailed(t: pd.DataFrame) -> Any:
+    """Theory rows whose predicted MSE exceeds the measured one more than ``_HEAVY_TAIL_RATIO`` times.
+
+    There the squared error is heavy-tailed: the sample MSE and its MCSE miss the rare large
+    draws that carry the mean, so the row's z-score does not test the formula (boolean array).
+    """
+    return (t["predicted"] > _HEAVY_TAIL_RATIO * t["measured"]).to_numpy()
+
+
 def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
     """Measured vs closed-form MSE; rows whose prediction far exceeds the measurement are flagged.
 
@@ -217,7 +230,7 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
     n = len(t)
     if not n:
         return []
-    heavy = (t["predicted"] > _HEAVY_TAIL_RATIO * t["measured"]).to_numpy()
+    heavy = heavy_tailed(t)
     light = t[~heavy]
     text = f"{n} (cell, estimator) comparisons of the measured MSE with its closed form (rfkit.theory, or the map's own mse)"
     if len(light):
@@ -257,15 +270,21 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
     return out
 
 
-def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame) -> Figures:
+def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame, grid_cols: list[str]) -> Figures:
+    """MSE against the feature count (``feature_dim`` columns, else ``n_features`` directions), one
+    figure per value of the other grid axes that vary (e.g. a data ``set``): never pooled."""
     from ..plots import plot_mse_vs_features
 
+    x = "feature_dim" if "feature_dim" in grid_cols else "n_features"
     figs: Figures = []
-    for metric in ("mse", "rel_mse"):
-        if summary[summary["metric"] == metric].empty:
-            continue
-        ax = plot_mse_vs_features(summary, theory if not theory.empty else None, metric=metric)
-        figs.append((f"{metric}_vs_features", ax.figure))
+    for suffix, rows in _facets(summary, grid_cols):
+        th = theory[theory["cell"].isin(rows["cell"])] if not theory.empty else theory
+        title = suffix.lstrip("_").replace("_", ", ").replace("-", " = ", 1) if suffix else None
+        for metric in ("mse", "rel_mse", "median_rel_sq_err"):
+            if rows[rows["metric"] == metric].empty:
+                continue
+            ax = plot_mse_vs_features(rows, th if not th.empty else None, metric=metric, x=x, title=title)
+            figs.append((f"{metric}_vs_features{suffix}", ax.figure))
     return figs
 
 
@@ -273,7 +292,9 @@ def _facets(frame: pd.DataFrame, grid_cols: list[str]) -> list[tuple[str, pd.Dat
     """``(name suffix, rows)`` per value of the grid axes other than ``dataset`` / ``n_features`` that vary
     (e.g. a data ``regime``), so figures never pool different settings; one facet ``("", frame)`` otherwise."""
     axes = [
-        c for c in grid_cols if c not in ("dataset", "n_features") and c in frame and frame[c].nunique() > 1
+        c
+        for c in grid_cols
+        if c not in ("dataset", "n_features", "feature_dim") and c in frame and frame[c].nunique() > 1
     ]
     if not axes:
         return [("", frame)]
@@ -378,6 +399,56 @@ def _heatmap_figure(summary: pd.DataFrame) -> Figures:
 
     axes = plot_head_heatmap(summary, "mse", colorbar_label="log10 attention-output MSE")
     return [("mse_by_layer_head", axes.ravel()[0].figure)]
+
+
+def ranking_table(
+    summary: pd.DataFrame, grid_cols: list[str], metric: str = "rel_mse"
+) -> list[tuple[str, pd.DataFrame]]:
+    """Estimators ranked by a metric, one table per value of the grid axes other than the feature count.
+
+    Each table has one row per estimator: its rank, the geometric mean over feature counts of its
+    ``metric`` divided by the best estimator's at that count (1 = best everywhere), and the metric
+    at every feature count (estimate with its MCSE). Rows are ordered by that mean ratio.
+    """
+    import numpy as np
+
+    x = "feature_dim" if "feature_dim" in grid_cols else "n_features"
+    s = summary[summary["metric"] == metric]
+    out = []
+    for suffix, rows in _facets(s, grid_cols):
+        est = rows.pivot_table(index="estimator", columns=x, values="estimate", aggfunc="first")
+        se = rows.pivot_table(index="estimator", columns=x, values="mcse", aggfunc="first")
+        ratio = est / est.min(axis=0)
+        gm = np.exp(np.log(ratio).mean(axis=1))
+        order = gm.sort_values(kind="stable").index
+        table = pd.DataFrame({"rank": range(1, len(order) + 1), "estimator": list(order)})
+        table[f"{metric} / best (geom. mean)"] = [f"{gm[e]:.3g}" for e in order]
+        for col in est.columns:
+            table[f"{x}={col}"] = [format_mcse(est.loc[e, col], se.loc[e, col]) for e in order]
+        out.append((suffix.lstrip("_"), table))
+    return out
+
+
+def _ranking_section(
+    summary: pd.DataFrame, grid_cols: list[str], out: Path, metric: str | None = None
+) -> list[str]:
+    if metric is None:
+        metric = "rel_mse" if not summary[summary["metric"] == "rel_mse"].empty else "mse"
+    lines = [
+        f"## Ranking by {metric}",
+        "",
+        f"Estimators ranked by {metric} ({METRIC_SOURCES[metric][1]}) within each data setting: the "
+        "geometric mean over feature counts of each estimator's value divided by the best one's "
+        "(1 = best at every count), then the values with their Monte Carlo standard errors.",
+        "",
+    ]
+    frames = []
+    for name, table in ranking_table(summary, grid_cols, metric):
+        lines += [f"### {name.replace('_', ', ') or 'all cells'}", "", _md_table(table), ""]
+        frames.append(table.assign(setting=name))
+    if frames:
+        pd.concat(frames, ignore_index=True).to_csv(out / f"ranking_{metric}.csv", index=False)
+    return lines
 
 
 def _hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], top: int = 8) -> list[str]:

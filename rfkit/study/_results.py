@@ -36,6 +36,10 @@ METRIC_SOURCES = {
     "variance": ("sq_dev", "mean over pairs of Var[K_hat] (divisor T-1)"),
     "mean_rel_err": ("abs_rel_err", "mean over pairs of E|K_hat - K|/K"),
     "max_rel_err": ("max_rel_err", "E[max over pairs of |K_hat - K|/K]"),
+    "median_rel_sq_err": (
+        "med_rel_sq_err",
+        "E[median over pairs of ((K_hat - K)/K)^2] (robust to the few pairs whose error dominates the mean)",
+    ),
     # attention designs: errors of the output against exact softmax attention
     "mean_abs_err": ("abs_err", "mean over queries and value dims of E|A_hat - A|"),
     "max_abs_err": ("max_abs_err", "E[max over queries and value dims of |A_hat - A|]"),

@@ -236,7 +236,7 @@ def run(
     resume: bool = False,
     quick: bool = False,
     trials: int | None = None,
-    on_error: str = "raise",
+    on_error: str | None = None,
     progress: bool | None = None,
     lock_timeout: float | None = 0.0,
     backend: str | None = None,
@@ -279,9 +279,11 @@ def run(
         Apply the design's ``[quick]`` profile.
     trials : int, optional
         Override the number of trials.
-    on_error : {"raise", "record"}, default="raise"
+    on_error : {"raise", "record"}, optional
         A failing trial raises :class:`~rfkit.exceptions.StudyError` naming its (cell, trial),
-        or is recorded with ``status="error:<Exception>"`` and counted in ``summary().n_failed``.
+        or is recorded with ``status="error:<Exception>"`` and counted in ``summary().n_failed``
+        (so is every trial of a data-dependent map that cannot be fitted to a cell's data).
+        Default: the design's ``on_error`` (``"raise"`` unless the study file says otherwise).
     progress : bool, optional
         Show a progress bar (default: when stderr is a terminal).
     lock_timeout : float or None, default=0
@@ -304,6 +306,8 @@ def run(
     if backend is not None or device is not None:
         design = design.on_backend(backend, device)
     bk = backend_for(design.backend, design.device)  # fails early, naming a missing library
+    if on_error is None:
+        on_error = design.on_error
     if on_error not in ("raise", "record"):
         raise InvalidParameterError(f"`on_error` must be 'raise' or 'record'. Got {on_error!r} instead.")
     if scheduler is not None:
