@@ -133,13 +133,13 @@ def oprf_optimal_A(Q: Any, K: Any) -> float:
     return float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)
 
 
-def validate_A(A: Any, owner: str) -> np.ndarray:
+def validate_A(A: Any, owner: str, name: str = "A") -> np.ndarray:
     """Validate an explicit CEXP matrix: diagonal (d,) or full (d, d), finite, invertible."""
     arr = np.asarray(to_numpy(A)) if not isinstance(A, np.ndarray) and hasattr(A, "shape") else A
-    arr = as_float_array(arr, "A")
+    arr = as_float_array(arr, name)
     if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
         raise ShapeError(
-            f"The `A` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; "
+            f"The `{name}` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; "
             f"got shape {arr.shape}."
         )
     arr = np.array(arr, dtype=np.float64)
@@ -152,11 +152,11 @@ def validate_A(A: Any, owner: str) -> np.ndarray:
     rcond = smin / smax if smax > 0 else 0.0
     if rcond <= np.finfo(np.float64).eps:
         raise SingularMatrixError(
-            f"`A` is singular (rcond={rcond:.3g}) in {owner}; the estimator needs A^-T. Pass an invertible A."
+            f"`{name}` is singular (rcond={rcond:.3g}) in {owner}; the estimator needs its inverse. Pass an invertible {name}."
         )
     if rcond < 1e-12:
         warnings.warn(
-            f"`A` is ill-conditioned (rcond={rcond:.3g}) in {owner}; A^-T y may lose precision.",
+            f"`{name}` is ill-conditioned (rcond={rcond:.3g}) in {owner}; its inverse may lose precision.",
             IllConditionedWarning,
             stacklevel=4,
         )

@@ -292,7 +292,7 @@ class SADERF(_ExpMap):
         if self.A is not None:
             object.__setattr__(self, "A", _check_A(self.A, "SADERF"))
         if self.psi is not None:
-            arr = validate_A(self.psi, "SADERF")
+            arr = validate_A(self.psi, "SADERF", "psi")
             if arr.ndim != 1:
                 raise ShapeError(
                     f"The `psi` parameter of SADERF must be the diagonal of Psi, shape (d,); got shape {arr.shape}."

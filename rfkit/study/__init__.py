@@ -18,6 +18,7 @@ page "Bring your own estimator".
 from ._cli import builtin_study
 from ._design import DATA_SOURCES, FEATURE_MAPS, KINDS, METRICS, METRICS_BY_KIND, Design, load_design
 from ._estimators import check_attention_estimator
+from ._report import ranking_table
 from ._results import COMPARE_Z, StudyResult, compare, load, mcse_summary
 from ._runner import EXECUTORS, run, run_trial
 from ._storage import RunReport, verify_run
@@ -36,6 +37,7 @@ __all__ = [
     "verify_run",
     "RunReport",
     "mcse_summary",
+    "ranking_table",
     "EXECUTORS",
     "KINDS",
     "DATA_SOURCES",

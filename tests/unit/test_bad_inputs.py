@@ -23,6 +23,7 @@ import rfkit as rk
 import rfkit.study as st
 from rfkit.cli import main as cli_main
 from rfkit.exceptions import (
+    BackendError,
     InvalidParameterError,
     NonFiniteInputError,
     NumericalOverflowError,
@@ -44,6 +45,26 @@ X_INF = X.copy()
 X_INF[0, 0] = np.inf
 HUGE = np.full((2, 3), 1e200)
 DRAW = F.Positive(8).sample(3, rng=0)
+
+
+def _strict(a: np.ndarray, device: str | None = None, dtype: str = "float64") -> Any:
+    """``a`` as an array of the strict array-API namespace (optionally on another device)."""
+    import array_api_strict as xps
+
+    dev = None if device is None else xps.Device(device)
+    return xps.asarray(a, dtype=getattr(xps, dtype), device=dev)
+
+
+class _Alien:
+    """An array object of a library rfkit does not compute on."""
+
+    __module__ = "alienlib.core"
+    shape = (5, 3)
+
+    def __array_namespace__(self, api_version: Any = None) -> Any:  # pragma: no cover - never called
+        raise AssertionError
+
+
 I2, Z2 = np.eye(2), np.zeros(2)
 
 
@@ -149,6 +170,147 @@ CASES: list[Bad] = [
         ShapeError,
         "`K`",
         "(3, 4)",
+    ),
+    # ------------------------------------------------------------------ the newer maps (issue 12)
+    Bad("GERF-s", lambda t: F.GERF(4, s=2), InvalidParameterError, "`s`", "Got 2"),
+    Bad("GERF-A", lambda t: F.GERF(4, A=0.3), InvalidParameterError, "`A`", "Got 0.3"),
+    Bad(
+        "SADERF-psi-singular",
+        lambda t: F.SADERF(4, psi=np.array([1.0, 0.0, 1.0])),
+        SingularMatrixError,
+        "`psi`",
+        "rcond=0",
+    ),
+    Bad("SADERF-psi-shape", lambda t: F.SADERF(4, psi=np.ones((2, 2, 2))), ShapeError, "`psi`", "(2, 2, 2)"),
+    Bad("ADERF-A", lambda t: F.ADERF(4, A=0.26), InvalidParameterError, "`A`", "Got 0.26"),
+    Bad(
+        "ADERF-G-singular",
+        lambda t: F.ADERF(4, A=-0.1, G=np.zeros((3, 3))),
+        SingularMatrixError,
+        "`G`",
+        "rcond=0",
+    ),
+    Bad(
+        "SDERF-A-symmetric",
+        lambda t: F.SDERF(4, A=np.array([[0.0, 0.1], [0.0, 0.0]])),
+        InvalidParameterError,
+        "`A`",
+        "0.1",
+    ),
+    Bad(
+        "SDERF-A-eigenvalue", lambda t: F.SDERF(4, A=np.diag([0.3, 0.0])), InvalidParameterError, "`A`", "0.3"
+    ),
+    Bad("RandomMaclaurin-p", lambda t: F.RandomMaclaurin(4, p=1.0), InvalidParameterError, "`p`", "Got 1.0"),
+    Bad(
+        "RandomMaclaurin-distribution",
+        lambda t: F.RandomMaclaurin(4, distribution="uniform"),
+        InvalidParameterError,
+        "`distribution`",
+        "'uniform'",
+    ),
+    Bad(
+        "RandomMaclaurin-max_degree",
+        lambda t: F.RandomMaclaurin(4, max_degree=-1),
+        InvalidParameterError,
+        "`max_degree`",
+        "Got -1",
+    ),
+    Bad("TensorSketch-degree", lambda t: F.TensorSketch(4, -1), InvalidParameterError, "`degree`", "Got -1"),
+    Bad(
+        "TensorSketch-n_features",
+        lambda t: F.TensorSketch(0, 2),
+        InvalidParameterError,
+        "`n_features`",
+        "Got 0",
+    ),
+    Bad(
+        "OPRF-hyperbolic",
+        lambda t: F.OPRF(4, hyperbolic="yes"),
+        InvalidParameterError,
+        "`hyperbolic`",
+        "'yes'",
+    ),
+    Bad(
+        "Positive-projection-simplex",
+        lambda t: F.Positive(4, projection="simplex+"),
+        InvalidParameterError,
+        "`projection`",
+        "'simplex+'",
+    ),
+    Bad(
+        "theory.mse-simplex-plus",
+        lambda t: T.mse(F.Positive(4, projection="simplex-plus"), X[:2], Y[:2]),
+        InvalidParameterError,
+        "projection=",
+        "'simplex-plus'",
+    ),
+    # ------------------------------------------------------------------ backends and threads (issue 11)
+    Bad(
+        "softmax_kernel-mixed-libraries",
+        lambda t: rk.softmax_kernel(_strict(X), Y),
+        BackendError,
+        "`Y`",
+        "numpy",
+    ),
+    Bad(
+        "kernel-mixed-devices",
+        lambda t: DRAW.kernel(_strict(X), _strict(Y, "device1")),
+        BackendError,
+        "`Y`",
+        "device1",
+    ),
+    Bad("softmax_kernel-alien", lambda t: rk.softmax_kernel(_Alien(), Y), BackendError, "`X`", "'alienlib'"),
+    Bad(
+        "pairwise-int-strict",
+        lambda t: DRAW.pairwise(_strict(X), _strict(np.ones((5, 3)), dtype="int64")),
+        InvalidParameterError,
+        "`Y`",
+        "int64",
+    ),
+    Bad("threads-0", lambda t: rk.threads(0).__enter__(), InvalidParameterError, "`n_threads`", "Got 0"),
+    Bad("Design-backend", lambda t: _design(backend="jax"), InvalidParameterError, "`backend`", "'jax'"),
+    Bad(
+        "Design-device-numpy",
+        lambda t: _design(device="cuda"),
+        InvalidParameterError,
+        "`device`",
+        "'cuda'",
+    ),
+    Bad(
+        "Design-on_error",
+        lambda t: _design(on_error="ignore"),
+        InvalidParameterError,
+        "`on_error`",
+        "'ignore'",
+    ),
+    Bad(
+        "Design-feature_dim",
+        lambda t: _design(estimators=[{"map": "TensorSketch", "degree": 4}], grid={"feature_dim": [3]}),
+        InvalidParameterError,
+        "`grid.feature_dim`",
+        "Got 3",
+    ),
+    # ------------------------------------------------------------------ benchmark data (issue 12)
+    Bad(
+        "kernel_benchmark_pairs-set",
+        lambda t: D.kernel_benchmark_pairs("gauss", 4),
+        InvalidParameterError,
+        "`set`",
+        "'gauss'",
+    ),
+    Bad(
+        "kernel_benchmark_pairs-dim",
+        lambda t: D.kernel_benchmark_pairs("minilm", 4, dim=16),
+        InvalidParameterError,
+        "`dim`",
+        "Got 16",
+    ),
+    Bad(
+        "real_pairs-model",
+        lambda t: D.real_pairs(4, model="gpt2"),
+        InvalidParameterError,
+        "`model`",
+        "'gpt2'",
     ),
     # ------------------------------------------------------------------ sample
     Bad("sample-dim-0", lambda t: F.Positive(4).sample(0), InvalidParameterError, "`dim`", "Got 0"),
