@@ -91,6 +91,11 @@ def cell_data(
     raise InvalidParameterError(f"unknown data source {src!r}")  # pragma: no cover - validated in Design
 
 
+def cell_is_causal(design: Design, cell: dict[str, Any]) -> bool:
+    """True for a cell of real decoder data (``causal`` in ``[data]`` or as a grid axis): causal attention."""
+    return design.data["source"] == "minilm" and bool(design.data_params(cell).get("causal", False))
+
+
 def study_backend(design: Design) -> Any:
     """The array backend a design's estimates run on (NumPy unless ``backend``/``device`` say otherwise).
 
@@ -450,7 +455,7 @@ def _attention_partial(
 
     cell = design.cells()[cell_index]
     Q, K, V = cell_data(design, cell, entropy, spawn_key)  # type: ignore[misc]
-    causal = design.data["source"] == "minilm" and bool(design.data.get("causal", False))
+    causal = cell_is_causal(design, cell)
     exact = attention.softmax(Q, K, V, causal=causal)  # the reference, in NumPy float64
     bk = study_backend(design)
     Qb, Kb, Vb = bk.asarray(Q), bk.asarray(K), bk.asarray(V)  # the estimates run on the design's backend

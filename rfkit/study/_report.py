@@ -187,8 +187,9 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         lines += _theory_section(theory[theory["metric"] == "mse"].copy(), grid_cols)
     if "ranking" in d.outputs.get("tables", []):
         chosen = d.outputs.get("ranking_metric")
-        for metric in [chosen] if chosen is None or isinstance(chosen, str) else list(chosen):
-            lines += _ranking_section(summary, grid_cols, out, metric)
+        ranked: list[str | None] = [chosen] if chosen is None or isinstance(chosen, str) else list(chosen)
+        for rank_by in ranked:
+            lines += _ranking_section(summary, grid_cols, out, rank_by)
     lines += _slopes_section(summary, grid_cols)
     lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind)
     stats_path = out / "data_stats.parquet"

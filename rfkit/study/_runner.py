@@ -445,7 +445,7 @@ def run_trial(
     Kernel designs: the ratios estimate/truth per estimator and pair; attention designs: the
     squared error of each query's output per estimator.
     """
-    from ._cell import _evaluate, cell_data
+    from ._cell import _evaluate, cell_data, cell_is_causal
     from ._estimators import build_feature_map
 
     design = _resolve_design(design, False, None)
@@ -457,7 +457,7 @@ def run_trial(
         from ._estimators import build_attention_estimator
 
         Q, K, V = cell_data(design, cells[cell], entropy, spawn_key)  # type: ignore[misc]
-        causal = design.data["source"] == "minilm" and bool(design.data.get("causal", False))
+        causal = cell_is_causal(design, cells[cell])
         exact = attention.softmax(Q, K, V, causal=causal)
         for est in design.estimators:
             params = dict(design.estimator_params(est, cells[cell]))
