@@ -9,6 +9,7 @@ from ._box import plot_metric_boxplot, prepare_metric_boxplot
 from ._heatmap import plot_attention_matrices, plot_head_heatmap, prepare_head_heatmap
 from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
+from ._ratio import plot_ratio_to_reference, prepare_ratio_to_reference
 from ._scatter import plot_kernel_scatter, prepare_kernel_scatter
 from ._slopes import fit_slopes
 from ._style import dodged, estimator_colors, estimator_markers, paper_style, save_figure
@@ -26,6 +27,8 @@ __all__ = [
     "plot_attention_matrices",
     "plot_metric_lines",
     "prepare_metric_lines",
+    "plot_ratio_to_reference",
+    "prepare_ratio_to_reference",
     "paper_style",
     "estimator_colors",
     "estimator_markers",

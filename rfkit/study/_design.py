@@ -128,6 +128,8 @@ _TOP_KEYS = {
     "quick",
     "outputs",
 }
+#: keys of an RFA estimator entry that belong to RFA, not to its feature map
+_RFA_KEYS = {"estimator", "map", "samples", "causal", "shared_across_heads", "chunk_size", "n_threads"}
 _ESTIMATOR_AXES = {"n_features", "feature_dim", "degree", "n", "projection", "samples", "weights"}
 #: axes of concentration designs that are neither data nor estimator parameters
 _BOUND_AXES = {"p"}
@@ -495,6 +497,15 @@ class Design:
             for axis in ("samples", "weights"):
                 if axis in cell and axis not in params and (accepts is None or axis in accepts):
                     params[axis] = cell[axis]
+            if "feature_dim" in cell and "samples" not in params:
+                # equal budgets: RFA gets the directions that fill feature_dim columns of its map; the
+                # sampling estimators (RA, SNIS, LARA) draw feature_dim samples
+                if params.get("estimator") == "RFA" and "n_features" not in params:
+                    m_params = {k: v for k, v in params.items() if k not in _RFA_KEYS}
+                    m_est = {"map": params.get("map", "Positive"), "label": self._label(est)}
+                    params["samples"] = self._features_for_columns(m_est, m_params, cell)
+                elif params.get("estimator") != "RFA":
+                    params["samples"] = int(cell["feature_dim"])
             return params
         accepts = takes(est.get("map"), "map")
         params = {k: v for k, v in est.items() if k not in ("map", "label")}
@@ -541,6 +552,8 @@ class Design:
 
         D = int(cell["feature_dim"])
         dim = int(cell.get("dim", self.data.get("dim", 0)) or 0)
+        if not dim and self.data.get("source") == "minilm":  # the real models' head dimensions
+            dim = 64 if self.data_params(cell).get("causal", False) else 32
         if dim < 1:
             raise _err(
                 self.source, "grid.feature_dim", "needs the data dimension `dim` (in [data] or the grid)", D

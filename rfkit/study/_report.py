@@ -23,6 +23,7 @@ FIGURE_KINDS = (
     "head_heatmap",
     "coverage",
     "boxplots",
+    "ratio_to_reference",
 )
 #: ``(name, matplotlib Figure)`` pairs; the name is the file stem under ``figures/``
 Figures = list[tuple[str, Any]]
@@ -105,12 +106,36 @@ def study_figures(
         timings = table("timings")
         return _cost_figure(timings, grid_cols) if timings is not None else []
     if kind == "head_heatmap" and {"layer", "head"} <= set(grid_cols):
-        return _heatmap_figure(summary)
+        return _heatmap_figure(summary, grid_cols)
     if kind == "coverage" and "p" in grid_cols:
         return _coverage_figures(summary, grid_cols)
     if kind == "boxplots" and "dataset" in grid_cols:
         return _box_figures(summary, design.metrics, grid_cols)
+    if kind == "ratio_to_reference" and design.outputs.get("reference"):
+        return _ratio_figures(summary, grid_cols, str(design.outputs["reference"]))
     return []
+
+
+def _ratio_figures(summary: pd.DataFrame, grid_cols: list[str], reference: str) -> Figures:
+    """Per-cell MSE ratio to the reference estimator, one figure per value of the non-head axes."""
+    from ..plots import plot_ratio_to_reference
+
+    figs: Figures = []
+    cell_axes = [c for c in grid_cols if c not in ("layer", "head", "dataset")]
+    groups = summary.groupby(cell_axes, sort=False) if cell_axes else [((), summary)]
+    for key, rows in groups:
+        vals = key if isinstance(key, tuple) else (key,)
+        suffix = "".join(f"_{a}-{v}" for a, v in zip(cell_axes, vals))
+        title = ", ".join(f"{a} = {v}" for a, v in zip(cell_axes, vals)) or None
+        ax = plot_ratio_to_reference(
+            rows,
+            reference,
+            metric="mse",
+            title=title,
+            ylabel=f"attention-output MSE / that of {reference}",
+        )
+        figs.append((f"mse_ratio_to_reference{suffix}", ax.figure))
+    return figs
 
 
 def _md_table(df: pd.DataFrame) -> str:
@@ -193,6 +218,9 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
     lines += _slopes_section(summary, grid_cols)
     lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind)
     stats_path = out / "data_stats.parquet"
+    if "ratio_to_reference" in d.outputs.get("tables", []) and d.outputs.get("reference"):
+        stats = pd.read_parquet(stats_path) if stats_path.exists() else None
+        lines += _ratio_section(summary, stats, grid_cols, str(d.outputs["reference"]), out)
     if "hard_heads" in d.outputs.get("tables", []) and stats_path.exists():
         lines += _hard_heads(summary, pd.read_parquet(stats_path), d.labels)
     notes = d.outputs.get("notes")
@@ -395,11 +423,22 @@ def _cost_figure(timings: pd.DataFrame, grid_cols: list[str]) -> Figures:
     return [("cost_vs_samples", axes[0].figure)]
 
 
-def _heatmap_figure(summary: pd.DataFrame) -> Figures:
+def _heatmap_figure(summary: pd.DataFrame, grid_cols: list[str]) -> Figures:
+    """One (layer, head) heatmap per value of the other grid axes (model, budget): never pooled."""
     from ..plots import plot_head_heatmap
 
-    axes = plot_head_heatmap(summary, "mse", colorbar_label="log10 attention-output MSE")
-    return [("mse_by_layer_head", axes.ravel()[0].figure)]
+    other = [c for c in grid_cols if c not in ("layer", "head")]
+    groups = summary.groupby(other, sort=False) if other else [((), summary)]
+    figs: Figures = []
+    for key, rows in groups:
+        vals = key if isinstance(key, tuple) else (key,)
+        suffix = "".join(f"_{a}-{v}" for a, v in zip(other, vals))
+        axes = plot_head_heatmap(rows, "mse", colorbar_label="log10 attention-output MSE")
+        fig = axes.ravel()[0].figure
+        if other:
+            fig.suptitle(", ".join(f"{a} = {v}" for a, v in zip(other, vals)), y=1.0)
+        figs.append((f"mse_by_layer_head{suffix}", fig))
+    return figs
 
 
 def ranking_table(
@@ -449,6 +488,74 @@ def _ranking_section(
         frames.append(table.assign(setting=name))
     if frames:
         pd.concat(frames, ignore_index=True).to_csv(out / f"ranking_{metric}.csv", index=False)
+    return lines
+
+
+#: head statistics the ratios are correlated with: column or (numerator, denominator) -> words
+_RATIO_STATS = {
+    "entropy_mean": "attention entropy",
+    "qk_sum_sq_mean": "mean ||q+k||^2",
+    "logit_max": "max logit",
+    ("q_var_max", "q_var_mean"): "anisotropy of q (max / mean per-dimension variance)",
+    ("k_var_max", "k_var_mean"): "anisotropy of k",
+    "q_mean_norm": "||mean of q|| (offset)",
+}
+
+
+def _ratio_section(
+    summary: pd.DataFrame, stats: pd.DataFrame | None, grid_cols: list[str], reference: str, out: Path
+) -> list[str]:
+    """Each estimator's output MSE relative to the reference, over cells (heads): median, range, wins,
+    and the Spearman correlation of the log ratio with the heads' statistics (rk.data.describe)."""
+    import numpy as np
+
+    from ..plots import prepare_ratio_to_reference
+
+    cell_axes = [c for c in grid_cols if c not in ("layer", "head", "dataset")]
+    frame = prepare_ratio_to_reference(summary, reference, "mse", tuple(cell_axes))
+    frame.to_csv(out / "mse_ratio_to_reference.csv", index=False)
+    lines = [
+        f"## Output MSE relative to {reference}",
+        "",
+        f"Per cell (head): each estimator's attention-output MSE divided by `{reference}`'s on the same "
+        "head, the same data and common random numbers (< 1: better). Median and range over heads, the "
+        "share of heads where it beats the reference, and the Spearman correlation across heads of the "
+        "log ratio with the heads' statistics (rk.data.describe, averaged over texts). Per-head values: "
+        "`mse_ratio_to_reference.csv`.",
+        "",
+    ]
+    st = None
+    if stats is not None:
+        st = stats.set_index("cell")
+    groups = frame.groupby(cell_axes, sort=False) if cell_axes else [((), frame)]
+    for key, rows in groups:
+        vals = key if isinstance(key, tuple) else (key,)
+        if cell_axes:
+            lines += ["### " + ", ".join(f"{a} = {v}" for a, v in zip(cell_axes, vals)), ""]
+        table = []
+        for est, g in rows.groupby("estimator", sort=False):
+            r = g["ratio"].to_numpy(dtype=float)
+            row = {
+                "estimator": est,
+                "median": f"{np.nanmedian(r):.3g}",
+                "range": f"{np.nanmin(r):.3g} - {np.nanmax(r):.3g}",
+                "beats reference": f"{int(np.sum(r < 1))} of {int(np.sum(np.isfinite(r)))}",
+            }
+            if st is not None:
+                lr = pd.Series(np.log(r), index=g["cell"].to_numpy())
+                for col, words in _RATIO_STATS.items():
+                    if isinstance(col, tuple):
+                        if not set(col) <= set(st.columns):
+                            continue
+                        x = st[col[0]] / st[col[1]]
+                    elif col in st.columns:
+                        x = st[col]
+                    else:
+                        continue
+                    rho = lr.corr(x.reindex(lr.index), method="spearman")
+                    row[f"rho({words})"] = f"{rho:+.2f}"
+            table.append(row)
+        lines += [_md_table(pd.DataFrame(table).sort_values("median", key=lambda c: c.astype(float))), ""]
     return lines
 
 

@@ -1,0 +1,74 @@
+"""Each estimator's error relative to a reference estimator, one point per cell (e.g. per head)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._style import estimator_colors, paper_style
+
+__all__ = ["prepare_ratio_to_reference", "plot_ratio_to_reference"]
+
+
+def prepare_ratio_to_reference(
+    summary: pd.DataFrame, reference: str, metric: str = "mse", by: tuple[str, ...] = ()
+) -> pd.DataFrame:
+    """The frame drawn by :func:`plot_ratio_to_reference`.
+
+    One row per (cell, estimator other than ``reference``): the columns ``by`` (e.g. a budget
+    axis), ``cell``, ``estimator`` and ``ratio`` = the estimator's ``metric`` divided by the
+    reference's in the same cell (< 1: better than the reference).
+    """
+    s = summary[summary["metric"] == metric]
+    if s.empty:
+        raise ValueError(f"summary has no rows for metric {metric!r}")
+    if reference not in set(s["estimator"]):
+        raise ValueError(f"summary has no estimator {reference!r} to divide by")
+    ref = s[s["estimator"] == reference].set_index("cell")["estimate"]
+    rows = s[s["estimator"] != reference].copy()
+    rows["ratio"] = rows["estimate"].to_numpy() / ref.reindex(rows["cell"]).to_numpy()
+    return rows[[*by, "cell", "estimator", "ratio"]].reset_index(drop=True)
+
+
+def plot_ratio_to_reference(
+    summary: pd.DataFrame,
+    reference: str,
+    *,
+    metric: str = "mse",
+    ax: Any = None,
+    title: str | None = None,
+    ylabel: str | None = None,
+) -> Any:
+    """Per-cell ratios of each estimator's ``metric`` to ``reference``'s: dots, median bar, log scale.
+
+    Estimators are ordered by their median ratio (best first); the dotted line at 1 is the
+    reference.
+    """
+    import matplotlib.pyplot as plt
+
+    frame = prepare_ratio_to_reference(summary, reference, metric)
+    med = frame.groupby("estimator", sort=False)["ratio"].median().sort_values(kind="stable")
+    order = list(med.index)
+    colors = estimator_colors(order)
+    rng = np.random.default_rng(0)  # jitter only: fixed, so the figure is reproducible
+    with paper_style() as st:
+        if ax is None:
+            w, h = st["figsize"]
+            _, ax = plt.subplots(figsize=(max(w, 0.45 * len(order) + 1.5), h))
+        for i, lab in enumerate(order):
+            y = frame.loc[frame["estimator"] == lab, "ratio"].to_numpy()
+            x = i + rng.uniform(-0.18, 0.18, size=y.size)
+            ax.scatter(x, y, s=5, color=colors[lab], alpha=0.6, lw=0)
+            ax.plot([i - 0.3, i + 0.3], [med[lab]] * 2, color="k", lw=1.2)
+        ax.axhline(1.0, color="k", ls=":", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(order)), order)
+        ax.tick_params(axis="x", rotation=35)
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
+        ax.set_ylabel(ylabel or f"{metric} / {metric} of {reference}")
+        if title:
+            ax.set_title(title)
+    return ax
