@@ -155,14 +155,49 @@ def run_causal(jobs: list[CausalJob], bk: Backend, c: int, n_threads: int) -> No
         )
 
 
-def _lower(bk: Backend, cb: int) -> Any:
+def _lower(bk: Backend, cb: int, dtype: Any) -> Any:
+    """Lower-triangular 0/1 mask (j <= i) in the work dtype."""
     r = bk.arange(cb)
-    return r[:, None] >= r[None, :]
+    return bk.xp.astype(r[:, None] >= r[None, :], dtype)
+
+
+def spread_limit(bk: Backend, dtype: Any) -> float:
+    r"""Largest spread :math:`\Lambda` of per-column shifts for which the factorised products are exact.
+
+    With :math:`U = -\log(\text{smallest normal})` and :math:`\epsilon = -\log(\text{eps})`,
+    :math:`\Lambda = U - \epsilon - 10`: float64 about 662, float32 about 61.
+    """
+    fi = bk.xp.finfo(dtype)
+    return -math.log(float(fi.smallest_normal)) + math.log(float(fi.eps)) - 10.0
+
+
+def _all(bk: Backend, cond: Any) -> bool:
+    return bool(bk.xp.all(cond))
+
+
+def _key_logits(job: CausalJob, rows: slice, ci: int, pad: Any, bk: Backend) -> Any:
+    xp = bk.xp
+    Lk, rk_ = job.fz.logits(job.K[:, rows, :], "key", ci)
+    Lk += rk_[..., None]
+    if pad is not None:
+        Lk = xp.where(pad[..., None], xp.asarray(-math.inf, dtype=Lk.dtype, device=bk.device), Lk)
+    return Lk
 
 
 def _block_pass(
     job: CausalJob, seg: tuple[int, int, int, int], bk: Backend
 ) -> tuple[Any, Any, dict[str, Any]]:
+    r"""Block sums ``(t_b, S_b)`` of a segment and the in-block part of its rows.
+
+    Exponential maps: the key features are formed once, with the per-key shift
+    :math:`b_j` (``w = e^{\ell_j - b_j}``); the block sums need them with the per-column
+    shift :math:`t_b`, :math:`e^{\ell_j - t_b} = e^{t^{\max}_b - t_b}\,w_j\,e^{b_j - t^{\max}_b}`,
+    which is folded into a scaling of the rows of ``[V | 1]`` and of the result (no second
+    exponential of the ``c x D`` block). The factorisation is exact (every product that
+    matters stays a normal number) when the spread of the column maxima
+    :math:`t^{\max}_b - \min_i t_{b,i}` is at most :func:`spread_limit`; otherwise the block
+    sums are formed by a second exponential, as the definition says.
+    """
     xp = bk.xp
     r0, G, cb, ci = seg
     R = G * cb
@@ -170,30 +205,47 @@ def _block_pass(
     fz = job.fz
     L = job.lead
     g = int(job.Q.shape[0])
+    dt = job.Q.dtype
     pad = None if job.pad is None else job.pad[:, rows]
-    keep = None if pad is None else xp.astype(~pad, job.Q.dtype)
+    keep = None if pad is None else xp.astype(~pad, dt)
     V1 = xp.reshape(with_ones(bk, job.V[:, rows, :], keep), (g, G, cb, -1))
-    lower = _lower(bk, cb)
+    lower = _lower(bk, cb, dt)
     st: dict[str, Any] = {}
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
         if fz.fast:
-            Pq, rq = fz.logits(job.Q[:, rows, :], "query", ci)
-            Lk, rk_ = fz.logits(job.K[:, rows, :], "key", ci)
-            Lk += rk_[..., None]
-            if pad is not None:
-                Lk = xp.where(pad[..., None], xp.asarray(-math.inf, dtype=Lk.dtype, device=bk.device), Lk)
-            Pq = xp.reshape(Pq, L + (G, cb, job.D))
-            Lk = xp.reshape(Lk, L + (G, cb, job.D))
-            rq = xp.reshape(rq, tuple(rq.shape[:-1]) + (G, cb))
-            koff = fz.key_offset(ci)
-            Lki = Lk if koff is None else Lk + koff[..., None, None, :]
-            b = xp.max(Lki, axis=-1)  # key row maxima over the usable columns
-            w = bk.exp_(Lki - _safe(xp, b)[..., None])
+            Lk = xp.reshape(_key_logits(job, rows, ci, pad, bk), L + (G, cb, job.D))
             t = xp.max(Lk, axis=-2)  # per-column block maxima (all columns: later rows use them)
-            Lk -= _safe(xp, t)[..., None, :]
-            Sb = xp.matrix_transpose(bk.exp_(Lk)) @ V1
+            tmax = xp.max(t, axis=-1)
+            koff = fz.key_offset(ci)
+            # per block (the choice must not depend on other blocks): factorised where exact
+            ok = tmax - xp.min(t, axis=-1) <= spread_limit(bk, dt)  # False for a fully padded block
+            fact = koff is None and _all(bk, ok)
+            mixed = koff is None and not fact and bk.any(ok)
+            Sb_exact = None
+            if not fact:  # block sums by their own exponential (definition)
+                E2 = bk.exp_(Lk - _safe(xp, t)[..., None, :])
+                Sb_exact = xp.matrix_transpose(E2) @ V1
+                del E2
+            if koff is not None:
+                Lk = Lk + koff[..., None, None, :]  # the in-block part uses the usable columns only
+            b = xp.max(Lk, axis=-1)  # key row maxima
+            bs = _safe(xp, b)
+            Lk -= bs[..., None]
+            w = bk.exp_(Lk)
+            if fact or mixed:
+                r = xp.exp(b - _safe(xp, tmax)[..., None])  # <= 1; 0 for padded keys
+                Sb = xp.matrix_transpose(w) @ (r[..., None] * V1)
+                Sb *= xp.exp(_safe(xp, tmax)[..., None] - t)[..., :, None]
+                if mixed:
+                    Sb = xp.where(ok[..., None, None], Sb, Sb_exact)
+            else:
+                Sb = Sb_exact
+            Pq, rq = fz.logits(job.Q[:, rows, :], "query", ci)
+            Pq = xp.reshape(Pq, L + (G, cb, job.D))
+            rq = xp.reshape(rq, tuple(rq.shape[:-1]) + (G, cb))
             qm = xp.max(Pq, axis=-1)
-            u = bk.exp_(Pq - qm[..., None])
+            Pq -= qm[..., None]
+            u = bk.exp_(Pq)
             lq = qm + rq
         else:
             u, lq = fz.features(job.Q[:, rows, :], "query")
@@ -206,26 +258,26 @@ def _block_pass(
             lq = xp.reshape(lq, L + (G, cb))
             b = xp.reshape(b, L + (G, cb))
             t = xp.max(b, axis=-1)  # one shift per block (generic maps)
+            bs = _safe(xp, b)
             Sb = xp.matrix_transpose(w * xp.exp(b - _safe(xp, t)[..., None])[..., None]) @ V1
-            Pq = None
-        # in-block part: row i sees keys j <= i of its block, shift B_i = max_{j<=i} b_j
+            qm = rq = None
+        # in-block part: row i sees keys j <= i of its block, shift B_i = max_{j<=i} b_j (padded: -inf)
         Bi = bk.cummax(b, axis=-1)
-        expo = xp.where(
-            lower & xp.isfinite(b)[..., None, :],
-            b[..., None, :] - _safe(xp, Bi)[..., :, None],
-            xp.asarray(-math.inf, dtype=b.dtype, device=bk.device),
-        )
-        E = bk.exp_(expo)  # (.., G, c, c), 0 above the diagonal and for padded keys
+        expo = b[..., None, :] - _safe(xp, Bi)[..., :, None]  # <= 0 on and below the diagonal
+        expo = xp.minimum(expo, xp.zeros_like(expo))  # above it (masked next): no overflow
+        E = bk.exp_(expo)
+        E *= lower
         A = u @ xp.matrix_transpose(w)
         A *= E
         st["intra"] = A @ V1
         st["L2"] = lq + Bi
+        st["u"] = u
         if fz.fast:
-            st["Pq"], st["rq"] = Pq, rq
+            st["qm"], st["rq"] = qm, rq
             if job.want_ess:
-                st["u"], st["Hin"] = u, E @ w
+                st["Hin"] = E @ w
         else:
-            st["u"], st["lq"] = u, lq
+            st["lq"] = lq
     return t, Sb, st
 
 
@@ -261,37 +313,94 @@ def _scan(
 def _carried_pass(
     job: CausalJob, seg: tuple[int, int, int, int], st: dict[str, Any], scanned: tuple[Any, Any], bk: Backend
 ) -> None:
+    r"""The carried part :math:`\phi(q_i)^\top\bar S_b` of every row, combined with the in-block part.
+
+    Exponential maps: the per-column shift :math:`\bar t_b` of the carried sums is folded into
+    them, :math:`e^{\ell(q_i) + \bar t_b - \rho_i} = u_i\,e^{\bar t_b - \bar t^{\max}_b}` with
+    :math:`\rho_i = m_i + \bar t^{\max}_b` (``u`` the query features of the in-block part,
+    :math:`m_i` their row maximum), so the carried part is one product ``u @ (scale * S)``;
+    exact while the spread of :math:`\bar t_b` is at most :func:`spread_limit`, else the
+    carried query features are formed by their own exponential (always with chunked
+    proposals, whose unusable columns must not enter any shift of these rows).
+    """
     xp = bk.xp
-    r0, G, cb, _ = seg
+    r0, G, cb, ci = seg
     R = G * cb
     rows = slice(r0, r0 + R)
     L = job.lead
     tops, Scs = scanned
-    with np.errstate(invalid="ignore", over="ignore"):
+    u = st["u"]
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
         if job.fz.fast:
-            Pq = st["Pq"]
-            Pq += tops[..., None, :]
-            m1 = xp.max(Pq, axis=-1)  # -inf before any key was accumulated
-            Pq -= _safe(xp, m1)[..., None]
-            cf = bk.exp_(Pq)
-            carried = cf @ Scs
-            L1 = m1 + st["rq"]
+            tau = xp.max(tops, axis=-1)  # -inf for blocks with nothing carried yet
+            spread = tau - xp.min(tops, axis=-1)
+            ok = xp.where(
+                xp.isfinite(tau), spread <= spread_limit(bk, u.dtype), xp.ones_like(tau, dtype=xp.bool)
+            )
+            # per block (the choice may depend on the block's own prefix only). Chunked proposals:
+            # some columns are not usable by these rows (and depend on later data), so no shift may
+            # mix columns: the exact, column-separable path
+            chunked = job.fz.key_offset(ci) is not None
+            fast = not chunked and _all(bk, ok)
+            out_f = out_e = None
+            if not chunked and (fast or bk.any(ok)):
+                scale = xp.exp(tops - _safe(xp, tau)[..., None])  # <= 1, 0 where nothing was carried
+                carried = u @ (scale[..., :, None] * Scs)
+                cz = scale * Scs[..., -1]  # carried normaliser sums per sample
+                out_f = _combine(
+                    job,
+                    st,
+                    carried,
+                    st["qm"] + tau[..., None] + st["rq"],
+                    lambda a1, a2: u * (a1[..., None] * cz[..., None, :] + a2[..., None] * st["Hin"]),
+                    bk,
+                )
+            if not fast:  # carried query features by their own exponential (definition)
+                Pq, _ = job.fz.logits(job.Q[:, rows, :], "query", ci)
+                Pq = xp.reshape(Pq, L + (G, cb, job.D))
+                Pq += tops[..., None, :]
+                m1 = xp.max(Pq, axis=-1)  # -inf before any key was accumulated
+                Pq -= _safe(xp, m1)[..., None]
+                cf = bk.exp_(Pq)
+                out_e = _combine(
+                    job,
+                    st,
+                    cf @ Scs,
+                    m1 + st["rq"],
+                    lambda a1, a2: (
+                        cf * Scs[..., -1][..., None, :] * a1[..., None] + u * st["Hin"] * a2[..., None]
+                    ),
+                    bk,
+                )
+            if out_f is None or out_e is None:
+                nd, Lr, ess = out_f if out_e is None else out_e  # type: ignore[misc]
+            else:
+                nd = xp.where(ok[..., None, None], out_f[0], out_e[0])
+                Lr = xp.where(ok[..., None], out_f[1], out_e[1])
+                ess = None if out_f[2] is None else xp.where(ok[..., None], out_f[2], out_e[2])
         else:
-            u = st["u"]
-            carried = u @ Scs
-            L1 = st["lq"] + tops[..., None]
-        L2 = st["L2"]
-        Lr = xp.maximum(L1, L2)  # finite: every query sees at least one key
-        a1 = xp.exp(L1 - Lr)
-        a2 = xp.exp(L2 - Lr)
-        nd = a1[..., None] * carried + a2[..., None] * st["intra"]
+            nd, Lr, ess = _combine(job, st, u @ Scs, st["lq"] + tops[..., None], None, bk)
         job.nd[..., rows, :] = xp.reshape(nd, L + (R, int(nd.shape[-1])))
         job.log_scale[..., rows] = xp.reshape(Lr, L + (R,))
         if job.want_ess:
-            # w_is / e^{Lr_i - r_i} = e^{L1-Lr} phi_carried * Z_carried + e^{L2-Lr} u_is * H_in,is
-            Zc = Scs[..., -1]
-            W = cf * Zc[..., None, :] * a1[..., None] + st["u"] * st["Hin"] * a2[..., None]
-            W = W / xp.max(W, axis=-1, keepdims=True)
-            s1 = xp.sum(W, axis=-1)
-            ess = s1 * s1 / xp.sum(W * W, axis=-1)
             job.ess[..., rows] = xp.reshape(ess, L + (R,))
+
+
+def _combine(
+    job: CausalJob, st: dict[str, Any], carried: Any, L1: Any, weights: Any, bk: Backend
+) -> tuple[Any, Any, Any]:
+    """Carried and in-block parts on a common log scale; the ESS from the weights (up to a row factor)."""
+    xp = bk.xp
+    L2 = st["L2"]
+    Lr = xp.maximum(L1, L2)  # finite: every query sees at least one key
+    a1 = xp.exp(L1 - Lr)
+    a2 = xp.exp(L2 - Lr)
+    nd = a1[..., None] * carried + a2[..., None] * st["intra"]
+    ess = None
+    if job.want_ess and weights is not None:
+        # w_is / e^{Lr_i - r_i} = e^{L1-Lr} (carried features) Z_carried + e^{L2-Lr} u_is H_in,is
+        W = weights(a1, a2)
+        W = W / xp.max(W, axis=-1, keepdims=True)
+        s1 = xp.sum(W, axis=-1)
+        ess = s1 * s1 / xp.sum(W * W, axis=-1)
+    return nd, Lr, ess
