@@ -43,14 +43,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from .._backend import Backend
-from ._common import run, with_ones
+from ._common import budget, run, with_ones
 
 __all__ = ["CausalJob", "Featurizer", "run_causal", "ROUND_ELEMS", "SEGMENT_ELEMS"]
 
 #: A segment (the unit of parallel work) holds about this many feature elements.
 SEGMENT_ELEMS = 1 << 17
 #: The segments of one round (whose query features wait for the scan) hold about this many.
-ROUND_ELEMS = 1 << 21
+ROUND_ELEMS = 1 << 20
 
 
 class Featurizer(Protocol):
@@ -87,12 +87,14 @@ class CausalJob:
     segments: list[tuple[int, int, int, int]] = dataclasses.field(default_factory=list)
 
 
-def _segments(edges: tuple[int, ...], c: int, per_row: int) -> list[tuple[int, int, int, int]]:
+def _segments(
+    edges: tuple[int, ...], c: int, per_row: int, seg_elems: int
+) -> list[tuple[int, int, int, int]]:
     """(first row, blocks, block rows, chunk) of every segment, in row order (sizes only).
 
     ``per_row``: work elements per row (feature columns plus the in-block ``c x c`` part).
     """
-    G = max(1, SEGMENT_ELEMS // max(c * per_row, 1))
+    G = max(1, seg_elems // max(c * per_row, 1))
     out = []
     for ci in range(len(edges) - 1):
         a, b = edges[ci], edges[ci + 1]
@@ -124,7 +126,7 @@ def run_causal(jobs: list[CausalJob], bk: Backend, c: int, n_threads: int) -> No
         job.nd = bk.empty(L + (n, dv1), job.Q.dtype)
         if job.want_ess:
             job.ess = bk.empty(L + (n,), job.Q.dtype)
-        job.segments = _segments(job.edges, c, (job.D + c) * math.prod(L))
+        job.segments = _segments(job.edges, c, (job.D + c) * math.prod(L), budget(bk, SEGMENT_ELEMS))
     tasks = [(ji, si) for ji, job in enumerate(jobs) for si in range(len(job.segments))]
     # Rounds of consecutive segments: their query features wait in memory for the scan.
     rounds: list[list[tuple[int, int]]] = []
@@ -133,7 +135,7 @@ def run_causal(jobs: list[CausalJob], bk: Backend, c: int, n_threads: int) -> No
         job = jobs[t[0]]
         _, G, cb, _ = job.segments[t[1]]
         elems = G * cb * job.D * math.prod(job.lead)
-        if rounds and size + elems <= ROUND_ELEMS:
+        if rounds and size + elems <= budget(bk, ROUND_ELEMS):
             rounds[-1].append(t)
             size += elems
         else:

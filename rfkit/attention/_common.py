@@ -37,6 +37,7 @@ __all__ = [
     "check_threads",
     "gaussian_noise",
     "run",
+    "budget",
     "with_ones",
     "finish_ratio",
     "nonpositive_message",
@@ -275,6 +276,15 @@ def row_blocks(total: int, per_row: int, budget: int = CHUNK_ELEMS, cap: int | N
     if cap is not None:
         step = min(step, cap)
     return [slice(start, min(total, start + step)) for start in range(0, total, step)]
+
+
+def budget(bk: Backend, numpy_elems: int) -> int:
+    """Elements of a work block: the NumPy (cache-sized, thread-pool) budget, more on accelerators.
+
+    Accelerators get at least :attr:`Backend.block_elems` (fewer, larger kernels); the NumPy
+    layout is what makes results independent of the thread count.
+    """
+    return numpy_elems if bk.is_numpy else max(numpy_elems, bk.block_elems)
 
 
 def run(bk: Backend, fn: Callable[[Any], Any], blocks: Sequence[Any], n_threads: int) -> list[Any]:

@@ -16,6 +16,7 @@ from ..exceptions import InvalidParameterError
 from ..projections import PROJECTIONS
 from ._common import (
     QKV,
+    budget,
     check_bool,
     check_chunk_size,
     check_qkv,
@@ -62,7 +63,9 @@ def _column_logsumexp(bk: Backend, jobs: list[ISJob], n_threads: int) -> None:
     tasks = [
         (ji, qs)
         for ji, job in enumerate(jobs)
-        for qs in row_blocks(n, int(job.Q.shape[0]) * int(job.ctx["qtT"].shape[-1]), budget=IS_BLOCK_ELEMS)
+        for qs in row_blocks(
+            n, int(job.Q.shape[0]) * int(job.ctx["qtT"].shape[-1]), budget=budget(bk, IS_BLOCK_ELEMS)
+        )
     ]
     parts = run(bk, one, tasks, n_threads)
     per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]

@@ -19,6 +19,7 @@ from ..features._exp import ExpDraw
 from ._causal import CausalJob, run_causal
 from ._common import (
     QKV,
+    budget,
     check_bool,
     check_chunk_size,
     check_qkv,
@@ -209,7 +210,7 @@ def _bidirectional(jobs: list[_Job], bk: Backend, n_threads: int, cap: int | Non
     kt = [
         (ji, ks)
         for ji, job in enumerate(jobs)
-        for ks in row_blocks(M, job.D * math.prod(job.lead), budget=_BLOCK_ELEMS, cap=cap)
+        for ks in row_blocks(M, job.D * math.prod(job.lead), budget=budget(bk, _BLOCK_ELEMS), cap=cap)
     ]
     parts = run(bk, lambda t: _key_block(jobs[t[0]], t[1], bk), kt, n_threads)
     per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]
@@ -234,7 +235,7 @@ def _bidirectional(jobs: list[_Job], bk: Backend, n_threads: int, cap: int | Non
     qt = [
         (ji, qs)
         for ji, job in enumerate(jobs)
-        for qs in row_blocks(n, job.D * math.prod(job.lead), budget=_BLOCK_ELEMS, cap=cap)
+        for qs in row_blocks(n, job.D * math.prod(job.lead), budget=budget(bk, _BLOCK_ELEMS), cap=cap)
     ]
     run(bk, lambda t: _query_block(jobs[t[0]], t[1], bk), qt, n_threads)
 
@@ -382,7 +383,7 @@ class RFA:
             D = specs[0].feature_dim(x.d)
             pre = () if T is None else (T,)
             # Slices sharing a draw are processed together in groups small enough for the cache.
-            g = max(1, _GROUP_ELEMS // (lead * D * max(n, M)))
+            g = max(1, budget(bk, _GROUP_ELEMS) // (lead * D * max(n, M)))
             h = len(draws)
             jobs: list[Any] = []
             slots = []

@@ -43,6 +43,7 @@ from ..projections import PROJECTIONS
 from ._causal import CausalJob, run_causal
 from ._common import (
     QKV,
+    budget,
     check_bool,
     check_chunk_size,
     check_qkv,
@@ -252,7 +253,7 @@ def importance_sampling(
     kt = [
         (ji, ks)
         for ji, job in enumerate(jobs)
-        for ks in row_blocks(M, S * int(job.Q.shape[0]), budget=IS_BLOCK_ELEMS, cap=cap)
+        for ks in row_blocks(M, S * int(job.Q.shape[0]), budget=budget(bk, IS_BLOCK_ELEMS), cap=cap)
     ]
     parts = run(bk, lambda t: _is_key_block(jobs[t[0]], t[1], bk), kt, n_threads)
     per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]
@@ -279,7 +280,7 @@ def importance_sampling(
     qt = [
         (ji, qs)
         for ji, job in enumerate(jobs)
-        for qs in row_blocks(n, S * int(job.Q.shape[0]), budget=IS_BLOCK_ELEMS, cap=cap)
+        for qs in row_blocks(n, S * int(job.Q.shape[0]), budget=budget(bk, IS_BLOCK_ELEMS), cap=cap)
     ]
     counts = run(bk, lambda t: _is_query_block(jobs[t[0]], t[1], bk, out), qt, n_threads)
     n_neg = sum(c[0] for c in counts)
@@ -289,7 +290,7 @@ def importance_sampling(
 
 def slice_groups(x: QKV, S: int) -> list[slice]:
     """Contiguous groups of slices processed together (sizes only)."""
-    g = max(1, IS_GROUP_ELEMS // (max(x.n, x.m) * max(S, 1)))
+    g = max(1, budget(x.bk, IS_GROUP_ELEMS) // (max(x.n, x.m) * max(S, 1)))
     return [slice(s, min(x.n_slices, s + g)) for s in range(0, x.n_slices, g)]
 
 
