@@ -106,6 +106,16 @@ class Backend:
         on_cpu = self.name in ("numpy", "array_api_strict") or str(self.device).startswith("cpu")
         return _ROW_BLOCK_ELEMS["cpu" if on_cpu else "accelerator"]
 
+    @property
+    def uses_thread_pool(self) -> bool:
+        """True where rfkit's own thread pool runs the blocks (NumPy); other libraries parallelise inside."""
+        return self.name == "numpy"
+
+    def work_budget(self, cpu_elems: int) -> int:
+        """Elements of one work block: ``cpu_elems`` (cache-sized) on NumPy, at least :attr:`block_elems`
+        elsewhere (accelerators: fewer, larger kernels)."""
+        return cpu_elems if self.uses_thread_pool else max(cpu_elems, self.block_elems)
+
     def row_blocks(self, n_rows: int, per_row: int, budget: int | None = None) -> list[slice]:
         """Fixed row blocks of at most ``budget`` (default :attr:`row_block_elems`) elements.
 
@@ -124,7 +134,7 @@ class Backend:
         are parallel).
         """
         blocks = list(blocks)
-        if self.name != "numpy":
+        if not self.uses_thread_pool:
             return [fn(b) for b in blocks]
         from ._parallel import resolve_threads, run_blocks
 

@@ -1,13 +1,29 @@
-"""Shared plumbing of the attention estimators: input checks, batching, chunking."""
+"""Shared plumbing of the attention estimators: backend, input checks, masks, batching, blocks.
+
+Every public call resolves its array backend once (:func:`rfkit._backend.get_backend` over
+``Q``, ``K``, ``V``, the key padding mask and any array-valued proposal means together), so
+arrays of two libraries or two devices in one call are refused with a
+:class:`~rfkit.exceptions.BackendError` naming the arguments. The estimate code then works
+through ``x.bk`` (the array-API namespace ``bk.xp`` and the named shims of
+:class:`~rfkit._backend.Backend`) and never calls NumPy on user arrays.
+
+Work is cut into **fixed** row blocks whose layout depends only on the array sizes; on
+NumPy the blocks run on rfkit's thread pool (:func:`run`), elsewhere in order. Reductions
+across blocks are combined in block order, so results are bit-identical for every
+``n_threads``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .._backend import Backend, get_backend, is_array
+from .._parallel import resolve_threads
 from .._validation import check_broadcast, check_int, check_points, check_square_norms, float_dtype
 from ..exceptions import InvalidParameterError, ShapeError
 
@@ -18,7 +34,13 @@ __all__ = [
     "CHUNK_ELEMS",
     "check_chunk_size",
     "check_bool",
+    "check_threads",
     "gaussian_noise",
+    "run",
+    "budget",
+    "with_ones",
+    "finish_ratio",
+    "nonpositive_message",
 ]
 
 #: Work arrays of the chunked loops stay below about this many elements (16 MiB in float64).
@@ -31,22 +53,30 @@ class QKV:
 
     Attributes
     ----------
-    Q, K, V : ndarray of shape (B, n, d), (B, M, d), (B, M, dv)
-        Slices in C order of the broadcast batch shape (views where possible).
+    Q, K, V : arrays of shape (B, n, d), (B, M, d), (B, M, dv)
+        Slices in C order of the broadcast batch shape (views where possible), on the
+        call's backend, in the common float dtype.
     batch_shape : tuple of int
         Broadcast leading shape; ``B = prod(batch_shape)``.
     n_heads : int
         Length of the head axis (``batch_shape[-1]``; 1 for 2-D input).
-    dtype : numpy.dtype
-        Common float dtype of the output (float32 only if all inputs are).
+    dtype : dtype
+        Common float dtype of the output (float32 only if all inputs are), of the
+        backend's namespace.
+    bk : Backend
+        Library and device of the call.
+    mask : array of bool, shape (B, M), or None
+        Key padding mask (True = padded key, ignored), flattened like ``K``.
     """
 
-    Q: np.ndarray
-    K: np.ndarray
-    V: np.ndarray
+    Q: Any
+    K: Any
+    V: Any
     batch_shape: tuple[int, ...]
     n_heads: int
-    dtype: np.dtype[Any]
+    dtype: Any
+    bk: Backend
+    mask: Any = None
 
     @property
     def n_slices(self) -> int:
@@ -68,74 +98,191 @@ class QKV:
     def dv(self) -> int:
         return int(self.V.shape[2])
 
-    def unflatten(self, arr: np.ndarray) -> np.ndarray:
-        """Reshape ``(B, ...)`` back to ``batch_shape + (...)``."""
-        return arr.reshape(self.batch_shape + arr.shape[1:])
+    @property
+    def xp(self) -> Any:
+        return self.bk.xp
+
+    def unflatten(self, arr: Any, lead: tuple[int, ...] = ()) -> Any:
+        """Reshape ``lead + (B, ...)`` back to ``lead + batch_shape + (...)``."""
+        rest = tuple(arr.shape[len(lead) + 1 :])
+        return self.xp.reshape(arr, lead + self.batch_shape + rest)
+
+    def kept_keys(self) -> list[int]:
+        """Number of unmasked keys of every slice (M for every slice without a mask)."""
+        if self.mask is None:
+            return [self.m] * self.n_slices
+        keep = self.xp.sum(self.xp.astype(~self.mask, self.xp.int64), axis=-1)
+        return [int(v) for v in self.bk.to_numpy(keep).tolist()]
 
 
-def check_qkv(Q: Any, K: Any, V: Any, owner: str, *, causal: bool = False) -> QKV:
+def _flat(bk: Backend, X: Any, dt: Any, batch: tuple[int, ...], B: int) -> Any:
+    xp = bk.xp
+    X = xp.astype(X, dt, copy=False)
+    tail = tuple(X.shape[-2:])
+    if tuple(X.shape[:-2]) != batch:
+        X = xp.broadcast_to(X, batch + tail)
+    return xp.reshape(X, (B,) + tail)
+
+
+def check_qkv(
+    Q: Any,
+    K: Any,
+    V: Any,
+    owner: str,
+    *,
+    causal: bool = False,
+    key_padding_mask: Any = None,
+    extra: Sequence[tuple[str, Any]] = (),
+    refuse_hidden: bool = True,
+) -> QKV:
     """Validate ``Q`` (..., n, d), ``K`` (..., M, d), ``V`` (..., M, dv) and flatten the batch.
+
+    The backend is resolved over ``Q``, ``K``, ``V``, ``key_padding_mask`` and the
+    ``(name, value)`` pairs of ``extra`` (e.g. proposal means) together. With
+    ``refuse_hidden`` a mask that hides every key a query may see is an error.
 
     Raises
     ------
+    BackendError
+        Arrays of an unsupported library, of two libraries or on two devices.
     InvalidParameterError
-        Non-float dtypes.
+        Non-float dtypes; a non-boolean ``key_padding_mask``.
     NonFiniteInputError
         NaN or infinity in any input.
     NumericalOverflowError
         A row of ``Q`` or ``K`` whose squared norm overflows the dtype.
     ShapeError
         ``d`` differs between ``Q`` and ``K``, ``K`` and ``V`` have different
-        numbers of rows, batch shapes do not broadcast, empty inputs, or
-        ``causal=True`` with ``n != M``.
+        numbers of rows, batch shapes do not broadcast, empty inputs,
+        ``causal=True`` with ``n != M``, a mask of the wrong shape, or a mask
+        that hides every key of some query.
     """
-    Q = check_points(Q, "Q")
-    K = check_points(K, "K")
-    V = check_points(V, "V")
-    if Q.shape[-1] != K.shape[-1]:
+    bk = get_backend(("Q", Q), ("K", K), ("V", V), ("key_padding_mask", key_padding_mask), *extra)
+    Q = check_points(Q, "Q", backend=bk)
+    K = check_points(K, "K", backend=bk)
+    V = check_points(V, "V", backend=bk)
+    qs, ks, vs = tuple(Q.shape), tuple(K.shape), tuple(V.shape)
+    if qs[-1] != ks[-1]:
         raise ShapeError(
             f"{owner}: `Q` and `K` must have the same feature dimension d (last axis): "
-            f"Q.shape={Q.shape}, K.shape={K.shape}."
+            f"Q.shape={qs}, K.shape={ks}."
         )
-    if K.shape[-2] != V.shape[-2]:
+    if ks[-2] != vs[-2]:
         raise ShapeError(
             f"{owner}: `K` and `V` must have the same number of rows M (axis -2, one value per key): "
-            f"K.shape={K.shape}, V.shape={V.shape}."
+            f"K.shape={ks}, V.shape={vs}."
         )
-    if Q.shape[-2] == 0 or K.shape[-2] == 0 or Q.shape[-1] == 0 or V.shape[-1] == 0:
+    if qs[-2] == 0 or ks[-2] == 0 or qs[-1] == 0 or vs[-1] == 0:
         raise ShapeError(
-            f"{owner}: empty input (Q.shape={Q.shape}, K.shape={K.shape}, V.shape={V.shape}); "
+            f"{owner}: empty input (Q.shape={qs}, K.shape={ks}, V.shape={vs}); "
             "attention needs n >= 1 queries, M >= 1 keys, d >= 1 and dv >= 1."
         )
-    if causal and Q.shape[-2] != K.shape[-2]:
+    if causal and qs[-2] != ks[-2]:
         raise ShapeError(
             f"{owner}: `causal=True` needs as many queries as keys (query i sees keys 0..i): "
-            f"Q has n={Q.shape[-2]} rows, K has M={K.shape[-2]}."
+            f"Q has n={qs[-2]} rows, K has M={ks[-2]}."
         )
-    batch = check_broadcast({"Q": Q.shape[:-2], "K": K.shape[:-2], "V": V.shape[:-2]})
+    batch = check_broadcast({"Q": qs[:-2], "K": ks[:-2], "V": vs[:-2]})
     check_square_norms(Q, "Q", owner)
     check_square_norms(K, "K", owner)
     dt = float_dtype(Q, K, V)
-    B = int(np.prod(batch, dtype=np.int64)) if batch else 1
-
-    def flat(X: np.ndarray) -> np.ndarray:
-        X = X.astype(dt, copy=False)
-        X = np.broadcast_to(X, batch + X.shape[-2:])
-        return X.reshape((B,) + X.shape[-2:])
-
+    B = math.prod(batch)
     n_heads = int(batch[-1]) if batch else 1
-    return QKV(flat(Q), flat(K), flat(V), tuple(batch), n_heads, np.dtype(dt))
+    x = QKV(
+        _flat(bk, Q, dt, batch, B),
+        _flat(bk, K, dt, batch, B),
+        _flat(bk, V, dt, batch, B),
+        tuple(batch),
+        n_heads,
+        dt,
+        bk,
+    )
+    if key_padding_mask is None:
+        return x
+    mask = _check_mask(key_padding_mask, x, owner, causal, refuse_hidden)
+    return dataclasses.replace(x, mask=mask)
 
 
-def row_blocks(
-    total: int, per_row: int, budget: int = CHUNK_ELEMS, cap: int | None = None
-) -> Iterator[slice]:
-    """Contiguous row blocks so that a ``(block, per_row)`` work array stays within ``budget``."""
+def _check_mask(mask: Any, x: QKV, owner: str, causal: bool, refuse_hidden: bool = True) -> Any:
+    """``key_padding_mask`` (..., M) bool -> (B, M) on the backend; refuses rows that see no key."""
+    bk, xp, M = x.bk, x.xp, x.m
+    arr = mask if is_array(mask) else bk.asarray(mask)
+    dname = bk.dtype_name(arr.dtype)
+    ok = dname == "bool"
+    if not ok:
+        raise InvalidParameterError(
+            f"The `key_padding_mask` parameter of {owner} must be a boolean array of shape (..., M) with True "
+            f"marking padded keys to ignore. Got dtype {dname} instead."
+        )
+    shape = tuple(arr.shape)
+    if len(shape) < 1 or shape[-1] != M:
+        raise ShapeError(
+            f"The `key_padding_mask` parameter of {owner} must have shape (..., M) with M={M} (one entry per "
+            f"key). Got shape {shape} instead."
+        )
+    batch = x.batch_shape
+    full = check_broadcast({"Q/K/V": batch, "key_padding_mask": shape[:-1]})
+    if full != batch:
+        raise ShapeError(
+            f"The `key_padding_mask` parameter of {owner} has batch shape {shape[:-1]}, which must broadcast to "
+            f"the batch shape {batch} of Q, K, V."
+        )
+    B = x.n_slices
+    flat = _flat_bool(bk, arr, batch, B, M)
+    if not refuse_hidden:
+        return flat
+    # a query that sees no key has no attention output: refuse it (never NaN)
+    hidden = flat[:, 0] if causal else xp.all(flat, axis=-1)
+    if bk.any(hidden):
+        h = bk.to_numpy(hidden)
+        b = int(np.flatnonzero(h)[0])
+        where = np.unravel_index(b, batch) if batch else ()
+        if causal:
+            first = bk.to_numpy(flat[b, ...])
+            kept = np.flatnonzero(~first)
+            queries = f"queries 0..{int(kept[0]) - 1}" if kept.size else "every query"
+            rule = "with causal=True query i sees keys 0..i, so key 0 must be kept"
+        else:
+            queries = "every query"
+            rule = "every query must see at least one key"
+        raise ShapeError(
+            f"The `key_padding_mask` parameter of {owner} hides every key that {queries} of batch index "
+            f"{tuple(int(i) for i in where)} may see ({rule}); such a query has no attention output. "
+            "Keep at least one of its keys, or drop that query."
+        )
+    return flat
+
+
+def _flat_bool(bk: Backend, arr: Any, batch: tuple[int, ...], B: int, M: int) -> Any:
+    xp = bk.xp
+    if tuple(arr.shape[:-1]) != batch:
+        arr = xp.broadcast_to(arr, batch + (M,))
+    return xp.reshape(arr, (B, M))
+
+
+def row_blocks(total: int, per_row: int, budget: int = CHUNK_ELEMS, cap: int | None = None) -> list[slice]:
+    """Contiguous row blocks so that a ``(block, per_row)`` work array stays within ``budget``.
+
+    The layout depends only on the sizes (never on the number of threads).
+    """
     step = max(1, budget // max(per_row, 1))
     if cap is not None:
         step = min(step, cap)
-    for start in range(0, total, step):
-        yield slice(start, min(total, start + step))
+    return [slice(start, min(total, start + step)) for start in range(0, total, step)]
+
+
+def budget(bk: Backend, numpy_elems: int) -> int:
+    """Elements of a work block: the NumPy (cache-sized, thread-pool) budget, more on accelerators.
+
+    Accelerators get at least :attr:`Backend.block_elems` (fewer, larger kernels); the NumPy
+    layout is what makes results independent of the thread count.
+    """
+    return bk.work_budget(numpy_elems)
+
+
+def run(bk: Backend, fn: Callable[[Any], Any], blocks: Sequence[Any], n_threads: int) -> list[Any]:
+    """``[fn(b) for b in blocks]``: on rfkit's thread pool for NumPy, in order for other libraries."""
+    return bk.run_blocks(fn, blocks, n_threads)
 
 
 def check_chunk_size(chunk_size: Any, owner: str) -> int | None:
@@ -143,6 +290,18 @@ def check_chunk_size(chunk_size: Any, owner: str) -> int | None:
     if chunk_size is None:
         return None
     return check_int(chunk_size, "chunk_size", owner, low=1)
+
+
+def check_threads(n_threads: Any, owner: str) -> int | None:
+    """``None`` (rfkit's default: ``rk.threads``, ``RFKIT_NUM_THREADS`` or all CPUs) or an int >= 1."""
+    if n_threads is None:
+        return None
+    return check_int(n_threads, "n_threads", owner, low=1)
+
+
+def threads_of(n_threads: int | None, owner: str) -> int:
+    """The number of threads of one call (see :func:`rfkit._parallel.resolve_threads`)."""
+    return resolve_threads(n_threads, owner)
 
 
 def check_bool(value: Any, name: str, owner: str) -> bool:
@@ -159,8 +318,45 @@ def gaussian_noise(gen: np.random.Generator, n_samples: int, dim: int, projectio
 
     Uses :func:`rfkit.projections.sample_projection`, so with the same generator
     state the rows equal the directions of a positive-feature draw (the RFA/SNIS
-    and RFA/LARA identities rely on this).
+    and RFA/LARA identities rely on this). NumPy, float64: moved to the input's
+    device by the caller.
     """
     from ..projections import sample_projection
 
     return sample_projection(projection, n_samples, dim, rng=gen)
+
+
+def with_ones(bk: Backend, V: Any, keep: Any | None = None) -> Any:
+    """``[V | 1]`` (one matrix product then gives both the numerator and the normaliser).
+
+    With ``keep`` (a float 0/1 array broadcasting against ``V[..., 0]``), padded keys get
+    the row ``[0 | 0]``.
+    """
+    shape = tuple(V.shape)
+    V1 = bk.empty(shape[:-1] + (shape[-1] + 1,), V.dtype)
+    V1[..., :-1] = V
+    V1[..., -1] = 1.0
+    if keep is not None:
+        V1 = V1 * keep[..., None]
+    return V1
+
+
+def finish_ratio(log_scale: Any, num: Any, den: Any) -> tuple[Any, int]:
+    """Output ``num / den`` with NaN rows where ``den <= 0`` (or non-finite); count of such rows."""
+    bk = get_backend(("num", num), ("den", den))
+    xp = bk.xp
+    bad = ~(den > 0) | ~xp.isfinite(den)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        out = num / den[..., None]
+    nbad = bk.count(bad)
+    if nbad:
+        out = xp.where(bad[..., None], xp.asarray(math.nan, dtype=out.dtype, device=bk.device), out)
+    return out, nbad
+
+
+def nonpositive_message(owner: str, nbad: int, shape: tuple[int, ...], hint: str) -> str:
+    total = math.prod(int(s) for s in shape)
+    return (
+        f"{owner}: {nbad} of {total} query rows have an estimated normaliser <= 0; their output is NaN "
+        f"(counted in AttentionResult.n_nonpositive, never clipped). {hint}"
+    )

@@ -1,38 +1,18 @@
-"""Exact softmax attention, max-shifted and processed in query chunks."""
+"""Exact softmax attention, max-shifted and processed in query chunks (on the thread pool)."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import numpy as np
 
-from .._validation import check_broadcast
-from ..exceptions import DegenerateInputWarning, InvalidParameterError, ShapeError
-from ._common import CHUNK_ELEMS, check_bool, check_chunk_size, check_qkv
+from .._parallel import threads
+from ..exceptions import DegenerateInputWarning
+from ._common import CHUNK_ELEMS, check_bool, check_chunk_size, check_qkv, check_threads, run, threads_of
 
 __all__ = ["softmax"]
-
-
-def _check_mask(mask: Any, batch: tuple[int, ...], M: int) -> np.ndarray | None:
-    if mask is None:
-        return None
-    arr = np.asarray(mask)
-    if arr.dtype != np.bool_:
-        raise InvalidParameterError(
-            f"`key_padding_mask` must be a boolean array of shape (..., M) with True marking padded "
-            f"keys to ignore; got dtype {arr.dtype}."
-        )
-    if arr.ndim < 1 or arr.shape[-1] != M:
-        raise ShapeError(f"`key_padding_mask` must have shape (..., M) with M={M}; got shape {arr.shape}.")
-    full = check_broadcast({"Q/K/V": batch, "key_padding_mask": arr.shape[:-1]})
-    if full != batch:
-        raise ShapeError(
-            f"`key_padding_mask` batch shape {arr.shape[:-1]} must broadcast to the batch shape {batch} "
-            "of Q, K, V."
-        )
-    B = int(np.prod(batch, dtype=np.int64)) if batch else 1
-    return np.broadcast_to(arr, batch + (M,)).reshape(B, M)
 
 
 def softmax(
@@ -42,7 +22,8 @@ def softmax(
     causal: bool = False,
     key_padding_mask: Any = None,
     chunk_size: int | None = None,
-) -> np.ndarray:
+    n_threads: int | None = None,
+) -> Any:
     r"""Exact softmax attention :math:`\mathrm{softmax}(QK^\top)V`, computed stably in query chunks.
 
     .. math::
@@ -60,6 +41,8 @@ def softmax(
     ----------
     Q : array_like of shape (..., n, d)
         Queries (rows). Leading axes (batch, heads) broadcast against ``K``, ``V``.
+        NumPy, PyTorch (any device), CuPy or ``array_api_strict`` arrays: the result
+        has the inputs' namespace, device and dtype.
     K : array_like of shape (..., M, d)
         Keys.
     V : array_like of shape (..., M, dv)
@@ -71,15 +54,19 @@ def softmax(
     chunk_size : int, optional
         Number of query rows processed at once; by default chosen so that a
         work array holds at most about 2**21 elements. Memory is
-        O(chunk_size x M) beyond the inputs and output; never an n x M array
-        unless ``chunk_size >= n``.
+        O(chunk_size x M) per thread beyond the inputs and output; never an n x M
+        array unless ``chunk_size >= n``.
+    n_threads : int, optional
+        Threads of the NumPy backend (default: ``rk.threads(...)``, else
+        ``RFKIT_NUM_THREADS``, else every CPU). The result does not depend on it.
 
     Returns
     -------
-    ndarray of shape (..., n, dv)
+    array of shape (..., n, dv)
         Float32 only if all of ``Q``, ``K``, ``V`` are float32. Rows that see no
         key at all (every key padded) are NaN, with a
-        :class:`~rfkit.exceptions.DegenerateInputWarning`.
+        :class:`~rfkit.exceptions.DegenerateInputWarning` (the randomized
+        estimators refuse such a mask instead).
 
     Examples
     --------
@@ -91,40 +78,47 @@ def softmax(
     """
     causal = check_bool(causal, "causal", "softmax")
     chunk = check_chunk_size(chunk_size, "softmax")
-    x = check_qkv(Q, K, V, "softmax", causal=causal)
-    mask = _check_mask(key_padding_mask, x.batch_shape, x.m)
+    nt = threads_of(check_threads(n_threads, "softmax"), "softmax")
+    x = check_qkv(Q, K, V, "softmax", causal=causal, key_padding_mask=key_padding_mask, refuse_hidden=False)
+    bk, xp = x.bk, x.xp
     B, n, M, dv = x.n_slices, x.n, x.m, x.dv
-    out = np.empty((B, n, dv), dtype=x.dtype)
+    out = bk.empty((B, n, dv), x.dtype)
     qc = chunk if chunk is not None else max(1, min(n, CHUNK_ELEMS // M))
     qc = min(qc, n)
     bb = max(1, CHUNK_ELEMS // (qc * M)) if chunk is None else 1
-    empty_rows = 0
-    cols = np.arange(M)
-    for b0 in range(0, B, bb):
-        bs = slice(b0, min(B, b0 + bb))
-        Kb, Vb = x.K[bs], x.V[bs]
-        for q0 in range(0, n, qc):
-            qs = slice(q0, min(n, q0 + qc))
-            L = np.matmul(x.Q[bs, qs], np.swapaxes(Kb, -1, -2))  # (bb, c, M)
-            drop = None
-            if causal:
-                drop = cols[None, :] > np.arange(qs.start, qs.stop)[:, None]  # (c, M)
-                drop = np.broadcast_to(drop, L.shape)
-            if mask is not None:
-                pm = np.broadcast_to(mask[bs, None, :], L.shape)
-                drop = pm if drop is None else (drop | pm)
-            if drop is not None:
-                L = np.where(drop, -np.inf, L)
-            c = np.max(L, axis=-1, keepdims=True)
-            dead = ~np.isfinite(c)
-            if np.any(dead):
-                empty_rows += int(np.count_nonzero(dead))
-                c = np.where(dead, 0.0, c)
-            P = np.exp(L - c)
-            den = np.sum(P, axis=-1, keepdims=True)
-            num = np.matmul(P, Vb)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[bs, qs] = num / den
+    tasks = [
+        (slice(b0, min(B, b0 + bb)), slice(q0, min(n, q0 + qc)))
+        for b0 in range(0, B, bb)
+        for q0 in range(0, n, qc)
+    ]
+    cols = bk.arange(M)
+    neg = xp.asarray(-math.inf, dtype=x.dtype, device=bk.device)
+
+    def one(task: tuple[slice, slice]) -> int:
+        bs, qs = task
+        L = x.Q[bs, qs, :] @ xp.matrix_transpose(x.K[bs, ...])  # (bb, c, M)
+        drop = None
+        if causal:
+            drop = cols[None, :] > bk.arange(n)[qs][:, None]  # (c, M)
+        if x.mask is not None:
+            pm = x.mask[bs, None, :]
+            drop = pm if drop is None else (drop | pm)
+        if drop is not None:
+            L = xp.where(drop, neg, L)
+        c = xp.max(L, axis=-1, keepdims=True)
+        dead = ~xp.isfinite(c)
+        empty = bk.count(dead) if drop is not None else 0
+        if empty:
+            c = xp.where(dead, xp.zeros_like(c), c)
+        P = bk.exp_(L - c)
+        den = xp.sum(P, axis=-1, keepdims=True)
+        num = P @ x.V[bs, ...]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[bs, qs, :] = num / den
+        return empty
+
+    with threads(nt):
+        empty_rows = sum(run(bk, one, tasks, nt))
     if empty_rows:
         warnings.warn(
             f"softmax: {empty_rows} query row(s) see no key (all keys padded); their output is NaN.",

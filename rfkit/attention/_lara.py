@@ -3,40 +3,83 @@ r"""Linear Randomized Attention (LARA; Zheng, Wang, Kong, ICML 2022): multiple i
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
+from .._backend import Backend
+from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int, check_option, check_real
 from ..exceptions import InvalidParameterError
 from ..projections import PROJECTIONS
-from ._common import QKV, check_bool, check_chunk_size, check_qkv
+from ._common import (
+    QKV,
+    budget,
+    check_bool,
+    check_chunk_size,
+    check_qkv,
+    check_threads,
+    finish_ratio,
+    row_blocks,
+    run,
+    threads_of,
+)
 from ._result import AttentionResult
-from ._rfa import finish_ratio
 from ._snis import (
+    IS_BLOCK_ELEMS,
+    ISJob,
+    causal_offsets,
+    causal_sample_attention,
     check_means,
+    chunk_edges,
     chunk_means,
     gauss_logits,
-    importance_slice,
-    noise_per_head,
+    importance_sampling,
+    mixture_log_corr,
+    noise,
+    slice_groups,
     warn_nonpositive,
 )
 
 __all__ = ["LARA"]
 
 
-def _column_logsumexp(Q: np.ndarray, qtT: np.ndarray, block: int = 1 << 14) -> np.ndarray:
-    """log sum_n exp(q_n . q~_c) for every c, in row blocks (O(block * C) memory)."""
-    top = np.full(qtT.shape[1], -np.inf)
-    acc = np.zeros(qtT.shape[1])
-    for s0 in range(0, Q.shape[0], block):
-        L = Q[s0 : s0 + block] @ qtT
-        new = np.maximum(top, L.max(axis=0))
-        acc = acc * np.exp(top - new) + np.exp(L - new).sum(axis=0)
-        top = new
-    return top + np.log(acc)
+def _column_logsumexp(bk: Backend, jobs: list[ISJob], n_threads: int) -> None:
+    r"""``ctx["lse"]`` (g, C) = :math:`\log\sum_n \exp(q_n^\top\tilde q_c)` of every job, in fixed row blocks.
+
+    Each block has its own shift; the blocks are combined exactly in block order.
+    """
+    xp = bk.xp
+
+    def one(t: tuple[int, slice]) -> tuple[Any, Any]:
+        job = jobs[t[0]]
+        L = job.Q[:, t[1], :] @ job.ctx["qtT"]  # (g, rows, C)
+        top = xp.max(L, axis=-2)
+        return top, xp.sum(xp.exp(L - top[..., None, :]), axis=-2)
+
+    n = int(jobs[0].Q.shape[-2])
+    tasks = [
+        (ji, qs)
+        for ji, job in enumerate(jobs)
+        for qs in row_blocks(
+            n, int(job.Q.shape[0]) * int(job.ctx["qtT"].shape[-1]), budget=budget(bk, IS_BLOCK_ELEMS)
+        )
+    ]
+    parts = run(bk, one, tasks, n_threads)
+    per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]
+    for (ji, _), part in zip(tasks, parts):
+        per_job[ji].append(part)
+    for job, blocks in zip(jobs, per_job):
+        top = blocks[0][0]
+        for t, _ in blocks[1:]:
+            top = xp.maximum(top, t)
+        acc = None
+        for t, s in blocks:
+            part = s * xp.exp(t - top)
+            acc = part if acc is None else acc + part
+        job.ctx["lse"] = top + xp.log(acc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,12 +118,45 @@ class LARA:
     unbiased numerator/denominator; rows whose denominator ends up <= 0 are NaN
     and counted). Balance weights are always positive.
 
+    **Causal LARA** (``causal=True``, query ``i`` sees keys ``0..i``). The proposals and
+    their samples are shared by all queries, so a query may only use proposals built
+    from data it may see. Derivation: cut the sequence into ``C`` contiguous chunks
+    :math:`[e_c, e_{c+1})`, :math:`e_c = \lfloor cn/C\rfloor`. Proposal 0 is
+    :math:`\mathcal N(0, I)` (no data); proposal :math:`p \ge 1` is
+    :math:`\mathcal N(\tilde q_{p-1} + \tilde k_{p-1}, I)` from chunk :math:`p-1`
+    (means of its queries and of its unmasked keys; 0 for a chunk whose keys are all
+    padded). A query of chunk :math:`c` uses the proposals :math:`p \le c` (built from
+    chunks strictly before its own) with the balance heuristic over them,
+
+    .. math:: \alpha^{\le c}_{np}(\omega) = \frac{q_p(\omega)}{\sum_{p'\le c} q_{p'}(\omega)},
+        \qquad \sum_{p\le c}\alpha^{\le c}_{np} = 1,
+
+    and the causal target :math:`\tilde p^{\,\le}_n(\omega) = \mathcal N(\omega;0,I)
+    \xi(q_n,\omega)\sum_{m\le n}\xi(k_m,\omega)`. The MIS identity
+    :math:`\mathbb E\big[\frac1k\sum_{p\le c}\sum_j \alpha^{\le c}_{np}(\omega_{pj})
+    \tilde p^{\,\le}_n(\omega_{pj})g(\omega_{pj})/q_p(\omega_{pj})\big] = \int \tilde
+    p^{\,\le}_n g` (for :math:`g = 1` and :math:`g = f^{\le}_n`) holds because the weights
+    sum to one over the proposals used and every :math:`q_p > 0`; the proposals are
+    fixed functions of data before the query's chunk, so the causal numerator and
+    normaliser stay unbiased for :math:`Z^{\le}_n\mathrm{Attn}^{\le}(q_n)` and
+    :math:`Z^{\le}_n` and nothing the query may not see enters its estimate (the
+    sums over keys run through the same blocked prefix scan as causal RFA; blocks never
+    cross a chunk boundary, so the in-block shifts use only the columns of usable
+    proposals). ``weights="optimal"`` has **no causal form**: its :math:`r'_{nc}` is a
+    softmax over *all* ``n`` queries, i.e. it needs queries after :math:`q_n`; a
+    softmax over the prefix :math:`n' \le n` would be a different weighting (not the
+    paper's), so ``causal=True`` with ``weights="optimal"`` raises
+    :class:`~rfkit.exceptions.InvalidParameterError`. With explicit ``proposal_means``
+    (fixed, no data) every query uses every proposal (balance heuristic).
+
     Parameters
     ----------
     n_proposals : int, optional
-        ``C``, 1 <= C <= min(n, M) (checked at call time). Default 8 (capped at
-        ``min(n, M)``) unless ``proposal_means`` is given.
+        ``C``, 1 <= C <= min(n, M) (checked at call time; with a key padding mask,
+        M is the smallest number of unmasked keys of a slice; causal: C <= n).
+        Default 8 (capped at ``min(n, M)``) unless ``proposal_means`` is given.
     weights : {"optimal", "balance"}, default="optimal"
+        ``"balance"`` is required with ``causal=True``.
     samples_per_proposal : int, default=1
         ``k`` samples from each proposal.
     alpha_floor : float or None, default=1e-8
@@ -90,25 +166,32 @@ class LARA:
         proposals :math:`\mathcal N(0, I)`; with ``weights="balance"`` and
         ``k = 1`` this is RFA with ``C`` positive features). The
         :math:`r'` term of "optimal" still uses the query chunk means :math:`\tilde q_c`.
+        Of the inputs' library and device.
     projection : str, default="iid"
         How the standard-normal noise rows are drawn (``sample_projection``).
     shared_across_heads : bool, default=True
         One noise draw for every slice, or one per head.
     chunk_size : int, optional
-        Rows per block of the linear passes.
+        Rows per block of the linear passes (causal: of the prefix scan, default 128).
+    causal : bool, default=False
+        Query ``i`` attends to keys ``0..i`` (needs ``n == M`` and ``weights="balance"``).
+    n_threads : int, optional
+        Threads of the NumPy backend (default: ``rk.threads(...)``, else
+        ``RFKIT_NUM_THREADS``, else every CPU). Results do not depend on it.
 
     Returns (from ``__call__``)
     ---------------------------
     AttentionResult
         ``output``, scaled numerator/denominator (``numerator``/``normalizer``
         are the unbiased MIS estimates), ``ess`` (:math:`(\sum|w|)^2/\sum w^2`),
-        ``n_floored``, ``n_negative_alpha``, ``omega``, ``proposal_means``.
+        ``n_floored``, ``n_negative_alpha``, ``omega``, ``proposal_means`` (causal:
+        row 0 is the zero mean of :math:`\mathcal N(0, I)`). Arrays of the inputs'
+        namespace, device and dtype.
 
     Notes
     -----
-    Bidirectional only (no causal mask). LARA beats RFA with the same number of
-    samples on locally structured sequences with peaked attention, not on i.i.d.
-    tokens (THEORY.md §8, "Measured behaviour").
+    LARA beats RFA with the same number of samples on locally structured sequences
+    with peaked attention, not on i.i.d. tokens (THEORY.md §8, "Measured behaviour").
 
     Examples
     --------
@@ -128,6 +211,8 @@ class LARA:
     projection: str = "iid"
     shared_across_heads: bool = True
     chunk_size: int | None = None
+    causal: bool = False
+    n_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.n_proposals is not None:
@@ -147,11 +232,21 @@ class LARA:
             self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "LARA")
         )
         object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "LARA"))
+        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "LARA"))
+        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "LARA"))
+        if self.causal and self.weights == "optimal":
+            raise InvalidParameterError(
+                "The `weights` parameter of LARA must be 'balance' when causal=True: the 'optimal' weights' "
+                "r'_nc is a softmax over all n queries, so it uses queries after q_n and has no causal form "
+                "(a softmax over the prefix would be a different weighting). Got weights='optimal' with "
+                "causal=True instead."
+            )
 
-    def _n_proposals(self, x: QKV, means: np.ndarray | None) -> int:
-        limit = min(x.n, x.m)
+    def _n_proposals(self, x: QKV, means: Any) -> int:
+        kept = min(x.kept_keys())
+        limit = x.n if self.causal else min(x.n, kept)
         if means is not None:
-            C = means.shape[-2]
+            C = int(means.shape[-2])
             if self.n_proposals is not None and self.n_proposals != C:
                 raise InvalidParameterError(
                     f"The `n_proposals` parameter of LARA ({self.n_proposals}) disagrees with "
@@ -165,15 +260,29 @@ class LARA:
             return C
         C = self.n_proposals if self.n_proposals is not None else min(8, limit)
         if C > limit:
+            what = (
+                "n"
+                if self.causal
+                else ("min(n, M)" if x.mask is None else "min(n, unmasked keys of a slice)")
+            )
             raise InvalidParameterError(
-                f"The `n_proposals` parameter of LARA must be an int in the range [1, min(n, M)] = "
+                f"The `n_proposals` parameter of LARA must be an int in the range [1, {what}] = "
                 f"[1, {limit}] for these inputs (one proposal per contiguous chunk). Got {C} instead."
             )
         return C
 
-    def __call__(self, Q: Any, K: Any, V: Any, *, rng: Any = None) -> AttentionResult:
-        """Estimate attention; ``rng`` keyword-only (None, int, SeedSequence or Generator)."""
-        x = check_qkv(Q, K, V, "LARA")
+    def __call__(
+        self, Q: Any, K: Any, V: Any, *, rng: Any = None, key_padding_mask: Any = None
+    ) -> AttentionResult:
+        """Estimate attention; ``rng`` keyword-only (None, int, SeedSequence or Generator).
+
+        ``key_padding_mask`` (..., M) bool, True = padded key (ignored). Bidirectional:
+        the result equals the estimate on the unmasked keys alone with the same samples
+        (the chunk means are those of the unmasked keys' chunks).
+        """
+        extra = [] if self.proposal_means is None else [("proposal_means", self.proposal_means)]
+        x = check_qkv(Q, K, V, "LARA", causal=self.causal, key_padding_mask=key_padding_mask, extra=extra)
+        bk, xp = x.bk, x.xp
         means = (
             None
             if self.proposal_means is None
@@ -182,77 +291,71 @@ class LARA:
         C = self._n_proposals(x, means)
         k = self.samples_per_proposal
         S = C * k
-        gen = check_rng(rng)
-        noise = noise_per_head(gen, x, S, self.projection, self.shared_across_heads)
-        B, n, dv, d = x.n_slices, x.n, x.dv, x.d
-        dt = x.dtype
+        nt = threads_of(self.n_threads, "LARA")
         optimal = self.weights == "optimal"
         floor = self.alpha_floor
         comp = np.repeat(np.arange(C), k)  # sample s = c*k + j comes from proposal c
-        log_scale = np.empty((B, n), dtype=dt)
-        num = np.empty((B, n, dv), dtype=dt)
-        den = np.empty((B, n), dtype=dt)
-        ess = np.empty((B, n), dtype=dt)
-        all_means = np.empty((B, C, d), dtype=np.float64)
-        omegas = np.empty((B, S, d), dtype=np.float64)
-        n_floored = 0
-        n_negative = 0
-        for b in range(B):
-            Qb = x.Q[b]
-            qt = chunk_means(Qb, C) if (optimal or means is None) else None
-            mu = (
-                means[b].astype(np.float64)
-                if means is not None
-                else (qt + chunk_means(x.K[b], C)).astype(np.float64)
-            )  # type: ignore[operator]
-            all_means[b] = mu
-            E = noise[0] if len(noise) == 1 else noise[b % x.n_heads]
-            omega = mu[comp] + E
-            omegas[b] = omega
-            # log q_c'(w_s) - log N(w_s; 0, I) = w_s . mu_c' - |mu_c'|^2 / 2, (S, C)
-            lq = gauss_logits(omega, mu)
-            own = lq[np.arange(S), comp]
-            log_bh = own - logsumexp(lq, axis=-1)  # balance heuristic  q_c(w)/sum_c' q_c'(w)
-            log_corr = -own - np.log(k)  # log N(w;0,I) - log q_c(w) - log k
-            alpha_fn = None
-            if optimal:
-                qtT = qt.T.astype(np.float64)  # type: ignore[union-attr]
-                lse = _column_logsumexp(Qb, qtT)  # r'_nc = exp(q_n . q~_c - lse_c): softmax over queries n
-                bh = np.exp(log_bh).astype(dt)
-                counts = [0, 0]
-
-                def alpha_fn(
-                    rows: slice,
-                    Qb: np.ndarray = Qb,
-                    qtT: np.ndarray = qtT,
-                    lse: np.ndarray = lse,
-                    bh: np.ndarray = bh,
-                    counts: list[int] = counts,
-                ) -> tuple[np.ndarray, np.ndarray | None]:
-                    rp = np.exp(Qb[rows] @ qtT - lse)  # (rows, C)
-                    rshift = (rp - rp.mean(axis=1, keepdims=True)).astype(dt)  # r'_nc - mean_c' r'_nc'
-                    a = bh[None, :] + rshift[:, comp]  # (rows, S)
-                    counts[1] += int(np.count_nonzero(a < 0))
-                    if floor is not None:
-                        low = a < floor
-                        counts[0] += int(np.count_nonzero(low))
-                        a = np.where(low, floor, a)
-                        with np.errstate(divide="ignore"):
-                            return np.log(a), None
-                    with np.errstate(divide="ignore"):
-                        return np.log(np.abs(a)), np.sign(a)
-
+        keep = None if x.mask is None else ~x.mask
+        with threads(nt):
+            gen = check_rng(rng)
+            E = noise(gen, x, S, self.projection, self.shared_across_heads)
+            qt = chunk_means(bk, x.Q, C) if (optimal or means is None) else None
+            if means is not None:
+                mu = means
+            elif self.causal:
+                mu_c = qt + chunk_means(bk, x.K, C, keep, ranked=False)  # type: ignore[operator]
+                mu = xp.concat([xp.zeros_like(mu_c[:, :1, :]), mu_c[:, : C - 1, :]], axis=1)
             else:
-                log_corr = log_corr + log_bh
-            log_scale[b], num[b], den[b], ess[b] = importance_slice(
-                Qb, x.K[b], x.V[b], omega.astype(dt, copy=False), log_corr, alpha_fn, self.chunk_size
-            )
-            if optimal:
-                n_floored += counts[0]
-                n_negative += counts[1]
+                mu = qt + chunk_means(bk, x.K, C, keep)  # type: ignore[operator]
+            omega = xp.take(mu, bk.asarray(comp), axis=-2) + E  # (B, S, d)
+            lq = gauss_logits(bk, omega, mu)  # log q_c'(w_s) - log N(w_s; 0, I), (B, S, C)
+            log_counts = xp.full((C,), math.log(k), dtype=x.dtype, device=bk.device)
+            n_floored = n_negative = 0
+            if self.causal:
+                if means is None:
+                    qoff = causal_offsets(bk, lq, log_counts, comp, C)
+                else:
+                    qoff = mixture_log_corr(bk, lq, log_counts)[:, None, :]
+                edges = chunk_edges(x.n, int(qoff.shape[-2]))
+                log_scale, num, den, ess = causal_sample_attention(x, omega, qoff, edges, nt, self.chunk_size)
+            else:
+                jobs = [
+                    ISJob(
+                        sl,
+                        x.Q[sl, ...],
+                        x.K[sl, ...],
+                        x.V[sl, ...],
+                        None if x.mask is None else x.mask[sl, ...],
+                        omega[sl, ...],
+                        None,
+                    )
+                    for sl in slice_groups(x, S)
+                ]
+                if optimal:
+                    B = x.n_slices
+                    flat = bk.asarray(np.arange(S) * C + comp)
+                    own = xp.take(
+                        xp.reshape(lq, (B, S * C)), flat, axis=-1
+                    )  # log q_c(w_s) - log N(w_s; 0, I)
+                    bh = xp.exp(own - bk.logsumexp(lq, axis=-1))  # balance heuristic q_c(w)/sum_c' q_c'(w)
+                    log_corr = -own - math.log(k)  # log N(w;0,I) - log q_c(w) - log k
+                    comp_d = bk.asarray(comp)
+                    qtT = xp.matrix_transpose(qt)
+                    for job in jobs:
+                        job.log_corr = log_corr[job.sl, ...]
+                        job.ctx = {"qtT": qtT[job.sl, ...], "bh": bh[job.sl, ...], "comp": comp_d}
+                        job.alpha = _optimal_alpha(bk, floor)
+                    _column_logsumexp(bk, jobs, nt)
+                else:
+                    log_corr = mixture_log_corr(bk, lq, log_counts)  # balance: -log sum_c' k q_c'(w)/N(w;0,I)
+                    for job in jobs:
+                        job.log_corr = log_corr[job.sl, ...]
+                log_scale, num, den, ess, n_negative, n_floored = importance_sampling(
+                    jobs, x, nt, self.chunk_size
+                )
         out, nbad = finish_ratio(log_scale, num, den)
         if nbad:
-            warn_nonpositive("LARA", nbad, (B, n))
+            warn_nonpositive("LARA", nbad, (x.n_slices, x.n))
         return AttentionResult(
             output=x.unflatten(out),
             method="LARA",
@@ -264,6 +367,29 @@ class LARA:
             ess=x.unflatten(ess),
             n_floored=n_floored if optimal and floor is not None else (0 if optimal else None),
             n_negative_alpha=n_negative if optimal else None,
-            omega=x.unflatten(omegas),
-            proposal_means=x.unflatten(all_means),
+            omega=x.unflatten(omega),
+            proposal_means=x.unflatten(mu),
         )
+
+
+def _optimal_alpha(bk: Backend, floor: float | None) -> Any:
+    """LARA's "optimal" weights for a block of queries of a job: (log|alpha|, sign, negatives, floored)."""
+    xp = bk.xp
+
+    def alpha(job: ISJob, rows: slice) -> tuple[Any, Any, int, int]:
+        ctx = job.ctx
+        rp = xp.exp(
+            job.Q[:, rows, :] @ ctx["qtT"] - ctx["lse"][..., None, :]
+        )  # r'_nc: softmax over queries n
+        rshift = rp - xp.mean(rp, axis=-1, keepdims=True)  # r'_nc - mean_c' r'_nc'
+        a = ctx["bh"][..., None, :] + xp.take(rshift, ctx["comp"], axis=-1)  # (g, rows, S)
+        n_neg = bk.count(a < 0)
+        with np.errstate(divide="ignore"):
+            if floor is not None:
+                low = a < floor
+                n_floor = bk.count(low)
+                a = xp.where(low, xp.asarray(floor, dtype=a.dtype, device=bk.device), a)
+                return xp.log(a), None, n_neg, n_floor
+            return xp.log(xp.abs(a)), xp.sign(a), n_neg, 0
+
+    return alpha

@@ -3,22 +3,69 @@ r"""Randomized Attention (RA; Zheng, Wang, Kong, ICML 2022): unbiased, quadratic
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
 
+from .._backend import Backend
+from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int
-from ._common import CHUNK_ELEMS, check_bool, check_chunk_size, check_qkv
+from ._common import CHUNK_ELEMS, QKV, check_bool, check_chunk_size, check_qkv, check_threads, run, threads_of
 from ._result import AttentionResult
 
 __all__ = ["RA"]
 
 
-def _softmax_rows(L: np.ndarray) -> np.ndarray:
-    P = np.exp(L - np.max(L, axis=-1, keepdims=True))
-    P /= np.sum(P, axis=-1, keepdims=True)
+def _softmax_rows(bk: Backend, L: Any) -> Any:
+    xp = bk.xp
+    P = bk.exp_(L - xp.max(L, axis=-1, keepdims=True))
+    P /= xp.sum(P, axis=-1, keepdims=True)
     return P
+
+
+def _ra_block(
+    x: QKV, task: tuple[int, slice], draws: tuple[np.ndarray, np.ndarray], causal: bool, out: Any, mcse: Any
+) -> None:
+    """One slice and chunk of queries: components, samples, f_n(omega_s), mean and MCSE."""
+    bk, xp = x.bk, x.xp
+    b, qs = task
+    u_np, eps_np = draws
+    Kb, Vb = x.K[b, ...], x.V[b, ...]
+    half_k = 0.5 * xp.vecdot(Kb, Kb, axis=-1)
+    Qc = x.Q[b, qs, :]
+    S = int(u_np.shape[1])
+    neg = xp.asarray(-math.inf, dtype=x.dtype, device=bk.device)
+    L = Qc @ xp.matrix_transpose(Kb)  # (c, M) logits
+    drop = None
+    if causal:
+        drop = bk.arange(x.m)[None, :] > bk.arange(x.n)[qs][:, None]
+    if x.mask is not None:
+        pm = x.mask[b, None, :]
+        drop = pm if drop is None else (drop | pm)
+    if drop is not None:
+        L = xp.where(drop, neg, L)
+    pi = _softmax_rows(bk, L)
+    cum = xp.cumulative_sum(pi, axis=-1)
+    cum /= cum[:, -1:]
+    u = bk.asarray(u_np, x.dtype)
+    # component m* = #{j < M-1 : cum_j <= u}  (inverse CDF, exact for u in [0, 1); padded keys have
+    # pi = 0, a flat step of the CDF, and are never chosen)
+    comp = xp.sum(xp.astype(cum[:, None, :-1] <= u[:, :, None], xp.int64), axis=-1)  # (c, S)
+    c = int(Qc.shape[0])
+    d = x.d
+    Ksel = xp.reshape(xp.take(Kb, xp.reshape(comp, (-1,)), axis=0), (c, S, d))
+    omega = Qc[:, None, :] + Ksel + bk.asarray(eps_np, x.dtype)  # (c, S, d), omega ~ p_n
+    Lf = omega @ xp.matrix_transpose(Kb) - half_k  # (c, S, M)
+    if drop is not None:
+        Lf = xp.where(drop[:, None, :], neg, Lf)
+    F = _softmax_rows(bk, Lf) @ Vb  # (c, S, dv) = f_n(omega_s)
+    out[b, qs, :] = xp.mean(F, axis=1)
+    if S > 1:
+        mcse[b, qs, :] = xp.std(F, axis=1, correction=1) / math.sqrt(S)
+    else:
+        mcse[b, qs, :] = math.nan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,12 +101,19 @@ class RA:
     chunk_size : int, optional
         Queries processed at once (default: a work array of about 2**21
         elements). The samples drawn depend on it.
+    n_threads : int, optional
+        Threads of the NumPy backend (default: ``rk.threads(...)``, else
+        ``RFKIT_NUM_THREADS``, else every CPU). The random numbers are drawn in a
+        fixed order in the calling thread, so results do not depend on it.
 
     Notes
     -----
     Samples are independent for every query and slice (there is no draw to share
-    across heads). The result carries ``mcse``: the per-entry Monte Carlo
-    standard error :math:`\mathrm{sd}_s f_n(\omega_s)/\sqrt S` (NaN for S = 1).
+    across heads). The uniforms and normals are NumPy draws (the same numbers on every
+    backend), moved to the inputs' device. The result carries ``mcse``: the per-entry
+    Monte Carlo standard error :math:`\mathrm{sd}_s f_n(\omega_s)/\sqrt S` (NaN for S = 1).
+    A key padding mask removes keys from both :math:`p_n` and :math:`f_n` (the result
+    equals RA on the unmasked keys with the same ``chunk_size`` and ``rng``).
 
     Examples
     --------
@@ -73,51 +127,41 @@ class RA:
     n_samples: int = 1
     causal: bool = False
     chunk_size: int | None = None
+    n_threads: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_samples", check_int(self.n_samples, "n_samples", "RA", low=1))
         object.__setattr__(self, "causal", check_bool(self.causal, "causal", "RA"))
         object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "RA"))
+        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "RA"))
 
-    def __call__(self, Q: Any, K: Any, V: Any, *, rng: Any = None) -> AttentionResult:
-        """Estimate attention; ``rng`` keyword-only (None, int, SeedSequence or Generator)."""
-        x = check_qkv(Q, K, V, "RA", causal=self.causal)
+    def __call__(
+        self, Q: Any, K: Any, V: Any, *, rng: Any = None, key_padding_mask: Any = None
+    ) -> AttentionResult:
+        """Estimate attention; ``rng`` keyword-only (None, int, SeedSequence or Generator).
+
+        ``key_padding_mask`` (..., M) bool, True = padded key (ignored).
+        """
+        x = check_qkv(Q, K, V, "RA", causal=self.causal, key_padding_mask=key_padding_mask)
         gen = check_rng(rng)
+        nt = threads_of(self.n_threads, "RA")
+        bk = x.bk
         S = self.n_samples
         B, n, M, d, dv = x.n_slices, x.n, x.m, x.d, x.dv
-        dt = x.dtype
-        out = np.empty((B, n, dv), dtype=dt)
-        mcse = np.empty((B, n, dv), dtype=dt)
+        out = bk.empty((B, n, dv), x.dtype)
+        mcse = bk.empty((B, n, dv), x.dtype)
         per_query = S * max(M, d, dv)
         qc = self.chunk_size or max(1, CHUNK_ELEMS // per_query)
-        cols = np.arange(M)
-        for b in range(B):
-            Kb, Vb = x.K[b], x.V[b]
-            half_k = 0.5 * np.sum(Kb * Kb, axis=-1)
-            for q0 in range(0, n, qc):
-                qs = slice(q0, min(n, q0 + qc))
-                Qc = x.Q[b, qs]
-                c = Qc.shape[0]
-                L = Qc @ Kb.T  # (c, M) logits
-                future = None
-                if self.causal:
-                    future = cols[None, :] > np.arange(qs.start, qs.stop)[:, None]
-                    L = np.where(future, -np.inf, L)
-                pi = _softmax_rows(L)
-                cum = np.cumsum(pi, axis=-1)
-                cum /= cum[:, -1:]
-                u = gen.random((c, S))
-                # component m* = #{j < M-1 : cum_j <= u}  (inverse CDF, exact for u in [0, 1))
-                comp = np.sum(cum[:, None, :-1] <= u[:, :, None], axis=-1)
-                eps = gen.standard_normal((c, S, d)).astype(dt, copy=False)
-                omega = Qc[:, None, :] + Kb[comp] + eps  # (c, S, d), omega ~ p_n
-                Lf = omega @ Kb.T - half_k  # (c, S, M)
-                if future is not None:
-                    Lf = np.where(future[:, None, :], -np.inf, Lf)
-                F = _softmax_rows(Lf) @ Vb  # (c, S, dv) = f_n(omega_s)
-                out[b, qs] = np.mean(F, axis=1)
-                if S > 1:
-                    mcse[b, qs] = np.std(F, axis=1, ddof=1) / np.sqrt(S)
-                else:
-                    mcse[b, qs] = np.nan
+        tasks = [(b, slice(q0, min(n, q0 + qc))) for b in range(B) for q0 in range(0, n, qc)]
+        # The draws are made here, in task order, a few tasks ahead of the workers.
+        ahead = max(1, nt) if bk.uses_thread_pool else 1
+        with threads(nt):
+            for r0 in range(0, len(tasks), ahead):
+                part = tasks[r0 : r0 + ahead]
+                draws = []
+                for _, qs in part:
+                    c = qs.stop - qs.start
+                    draws.append((gen.random((c, S)), gen.standard_normal((c, S, d))))
+                work = list(zip(part, draws))
+                run(bk, lambda w: _ra_block(x, w[0], w[1], self.causal, out, mcse), work, nt)
         return AttentionResult(output=x.unflatten(out), method="RA", estimator=self, mcse=x.unflatten(mcse))

@@ -7,20 +7,24 @@ from typing import Any
 
 import numpy as np
 
+from .._backend import get_backend
 from ..exceptions import NumericalOverflowError
 
 __all__ = ["AttentionResult"]
 
 
-def _exp_checked(logabs: np.ndarray, what: str, alternative: str) -> np.ndarray:
-    limit = float(np.log(np.finfo(logabs.dtype).max))
-    finite = logabs[np.isfinite(logabs)]
-    if finite.size and float(np.max(finite)) > limit:
+def _exp_checked(logabs: Any, what: str, alternative: str) -> Any:
+    bk = get_backend(("logabs", logabs))
+    xp = bk.xp
+    limit = float(np.log(float(xp.finfo(logabs.dtype).max)))
+    finite = xp.where(xp.isfinite(logabs), logabs, xp.full_like(logabs, -np.inf))
+    top = float(xp.max(finite)) if finite.ndim == 0 or all(int(s) for s in finite.shape) else -np.inf
+    if top > limit:
         raise NumericalOverflowError(
-            f"AttentionResult.{what}: exp({float(np.max(finite)):.4g}) exceeds the {logabs.dtype} range; "
+            f"AttentionResult.{what}: exp({top:.4g}) exceeds the {bk.dtype_name(logabs.dtype)} range; "
             f"use `{alternative}` instead."
         )
-    return np.exp(logabs)
+    return xp.exp(logabs)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -34,6 +38,9 @@ class AttentionResult:
     rfkit: :math:`\hat N_n = e^{s_n}\,\text{numerator\_values}_n` and
     :math:`\hat D_n = e^{s_n}\,\text{denominator\_values}_n` with
     :math:`s_n` = ``log_scale``, so they never overflow.
+
+    Every array has the namespace, device and dtype of the estimator's inputs (NumPy,
+    PyTorch, CuPy or ``array_api_strict``).
 
     Attributes
     ----------
@@ -72,41 +79,42 @@ class AttentionResult:
         deviation of :math:`f_n(\omega_s)` over :math:`\sqrt S`; NaN for S = 1).
     """
 
-    output: np.ndarray
+    output: Any
     method: str
     estimator: Any = None
     feature_map: Any = None
     draw: Any = None
-    log_scale: np.ndarray | None = None
-    numerator_values: np.ndarray | None = None
-    denominator_values: np.ndarray | None = None
+    log_scale: Any = None
+    numerator_values: Any = None
+    denominator_values: Any = None
     n_nonpositive: int = 0
-    ess: np.ndarray | None = None
+    ess: Any = None
     n_floored: int | None = None
     n_negative_alpha: int | None = None
-    omega: np.ndarray | None = None
-    proposal_means: np.ndarray | None = None
-    mcse: np.ndarray | None = None
+    omega: Any = None
+    proposal_means: Any = None
+    mcse: Any = None
 
     def _need_ratio(self, what: str) -> None:
         if self.log_scale is None or self.denominator_values is None:
             raise AttributeError(f"{self.method} does not estimate a normaliser (`{what}` is undefined).")
 
     @property
-    def normalizer_sign(self) -> np.ndarray:
+    def normalizer_sign(self) -> Any:
         """Sign of the estimated normaliser :math:`\\hat D_n` (..., n)."""
         self._need_ratio("normalizer_sign")
-        return np.sign(self.denominator_values)  # type: ignore[arg-type]
+        return get_backend(("d", self.denominator_values)).xp.sign(self.denominator_values)
 
     @property
-    def log_normalizer(self) -> np.ndarray:
+    def log_normalizer(self) -> Any:
         r""":math:`\log|\hat D_n|` (..., n); finite even where :math:`\hat D_n` overflows."""
         self._need_ratio("log_normalizer")
+        xp = get_backend(("d", self.denominator_values)).xp
         with np.errstate(divide="ignore"):
-            return self.log_scale + np.log(np.abs(self.denominator_values))  # type: ignore[operator,arg-type]
+            return self.log_scale + xp.log(xp.abs(self.denominator_values))
 
     @property
-    def normalizer(self) -> np.ndarray:
+    def normalizer(self) -> Any:
         r"""Estimated normaliser :math:`\hat D_n \approx Z_n` (..., n).
 
         Raises
@@ -119,7 +127,7 @@ class AttentionResult:
         return self.denominator_values * _exp_checked(self.log_scale, "normalizer", "log_normalizer")
 
     @property
-    def numerator(self) -> np.ndarray:
+    def numerator(self) -> Any:
         r"""Estimated numerator :math:`\hat N_n \approx Z_n\,\mathrm{Attn}(q_n)` (..., n, dv).
 
         Defined also in rows whose normaliser is <= 0 (where ``output`` is NaN).

@@ -3,47 +3,79 @@ r"""Random-feature (linear) attention with any rfkit feature map, bidirectional 
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from typing import Any
 
 import numpy as np
 
+from .._backend import NUMPY, Backend, get_backend
+from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
 from ..features import FeatureDraw, FeatureMap
 from ..features._exp import ExpDraw
-from ._common import QKV, check_bool, check_chunk_size, check_qkv, row_blocks
+from ._causal import CausalJob, run_causal
+from ._common import (
+    QKV,
+    budget,
+    check_bool,
+    check_chunk_size,
+    check_qkv,
+    check_threads,
+    finish_ratio,
+    nonpositive_message,
+    row_blocks,
+    run,
+    threads_of,
+    with_ones,
+)
 from ._result import AttentionResult
 
 __all__ = ["RFA"]
 
 _CAUSAL_BLOCK = 128
-# Row blocks of about this many elements (4 MiB in float64): few BLAS calls, L2/L3-resident.
-_BLOCK_ELEMS = 1 << 19
+# Row blocks of the bidirectional passes hold about this many elements (1 MiB in float64):
+# L2-resident, and enough blocks to keep every core busy at moderate n.
+_BLOCK_ELEMS = 1 << 17
+# Slices sharing a draw are processed together in groups of about this many feature elements.
+_GROUP_ELEMS = 1 << 19
 
 
 def fit_and_sample(
     spec: FeatureMap, x: QKV, gen: np.random.Generator, shared: bool, n_draws: int | None
 ) -> tuple[list[FeatureMap], list[FeatureDraw]]:
-    """Resolve data-dependent parameters on (Q, K) and draw once, or once per head."""
+    """Resolve data-dependent parameters on (Q, K) and draw once, or once per head.
+
+    With a key padding mask, the fit sees only the unmasked keys (padding = dropping keys).
+    """
     d = x.d
+    xp = x.xp
+
+    def keys(sel: slice) -> Any:
+        Kf = xp.reshape(x.K[sel, ...], (-1, d))
+        if x.mask is None:
+            return Kf
+        return Kf[xp.reshape(~x.mask[sel, ...], (-1,))]
+
     if shared:
-        used = spec.fit(x.Q.reshape(-1, d), x.K.reshape(-1, d)) if spec.needs_data else spec
+        used = spec.fit(xp.reshape(x.Q, (-1, d)), keys(slice(None))) if spec.needs_data else spec
         return [used], [used.sample(d, rng=gen, n_draws=n_draws)]
     specs, draws = [], []
     h = x.n_heads
     for j in range(h):
-        used = spec.fit(x.Q[j::h].reshape(-1, d), x.K[j::h].reshape(-1, d)) if spec.needs_data else spec
+        sel = slice(j, None, h)
+        used = spec.fit(xp.reshape(x.Q[sel, ...], (-1, d)), keys(sel)) if spec.needs_data else spec
         specs.append(used)
         draws.append(used.sample(d, rng=gen, n_draws=n_draws))
     return specs, draws
 
 
-def _rescale(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+def _rescale(old: Any, new: Any) -> Any:
     """exp(old - new), 0 where nothing was accumulated yet (old = -inf)."""
-    with np.errstate(invalid="ignore"):
-        return np.where(old == -np.inf, 0.0, np.exp(old - new))
+    xp = get_backend(("old", old)).xp
+    return xp.exp(old - xp.where(xp.isfinite(new), new, xp.zeros_like(new)))
 
 
 class _Featurizer:
@@ -52,231 +84,160 @@ class _Featurizer:
     For :class:`~rfkit.features._exp.ExpDraw` (PRF, hyperbolic, CEXP, HCEXP,
     OPRF) the log-features are :math:`b\,\omega_i^\top u' + a\|\omega_i\|^2 + c - \|u'\|^2/2`
     (``rfkit.features._exp``); computing them directly here saves several passes
-    over the (rows, m) arrays. Other maps (and batches of draws) go through
-    ``draw.queries``/``draw.keys``. Inputs are (g, rows, d); outputs get the
-    draw's leading T axis when it has one.
+    over the (rows, m) arrays. Other maps (and batches of draws) go through the draw's
+    features. Inputs are (g, rows, d) arrays of the call's backend; outputs get the
+    draw's leading T axis when it has one. The draw's NumPy parameters are moved to the
+    backend's device once.
     """
 
-    def __init__(self, draw: FeatureDraw, dtype: np.dtype[Any]) -> None:
+    def __init__(self, draw: FeatureDraw, dtype: Any, bk: Backend = NUMPY) -> None:
         self.draw = draw
+        self.bk = bk
         self.fast = isinstance(draw, ExpDraw)
         if isinstance(draw, ExpDraw):
             W, e, c = draw.log_linear_form()  # (D, d) / (T, D, d); (D,) / (T, D) or None; constant
-            WT = np.swapaxes(W, -1, -2).astype(dtype)
+            WT = np.swapaxes(W, -1, -2)
             if W.ndim == 3:  # T draws: (T, 1, d, D) broadcasts against (g, rows, d) slices
                 WT = WT[:, None]
                 if e is not None:
                     e = e[:, None, None, :]
-            self.WT = np.ascontiguousarray(WT)
-            self.e = e.astype(dtype) if e is not None else None
+            self.WT = bk.asarray(np.ascontiguousarray(WT), dtype)
+            self.e = None if e is None else bk.asarray(np.ascontiguousarray(e), dtype)
             self.c = c
 
-    def _logits(self, X: np.ndarray, side: str) -> tuple[np.ndarray, np.ndarray]:
+    def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
         """(b W u' + e, row constant c - |u'|^2/2) for validated rows X."""
+        xp = self.bk.xp
         U = self.draw.transform(X, side)  # type: ignore[attr-defined]
         P = U @ self.WT
         if self.e is not None:
             P += self.e
-        return P, self.c - 0.5 * np.einsum("...ij,...ij->...i", U, U)
+        return P, self.c - 0.5 * xp.vecdot(U, U, axis=-1)
 
-    def features(self, X: np.ndarray, side: str) -> tuple[np.ndarray, np.ndarray]:
+    def _logits(self, X: Any, side: str) -> tuple[Any, Any]:  # (used by benchmarks/_breakdown.py)
+        return self.logits(X, side)
+
+    def features(self, X: Any, side: str) -> tuple[Any, Any]:
         """(values (..., rows, D), log_scale (..., rows)) with phi = exp(log_scale) * values."""
         if not self.fast:
-            f = self.draw.queries(X) if side == "query" else self.draw.keys(X)
+            f = self.draw._features(X, side)  # validated rows of one backend: no second check
             return f.values, f.log_scale
-        P, r = self._logits(X, side)
-        rm = np.max(P, axis=-1)
+        xp = self.bk.xp
+        P, r = self.logits(X, side)
+        rm = xp.max(P, axis=-1)
         P -= rm[..., None]
-        np.exp(P, out=P)
-        return P, rm + r
+        return self.bk.exp_(P), rm + r
 
-    def key_weights(self, X: np.ndarray, top: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        r"""Key features with their scales shifted by a maximum that is common to all keys.
+    def key_offset(self, chunk: int) -> None:
+        return None
 
-        Returns ``(w, old, new)``: ``w = exp(-new) * phi(k)`` for the rows of ``X`` and the
-        running maximum before (``old``) and after (``new``) this block. Generic maps: one
-        maximum of the key log-scales per slice (shape (...,)). Exponential maps: one
-        maximum per feature column (shape (..., D)), still common to every key; the
-        column shifts are folded into the query side by :meth:`query_features`, so
-        :math:`\phi(q)^\top\phi(k)` is unchanged and no column underflows as a whole.
-        """
-        if not self.fast:
-            f = self.draw.keys(X)
-            new = np.max(f.log_scale, axis=-1)
-            if top is not None:
-                new = np.maximum(top, new)
-            w = np.exp(f.log_scale - new[..., None])[..., None] * f.values
-        else:
-            P, r = self._logits(X, "key")
-            P += r[..., None]  # full log-features of the keys
-            new = np.max(P, axis=-2)
-            if top is not None:
-                new = np.maximum(top, new)
-            P -= new[..., None, :]
-            w = np.exp(P, out=P)
-        old = np.full_like(new, -np.inf) if top is None else top
-        return w, old, new
-
-    def query_features(self, X: np.ndarray, top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Query features matching :meth:`key_weights`' shift: (values, total log-scale)."""
-        if not self.fast:
-            u, ls = self.features(X, "query")
-            return u, ls + top[..., None]
-        P, r = self._logits(X, "query")
-        P += top[..., None, :]
-        rm = np.max(P, axis=-1)
-        P -= rm[..., None]
-        np.exp(P, out=P)
-        return P, rm + r
-
-    def rescale(self, S1: np.ndarray, old: np.ndarray, new: np.ndarray) -> None:
+    def rescale(self, S1: Any, old: Any, new: Any) -> None:
         """Rescale accumulated key sums from shift ``old`` to ``new`` in place."""
         f = _rescale(old, new)
         S1 *= f[..., :, None] if self.fast else f[..., None, None]
 
 
-def _with_ones(V: np.ndarray) -> np.ndarray:
-    """[V | 1]: one matrix product then gives both the numerator and the normaliser."""
-    V1 = np.empty(V.shape[:-1] + (V.shape[-1] + 1,), dtype=V.dtype)
-    V1[..., :-1] = V
-    V1[..., -1] = 1.0
-    return V1
+def _with_ones(V: Any) -> Any:  # (used by benchmarks/_breakdown.py)
+    return with_ones(get_backend(("V", V)), V)
 
 
-def _bidirectional(
-    fz: _Featurizer,
-    Q: np.ndarray,
-    K: np.ndarray,
-    V: np.ndarray,
-    D: int,
-    pre: tuple[int, ...],
-    block: int | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Slices (g, n, d), (g, M, d), (g, M, dv) -> log_scale ([T,] g, n), [num | den] ([T,] g, n, dv+1).
+@dataclasses.dataclass
+class _Job:
+    fz: _Featurizer
+    Q: Any
+    K: Any
+    V: Any
+    pad: Any
+    lead: tuple[int, ...]
+    D: int
+    top: Any = None
+    S1: Any = None
+    log_scale: Any = None
+    nd: Any = None
 
-    ``[S | z] = sum_m phi(k_m) [v_m, 1]^T`` is accumulated over key blocks with a shift
-    common to every key (the running maximum, rescaled exactly when it grows: per slice,
-    or per feature column for the exponential maps); queries are then processed in blocks.
+
+def _key_block(job: _Job, ks: slice, bk: Backend) -> tuple[Any, Any]:
+    """Block sums ``S_b = sum_m e^{l(k_m) - t_b} [v_m, 1]`` with the block's own shift ``t_b``."""
+    xp = bk.xp
+    fz = job.fz
+    pad = None if job.pad is None else job.pad[:, ks]
+    keep = None if pad is None else xp.astype(~pad, job.K.dtype)
+    V1 = with_ones(bk, job.V[:, ks, :], keep)
+    neg = xp.asarray(-math.inf, dtype=job.K.dtype, device=bk.device)
+    if fz.fast:
+        P, r = fz.logits(job.K[:, ks, :], "key")
+        P += r[..., None]  # full log-features of the keys
+        if pad is not None:
+            P = xp.where(pad[..., None], neg, P)
+        t = xp.max(P, axis=-2)  # one shift per feature column, common to every key of the block
+        P -= (t if pad is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None, :]
+        return t, xp.matrix_transpose(bk.exp_(P)) @ V1
+    w, ls = fz.features(job.K[:, ks, :], "key")
+    if pad is not None:
+        ls = xp.where(pad, neg, ls)
+    t = xp.max(ls, axis=-1)
+    scale = xp.exp(ls - (t if pad is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None])
+    return t, xp.matrix_transpose(w * scale[..., None]) @ V1
+
+
+def _query_block(job: _Job, qs: slice, bk: Backend) -> None:
+    xp = bk.xp
+    fz = job.fz
+    if fz.fast:
+        P, r = fz.logits(job.Q[:, qs, :], "query")
+        P += job.top[..., None, :]
+        rm = xp.max(P, axis=-1)
+        P -= rm[..., None]
+        u, ls = bk.exp_(P), rm + r
+    else:
+        u, ls = fz.features(job.Q[:, qs, :], "query")
+        ls = ls + job.top[..., None]
+    bk.matmul_into(u, job.S1, job.nd, (Ellipsis, qs, slice(None)))
+    job.log_scale[..., qs] = ls
+
+
+def _bidirectional(jobs: list[_Job], bk: Backend, n_threads: int, cap: int | None) -> None:
+    r"""``[S | z] = \sum_m \phi(k_m)[v_m, 1]^\top`` per job, then ``\phi(q_n)^\top [S | z]``.
+
+    Key pass: fixed blocks, each with its own shift (per feature column for the exponential
+    maps, per slice otherwise); the block sums are combined exactly, in block order, on the
+    common shift ``top = max_b t_b`` (never per key). Query pass: the shift folded into the
+    query features. Both passes run their blocks on the thread pool (NumPy).
     """
-    g, n, M = Q.shape[0], Q.shape[1], K.shape[1]
-    dv1 = V.shape[-1] + 1
-    per_row = D * g * int(np.prod(pre, dtype=np.int64))
-    S1 = top = None
-    for ks in row_blocks(M, per_row, budget=_BLOCK_ELEMS, cap=block):
-        wk, old, top = fz.key_weights(K[:, ks], top)
-        part = np.swapaxes(wk, -1, -2) @ _with_ones(V[:, ks])
-        if S1 is None:
-            S1 = part
+    xp = bk.xp
+    M = int(jobs[0].K.shape[-2])
+    n = int(jobs[0].Q.shape[-2])
+    kt = [
+        (ji, ks)
+        for ji, job in enumerate(jobs)
+        for ks in row_blocks(M, job.D * math.prod(job.lead), budget=budget(bk, _BLOCK_ELEMS), cap=cap)
+    ]
+    parts = run(bk, lambda t: _key_block(jobs[t[0]], t[1], bk), kt, n_threads)
+    per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]
+    for (ji, _), part in zip(kt, parts):
+        per_job[ji].append(part)
+    for job, blocks in zip(jobs, per_job):
+        top = blocks[0][0]
+        for t, _ in blocks[1:]:
+            top = xp.maximum(top, t)
+        if len(blocks) == 1:
+            S1 = blocks[0][1]
         else:
-            fz.rescale(S1, old, top)
-            S1 += part
-    assert S1 is not None and top is not None
-    lead_shape = S1.shape[:-2]
-    log_scale = np.empty(lead_shape + (n,), dtype=Q.dtype)
-    nd = np.empty(lead_shape + (n, dv1), dtype=Q.dtype)
-    for qs in row_blocks(n, per_row, budget=_BLOCK_ELEMS, cap=block):
-        u, ls = fz.query_features(Q[:, qs], top)
-        np.matmul(u, S1, out=nd[..., qs, :])
-        log_scale[..., qs] = ls
-    return log_scale, nd
-
-
-def _causal(
-    fz: _Featurizer,
-    Q: np.ndarray,
-    K: np.ndarray,
-    V: np.ndarray,
-    D: int,
-    pre: tuple[int, ...],
-    block: int | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    r"""Causal prefix sums in row blocks: O(n m + m dv + block^2) extra memory per slice.
-
-    Within a block the small masked product is formed directly; across blocks the
-    running sums ``[S | z] = sum_{j<block} phi(k_j)[v_j, 1]^T`` are carried. Every shift
-    is common to the keys a row sees and uses only keys ``0..i`` for row ``i``, so the
-    output of row ``i`` depends on keys ``0..i`` only, also numerically (bit for bit).
-
-    Generic maps: row ``i`` uses :math:`B_i = \max_{j\le i} b_j` of the key log-scales.
-    Exponential maps: the carried sums use one shift per feature column (the column
-    maximum over previous blocks, folded into the query side) and the in-block part
-    uses :math:`B_i`; the two parts are combined on a common log scale.
-    """
-    n = Q.shape[1]
-    g = Q.shape[0]
-    dv1 = V.shape[-1] + 1
-    c = block if block is not None else _CAUSAL_BLOCK
-    L = pre + (g,)
-    S1 = np.zeros(L + (D, dv1), dtype=Q.dtype)
-    top = np.full(L + ((D,) if fz.fast else ()), -np.inf, dtype=Q.dtype)
-    log_scale = np.empty(L + (n,), dtype=Q.dtype)
-    nd = np.empty(L + (n, dv1), dtype=Q.dtype)
-    for blk in row_blocks(n, D * g * int(np.prod(pre, dtype=np.int64)), budget=_BLOCK_ELEMS, cap=c):
-        V1 = _with_ones(V[:, blk])
-        if fz.fast:
-            Pq, rq = fz._logits(Q[:, blk], "query")
-            Lk, rk_ = fz._logits(K[:, blk], "key")
-            Lk += rk_[..., None]  # key log-features
-            b = np.max(Lk, axis=-1)
-            w = np.exp(Lk - b[..., None])
-            qm = np.max(Pq, axis=-1)
-            u = np.exp(Pq - qm[..., None])
-            lq = qm + rq
-        else:
-            u, lq = fz.features(Q[:, blk], "query")
-            w, b = fz.features(K[:, blk], "key")
-        # in-block part: row i sees keys j <= i of the block, shift B_i = max_{j<=i} b_j
-        Bi = np.maximum.accumulate(b, axis=-1)
-        if not fz.fast:
-            Bi = np.maximum(Bi, top[..., None])  # also covers the carried keys
-        A = u @ np.swapaxes(w, -1, -2)  # (..., c, c)
-        lower = np.tri(A.shape[-1], dtype=bool)
-        E = np.where(lower, b[..., None, :] - Bi[..., :, None], 0.0)
-        A = np.where(lower, A * np.exp(E), 0.0)
-        intra = A @ V1
-        if fz.fast:
-            # carried part with per-column shifts `top` (previous blocks only)
-            Pc = Pq + top[..., None, :]
-            m1 = np.max(Pc, axis=-1)  # -inf before any key was accumulated
-            fin = np.isfinite(m1)
-            Pc -= np.where(fin, m1, 0.0)[..., None]
-            carried = np.exp(Pc, out=Pc) @ S1
-            L1, L2 = m1 + rq, lq + Bi
-            Lr = np.maximum(L1, L2)
-            nd[..., blk, :] = np.exp(L1 - Lr)[..., None] * carried + np.exp(L2 - Lr)[..., None] * intra
-            log_scale[..., blk] = Lr
-            new_top = np.maximum(top, np.max(Lk, axis=-2))
-            fz.rescale(S1, top, new_top)
-            top = new_top
-            S1 += np.swapaxes(np.exp(Lk - top[..., None, :]), -1, -2) @ V1
-        else:
-            carry = np.exp(top[..., None] - Bi)  # 0 before any key was accumulated
-            nd[..., blk, :] = carry[..., None] * (u @ S1) + intra
-            log_scale[..., blk] = lq + Bi
-            new_top = Bi[..., -1]
-            fz.rescale(S1, top, new_top)
-            top = new_top
-            S1 += np.swapaxes(np.exp(b - top[..., None])[..., None] * w, -1, -2) @ V1
-    return log_scale, nd
-
-
-def finish_ratio(log_scale: np.ndarray, num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, int]:
-    """Output ``num / den`` with NaN rows where ``den <= 0`` (or non-finite); count of such rows."""
-    bad = ~(den > 0) | ~np.isfinite(den)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        out = num / den[..., None]
-    nbad = int(np.count_nonzero(bad))
-    if nbad:
-        out[bad] = np.nan
-    return out, nbad
-
-
-def nonpositive_message(owner: str, nbad: int, shape: tuple[int, ...], hint: str) -> str:
-    total = int(np.prod(shape, dtype=np.int64))
-    return (
-        f"{owner}: {nbad} of {total} query rows have an estimated normaliser <= 0; their output is NaN "
-        f"(counted in AttentionResult.n_nonpositive, never clipped). {hint}"
-    )
+            S1 = None
+            for t, Sb in blocks:  # in block order: the sum does not depend on the thread count
+                f = xp.exp(t - top)  # top is finite: every slice keeps a key; t = -inf gives 0
+                part = Sb * (f[..., :, None] if job.fz.fast else f[..., None, None])
+                S1 = part if S1 is None else S1 + part
+        job.top, job.S1 = top, S1
+        dv1 = int(S1.shape[-1])  # type: ignore[union-attr]
+        job.log_scale = bk.empty(job.lead + (n,), job.Q.dtype)
+        job.nd = bk.empty(job.lead + (n, dv1), job.Q.dtype)
+    qt = [
+        (ji, qs)
+        for ji, job in enumerate(jobs)
+        for qs in row_blocks(n, job.D * math.prod(job.lead), budget=budget(bk, _BLOCK_ELEMS), cap=cap)
+    ]
+    run(bk, lambda t: _query_block(jobs[t[0]], t[1], bk), qt, n_threads)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,7 +267,15 @@ class RFA:
     \sum_i (\phi_i(q)e^{c_i})(\phi_i(k)e^{-c_i})`), so keys whose scales span far
     more than the float range (logits ~50 from very unequal query and key norms,
     float32) still give finite outputs; causal mode uses the per-column shift for
-    the carried prefix sums and a per-row shift inside each block of rows.
+    the carried prefix sums and a per-row shift inside each block of rows
+    (:mod:`rfkit.attention._causal`: a blocked two-phase prefix scan).
+
+    Backends and threads: ``Q``, ``K``, ``V`` (and the mask) may be NumPy, PyTorch
+    (any device), CuPy or ``array_api_strict`` arrays; the estimate is computed in that
+    library on that device and every array of the result has its namespace, device and
+    dtype. The feature draw stays a NumPy draw (one ``rng``, the same directions on every
+    backend), moved to the device once. On NumPy the row blocks run on ``n_threads``
+    threads with bit-identical results for every thread count.
 
     Parameters
     ----------
@@ -314,17 +283,20 @@ class RFA:
         Any rfkit feature map (``Positive``, ``Trig``, ``Hyperbolic``, ``CEXP``,
         ``HCEXP``, ``OPRF``, ``Taylor``, ``Limit``). Data-dependent maps
         (``OPRF(A=None)``, ``CEXP(A="mean")``, ...) are fitted on the call's
-        ``(Q, K)`` (per head when draws are per head).
+        ``(Q, K)`` (per head when draws are per head; unmasked keys only).
     causal : bool, default=False
-        Query ``i`` attends to keys ``0..i`` (needs ``n == M``). Computed by
-        blocked prefix sums with O(n m + m dv) extra memory.
+        Query ``i`` attends to keys ``0..i`` (needs ``n == M``). Computed by a
+        blocked prefix scan with memory linear in ``n``.
     shared_across_heads : bool, default=True
         One draw for every slice; if False an independent draw per head (axis
         -3 of the inputs; shared along further leading batch axes).
     chunk_size : int, optional
-        Rows per block (default: blocks of about 2**19 elements, i.e. 2048 rows
+        Rows per block (default: blocks of about 2**17 elements, i.e. 512 rows
         for 256 feature columns, bidirectionally; 128 rows causally). Results do
         not depend on it beyond round-off.
+    n_threads : int, optional
+        Threads of the NumPy backend (default: ``rk.threads(...)``, else
+        ``RFKIT_NUM_THREADS``, else every CPU). Results do not depend on it.
 
     Returns (from ``__call__``)
     ---------------------------
@@ -350,6 +322,7 @@ class RFA:
     causal: bool = False
     shared_across_heads: bool = True
     chunk_size: int | None = None
+    n_threads: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.feature_map, FeatureMap):
@@ -362,16 +335,25 @@ class RFA:
             self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "RFA")
         )
         object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "RFA"))
+        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "RFA"))
 
     def __call__(
-        self, Q: Any, K: Any, V: Any, *, rng: Any = None, n_draws: int | None = None
+        self,
+        Q: Any,
+        K: Any,
+        V: Any,
+        *,
+        rng: Any = None,
+        n_draws: int | None = None,
+        key_padding_mask: Any = None,
     ) -> AttentionResult:
         """Estimate attention for ``Q`` (..., n, d), ``K`` (..., M, d), ``V`` (..., M, dv).
 
         Parameters
         ----------
         Q, K, V : array_like
-            Queries, keys, values; leading axes broadcast.
+            Queries, keys, values; leading axes broadcast. NumPy, PyTorch, CuPy or
+            ``array_api_strict`` arrays (one library and one device per call).
         rng : {None, int, SeedSequence, Generator}, keyword-only
             When ``rng`` is None, a new Generator is created using entropy from the
             operating system. An int gives reproducible output; a Generator passed
@@ -380,35 +362,55 @@ class RFA:
             ``T`` independent feature draws at once (``spec.sample(n_draws=T)``):
             every output gains a leading axis of length ``T``, so Monte Carlo
             trials vectorise.
+        key_padding_mask : array of bool, shape (..., M), optional
+            True marks padded keys, which are ignored (PyTorch convention): the result
+            equals the estimate on the unmasked keys alone, with the same draw. Every
+            query must keep at least one key it may see.
 
         Returns
         -------
         AttentionResult
         """
-        x = check_qkv(Q, K, V, "RFA", causal=self.causal)
+        x = check_qkv(Q, K, V, "RFA", causal=self.causal, key_padding_mask=key_padding_mask)
         T = None if n_draws is None else check_int(n_draws, "n_draws", "RFA", low=1)
         gen = check_rng(rng)
-        specs, draws = fit_and_sample(self.feature_map, x, gen, self.shared_across_heads, T)
-        B, n, M, dv = x.n_slices, x.n, x.m, x.dv
-        lead = 1 if T is None else T
-        D = specs[0].feature_dim(x.d)
-        pre = () if T is None else (T,)
-        log_scale = np.empty(pre + (B, n), dtype=x.dtype)
-        nd = np.empty(pre + (B, n, dv + 1), dtype=x.dtype)
-        run = _causal if self.causal else _bidirectional
-        # Slices sharing a draw are processed together in groups small enough for the cache.
-        g = max(1, _BLOCK_ELEMS // (lead * D * max(n, M)))
-        h = len(draws)
-        for j, draw in enumerate(draws):
-            fz = _Featurizer(draw, x.dtype)
-            idx = np.arange(j, B, h)
-            for s0 in range(0, len(idx), g):
-                sel = idx[s0 : s0 + g]
-                sl = slice(sel[0], sel[-1] + 1, h)
-                ls, part = run(fz, x.Q[sl], x.K[sl], x.V[sl], D, pre, self.chunk_size)
-                log_scale[..., sl, :] = ls
-                nd[..., sl, :, :] = part
-        out, nbad = finish_ratio(log_scale, nd[..., :dv], nd[..., dv])
+        nt = threads_of(self.n_threads, "RFA")
+        bk = x.bk
+        with threads(nt):
+            specs, draws = fit_and_sample(self.feature_map, x, gen, self.shared_across_heads, T)
+            B, n, M, dv = x.n_slices, x.n, x.m, x.dv
+            lead = 1 if T is None else T
+            D = specs[0].feature_dim(x.d)
+            pre = () if T is None else (T,)
+            # Slices sharing a draw are processed together in groups small enough for the cache.
+            g = max(1, budget(bk, _GROUP_ELEMS) // (lead * D * max(n, M)))
+            h = len(draws)
+            jobs: list[Any] = []
+            slots = []
+            for j, draw in enumerate(draws):
+                fz = _Featurizer(draw, x.dtype, bk)
+                idx = list(range(j, B, h))
+                for s0 in range(0, len(idx), g):
+                    sel = idx[s0 : s0 + g]
+                    sl = slice(sel[0], sel[-1] + 1, h)
+                    pad = None if x.mask is None else x.mask[sl, ...]
+                    args = (fz, x.Q[sl, ...], x.K[sl, ...], x.V[sl, ...], pad, pre + (len(sel),), D)
+                    jobs.append(CausalJob(*args, edges=(0, n)) if self.causal else _Job(*args))
+                    slots.append(sl)
+            if self.causal:
+                run_causal(jobs, bk, self.chunk_size or _CAUSAL_BLOCK, nt)
+            else:
+                _bidirectional(jobs, bk, nt, self.chunk_size)
+        if len(jobs) == 1:
+            log_scale, nd = jobs[0].log_scale, jobs[0].nd
+        else:
+            log_scale = bk.empty(pre + (B, n), x.dtype)
+            nd = bk.empty(pre + (B, n, dv + 1), x.dtype)
+            for job, sl in zip(jobs, slots):
+                log_scale[..., sl, :] = job.log_scale
+                nd[..., sl, :, :] = job.nd
+        num, den = nd[..., :dv], nd[..., dv]
+        out, nbad = finish_ratio(log_scale, num, den)
         if nbad:
             hint = (
                 f"{specs[0].name} features are positive, so the estimate underflowed; use float64 or smaller inputs."
@@ -416,22 +418,18 @@ class RFA:
                 else f"{specs[0].name} features are not positive; use Positive/OPRF features or more features."
             )
             warnings.warn(
-                nonpositive_message("RFA", nbad, out.shape[:-1], hint),
+                nonpositive_message("RFA", nbad, tuple(out.shape[:-1]), hint),
                 NonPositiveNormalizerWarning,
                 stacklevel=2,
             )
-
-        def shape(arr: np.ndarray) -> np.ndarray:
-            return arr.reshape(pre + x.batch_shape + arr.shape[len(pre) + 1 :])
-
         return AttentionResult(
-            output=shape(out),
+            output=x.unflatten(out, pre),
             method="RFA",
             estimator=self,
             feature_map=specs[0] if len(specs) == 1 else tuple(specs),
             draw=draws[0] if len(draws) == 1 else tuple(draws),
-            log_scale=shape(log_scale),
-            numerator_values=shape(nd[..., :dv]),
-            denominator_values=shape(nd[..., dv]),
+            log_scale=x.unflatten(log_scale, pre),
+            numerator_values=x.unflatten(num, pre),
+            denominator_values=x.unflatten(den, pre),
             n_nonpositive=nbad,
         )

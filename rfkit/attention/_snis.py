@@ -16,148 +16,155 @@ computed in log space: :math:`\log w_{ns} = \omega_s^\top q_n - \frac12\|q_n\|^2
 (+ :math:`\log|\alpha_{ns}|` for LARA). :math:`f_n(\omega_s)` does not depend on
 :math:`n` (the :math:`\xi(q_n,\cdot)` factor cancels), so the cost is linear:
 :math:`O((n+M)Sd + MSd_v + nSd_v)`.
+
+**Causal form.** With keys restricted to :math:`m \le n`, the numerator is
+:math:`\sum_s \phi_s(q_n)\sum_{m\le n}\xi(k_m,\omega_s)v_m` with query "features"
+:math:`\phi_s(q) = c_s\,\xi(q,\omega_s)\,\mathcal N(\omega_s;0,I)/q_s(\omega_s)`: causal
+RFA whose columns are the samples. It runs through the same blocked prefix scan and
+shared-shift numerics as causal RFA (:mod:`rfkit.attention._causal`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
+from .._backend import Backend
+from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int, check_option, check_points
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning, ShapeError
 from ..projections import PROJECTIONS
-from ._common import QKV, check_bool, check_chunk_size, check_qkv, gaussian_noise, row_blocks
+from ._causal import CausalJob, run_causal
+from ._common import (
+    QKV,
+    budget,
+    check_bool,
+    check_chunk_size,
+    check_qkv,
+    check_threads,
+    finish_ratio,
+    gaussian_noise,
+    nonpositive_message,
+    row_blocks,
+    run,
+    threads_of,
+    with_ones,
+)
 from ._result import AttentionResult
-from ._rfa import finish_ratio, nonpositive_message
 
-__all__ = ["SNIS", "importance_slice", "chunk_means", "check_means"]
+__all__ = [
+    "SNIS",
+    "importance_sampling",
+    "ISJob",
+    "chunk_edges",
+    "chunk_means",
+    "check_means",
+    "gauss_logits",
+    "mixture_log_corr",
+    "causal_sample_attention",
+]
 
 # Row blocks of the linear passes hold about this many elements (1 MiB in float64).
 IS_BLOCK_ELEMS = 1 << 17
+# Slices processed together (batched matrix products) hold about this many elements.
+IS_GROUP_ELEMS = 1 << 19
+_CAUSAL_BLOCK = 128
 
-AlphaFn = Callable[[slice], tuple[np.ndarray, np.ndarray | None]]
+#: LARA's query-specific weights: ``alpha(job, rows) -> (log|alpha|, sign or None, n_negative, n_floored)``.
+AlphaFn = Callable[[Any, slice], tuple[Any, Any, int, int]]
 
 
-def importance_slice(
-    Q: np.ndarray,
-    K: np.ndarray,
-    V: np.ndarray,
-    omega: np.ndarray,
-    log_corr: np.ndarray,
-    alpha: AlphaFn | None = None,
-    block: int | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    r"""Weighted importance-sampling attention for one slice.
+# ----------------------------------------------------------------------------- proposals
+def chunk_edges(n: int, C: int) -> list[int]:
+    """Boundaries of ``C`` contiguous chunks of ``n`` rows (``np.array_split`` sizes)."""
+    return [(c * n) // C for c in range(C + 1)]
 
-    Parameters
-    ----------
-    Q, K, V : ndarray (n, d), (M, d), (M, dv)
-    omega : ndarray (S, d)
-        Samples shared by all queries.
-    log_corr : ndarray (S,)
-        :math:`\log c_s + \log\mathcal N(\omega_s;0,I) - \log q_s(\omega_s)`.
-    alpha : callable, optional
-        ``alpha(rows) -> (log|alpha|, sign or None)`` of shape (rows, S): extra
-        query-specific multiplicative weights (LARA's :math:`\alpha_{nc}`).
 
-    Returns
-    -------
-    log_scale (n,), numerator values (n, dv), denominator values (n,), ess (n,)
+def chunk_means(bk: Backend, X: Any, C: int, keep: Any = None, *, ranked: bool = True) -> Any:
+    """Means of ``C`` contiguous chunks of the rows of ``X`` (B, n, d) -> (B, C, d).
+
+    ``keep`` (B, n) bool: only those rows count. ``ranked=True`` cuts the kept rows of
+    each slice into ``C`` chunks (the same as dropping the other rows first);
+    ``ranked=False`` keeps the positional chunks of all ``n`` rows and averages the
+    kept rows of each (0 for a chunk without any, used by the causal proposals).
     """
-    n, M, S = Q.shape[0], K.shape[0], omega.shape[0]
-    dt = Q.dtype
-    dv = V.shape[-1]
-    # Key pass: log H_s = log sum_m xi(k_m, w_s) and f(w_s), one shift per sample (never per key).
-    half_k = 0.5 * np.sum(K * K, axis=-1)
-    top = np.full(S, -np.inf, dtype=dt)
-    G = np.zeros((S, dv), dtype=dt)
-    H = np.zeros(S, dtype=dt)
-    for ks in row_blocks(M, S, budget=IS_BLOCK_ELEMS, cap=block):
-        L = K[ks] @ omega.T - half_k[ks, None]  # (c, S)
-        new = np.maximum(top, np.max(L, axis=0))
-        r = np.exp(top - new)
-        E = np.exp(L - new)
-        G = G * r[:, None] + E.T @ V[ks]
-        H = H * r + np.sum(E, axis=0)
-        top = new
-    F = G / H[:, None]  # f(w_s), (S, dv)
-    base = top + np.log(H) + log_corr.astype(dt, copy=False)  # (S,)
-    half_q = 0.5 * np.sum(Q * Q, axis=-1)
-    log_scale = np.empty(n, dtype=dt)
-    num = np.empty((n, dv), dtype=dt)
-    den = np.empty(n, dtype=dt)
-    ess = np.empty(n, dtype=dt)
-    for qs in row_blocks(n, S, budget=IS_BLOCK_ELEMS, cap=block):
-        lw = Q[qs] @ omega.T - half_q[qs, None] + base  # (c, S)
-        sign = None
-        if alpha is not None:
-            la, sign = alpha(qs)
-            lw = lw + la
-        mx = np.max(lw, axis=1)
-        mx = np.where(np.isfinite(mx), mx, 0.0)
-        w = np.exp(lw - mx[:, None])
-        if sign is not None:
-            w = w * sign
-        num[qs] = w @ F
-        den[qs] = np.sum(w, axis=1)
-        aw = np.abs(w)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ess[qs] = np.sum(aw, axis=1) ** 2 / np.sum(aw * aw, axis=1)
-        log_scale[qs] = mx
-    return log_scale, num, den, ess
+    xp = bk.xp
+    n = int(X.shape[-2])
+    if keep is None:
+        e = chunk_edges(n, C)
+        return xp.stack([xp.mean(X[:, e[c] : e[c + 1], :], axis=-2) for c in range(C)], axis=-2)
+    if ranked:
+        B = int(X.shape[0])
+        return xp.stack([chunk_means(bk, X[b, ...][keep[b, ...]][None, ...], C)[0, ...] for b in range(B)])
+    e = chunk_edges(n, C)
+    kf = xp.astype(keep, X.dtype)
+    parts = []
+    for c in range(C):
+        cnt = xp.sum(kf[:, e[c] : e[c + 1]], axis=-1)[:, None]
+        s = xp.sum(X[:, e[c] : e[c + 1], :] * kf[:, e[c] : e[c + 1], None], axis=-2)
+        parts.append(xp.where(cnt > 0, s / xp.where(cnt > 0, cnt, xp.ones_like(cnt)), xp.zeros_like(s)))
+    return xp.stack(parts, axis=-2)
 
 
-def chunk_means(X: np.ndarray, C: int) -> np.ndarray:
-    """Means of ``C`` contiguous chunks of the rows of ``X`` (n, d) -> (C, d) (``np.array_split`` sizes)."""
-    n = X.shape[0]
-    edges = (np.arange(C + 1) * n) // C
-    sums = np.add.reduceat(X, edges[:-1], axis=0)
-    return sums / np.diff(edges)[:, None].astype(X.dtype)
-
-
-def check_means(means: Any, x: QKV, owner: str, name: str) -> np.ndarray:
-    """User-supplied proposal means (C, d) or (..., C, d) -> (B, C, d)."""
-    arr = check_points(means, name)
-    if arr.shape[-1] != x.d:
+def check_means(means: Any, x: QKV, owner: str, name: str) -> Any:
+    """User-supplied proposal means (C, d) or (..., C, d) -> (B, C, d) on the call's backend."""
+    arr = check_points(means, name, backend=x.bk)
+    shape = tuple(arr.shape)
+    if shape[-1] != x.d:
         raise ShapeError(
             f"`{name}` of {owner} must have shape (C, d) or (..., C, d) with d={x.d} (the query "
-            f"dimension); got shape {arr.shape}."
+            f"dimension); got shape {shape}."
         )
     try:
-        arr = np.broadcast_to(arr.astype(x.dtype, copy=False), x.batch_shape + arr.shape[-2:])
+        full = tuple(np.broadcast_shapes(shape[:-2], x.batch_shape))
     except ValueError:
+        full = None
+    if full != x.batch_shape:
         raise ShapeError(
-            f"`{name}` of {owner} has batch shape {arr.shape[:-2]}, which does not broadcast to the "
+            f"`{name}` of {owner} has batch shape {shape[:-2]}, which does not broadcast to the "
             f"batch shape {x.batch_shape} of Q, K, V."
-        ) from None
-    return arr.reshape((x.n_slices,) + arr.shape[-2:])
+        )
+    xp = x.xp
+    arr = xp.astype(arr, x.dtype, copy=False)
+    arr = xp.broadcast_to(arr, x.batch_shape + shape[-2:])
+    return xp.reshape(arr, (x.n_slices,) + shape[-2:])
 
 
-def gauss_logits(omega: np.ndarray, means: np.ndarray) -> np.ndarray:
-    r""":math:`\log\mathcal N(\omega_s;\mu_c,I) - \log\mathcal N(\omega_s;0,I) = \omega_s^\top\mu_c - \tfrac12\|\mu_c\|^2`, (S, C).
+def gauss_logits(bk: Backend, omega: Any, means: Any) -> Any:
+    r""":math:`\log\mathcal N(\omega_s;\mu_c,I) - \log\mathcal N(\omega_s;0,I) = \omega_s^\top\mu_c - \tfrac12\|\mu_c\|^2`.
 
-    Exact (no cancellation of :math:`\|\omega\|^2` terms) and formed by one matrix product.
+    ``omega`` (B, S, d), ``means`` (B, C, d) -> (B, S, C). Exact (no cancellation of
+    :math:`\|\omega\|^2` terms) and formed by one matrix product.
     """
-    return omega @ means.T - 0.5 * np.einsum("cd,cd->c", means, means)[None, :]
+    xp = bk.xp
+    return omega @ xp.matrix_transpose(means) - 0.5 * xp.vecdot(means, means, axis=-1)[..., None, :]
 
 
-def gaussian_log_ratio(omega: np.ndarray, means: np.ndarray, log_mix: np.ndarray) -> np.ndarray:
-    r""":math:`\log\mathcal N(\omega;0,I) - \log\sum_c \lambda_c\mathcal N(\omega;\mu_c,I)` for rows of ``omega``."""
-    return -logsumexp(gauss_logits(omega, means) + log_mix, axis=-1)
+def mixture_log_corr(bk: Backend, lq: Any, log_counts: Any) -> Any:
+    r""":math:`-\log\sum_c n_c\,\mathcal N(\omega_s;\mu_c,I)/\mathcal N(\omega_s;0,I)`: ``lq`` (B, S, C) -> (B, S).
+
+    With ``n_c`` the number of samples from component ``c`` this is the weight
+    :math:`\mathcal N(\omega;0,I)/(S\,q(\omega))` of the deterministic mixture (or the
+    balance heuristic with ``n_c`` samples per proposal).
+    """
+    return -bk.logsumexp(lq + log_counts, axis=-1)
 
 
-def noise_per_head(
-    gen: np.random.Generator, x: QKV, n_samples: int, projection: str, shared: bool
-) -> list[np.ndarray]:
-    """Standard-normal rows: one (S, d) array shared by all slices, or one per head."""
+def noise(gen: np.random.Generator, x: QKV, n_samples: int, projection: str, shared: bool) -> Any:
+    """Standard-normal rows on the backend: (1, S, d) shared by all slices, or (B, S, d), one per head."""
+    bk, xp = x.bk, x.xp
     k = 1 if shared else x.n_heads
-    return [gaussian_noise(gen, n_samples, x.d, projection) for _ in range(k)]
+    E = np.stack([gaussian_noise(gen, n_samples, x.d, projection) for _ in range(k)])
+    Ed = bk.asarray(E, x.dtype)
+    if k == 1:
+        return Ed
+    return xp.take(Ed, bk.asarray(np.arange(x.n_slices) % k), axis=0)
 
 
 def warn_nonpositive(owner: str, nbad: int, shape: tuple[int, ...], stacklevel: int = 3) -> None:
@@ -168,6 +175,218 @@ def warn_nonpositive(owner: str, nbad: int, shape: tuple[int, ...], stacklevel: 
     )
 
 
+# ----------------------------------------------------------------------------- bidirectional core
+@dataclasses.dataclass
+class ISJob:
+    """A group of slices ``sl`` with samples ``omega`` (g or 1, S, d) and ``log_corr`` (g or 1, S)."""
+
+    sl: slice
+    Q: Any
+    K: Any
+    V: Any
+    pad: Any
+    omega: Any
+    log_corr: Any
+    alpha: AlphaFn | None = None
+    ctx: dict[str, Any] = dataclasses.field(default_factory=dict)
+    F: Any = None
+    base: Any = None
+
+
+def _is_key_block(job: ISJob, ks: slice, bk: Backend) -> tuple[Any, Any]:
+    xp = bk.xp
+    Kb = job.K[:, ks, :]
+    L = Kb @ xp.matrix_transpose(job.omega) - 0.5 * xp.vecdot(Kb, Kb, axis=-1)[..., None]  # (g, c, S)
+    keep = None
+    if job.pad is not None:
+        pad = job.pad[:, ks]
+        L = xp.where(pad[..., None], xp.asarray(-math.inf, dtype=L.dtype, device=bk.device), L)
+        keep = xp.astype(~pad, L.dtype)
+    t = xp.max(L, axis=-2)  # one shift per sample, common to every key (never per key)
+    L -= (t if keep is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None, :]
+    GH = xp.matrix_transpose(bk.exp_(L)) @ with_ones(bk, job.V[:, ks, :], keep)  # (g, S, dv + 1)
+    return t, GH
+
+
+def _is_query_block(job: ISJob, qs: slice, bk: Backend, out: dict[str, Any]) -> tuple[int, int]:
+    xp = bk.xp
+    Qb = job.Q[:, qs, :]
+    lw = Qb @ xp.matrix_transpose(job.omega) - 0.5 * xp.vecdot(Qb, Qb, axis=-1)[..., None]
+    lw += job.base[..., None, :]
+    sign = None
+    n_neg = n_floor = 0
+    if job.alpha is not None:
+        la, sign, n_neg, n_floor = job.alpha(job, qs)
+        lw += la
+    mx = xp.max(lw, axis=-1)
+    mx = xp.where(xp.isfinite(mx), mx, xp.zeros_like(mx))
+    w = bk.exp_(lw - mx[..., None])
+    if sign is not None:
+        w = w * sign
+    rows = (job.sl, qs)
+    out["num"][rows[0], rows[1], :] = w @ job.F
+    out["den"][rows[0], rows[1]] = xp.sum(w, axis=-1)
+    aw = xp.abs(w)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s1 = xp.sum(aw, axis=-1)
+        out["ess"][rows[0], rows[1]] = s1 * s1 / xp.sum(aw * aw, axis=-1)
+    out["log_scale"][rows[0], rows[1]] = mx
+    return n_neg, n_floor
+
+
+def importance_sampling(
+    jobs: list[ISJob], x: QKV, n_threads: int, cap: int | None
+) -> tuple[Any, Any, Any, Any, int, int]:
+    """Bidirectional weighted importance sampling for every job (group of slices).
+
+    Key pass: fixed blocks, each with its own per-sample shift; block sums combined exactly
+    in block order. Query pass: independent blocks. Both on the thread pool (NumPy).
+
+    Returns
+    -------
+    log_scale (B, n), numerator values (B, n, dv), denominator values (B, n), ess (B, n),
+    number of negative and of floored LARA weights.
+    """
+    bk, xp = x.bk, x.xp
+    B, n, M, dv = x.n_slices, x.n, x.m, x.dv
+    S = int(jobs[0].omega.shape[-2])
+    kt = [
+        (ji, ks)
+        for ji, job in enumerate(jobs)
+        for ks in row_blocks(M, S * int(job.Q.shape[0]), budget=budget(bk, IS_BLOCK_ELEMS), cap=cap)
+    ]
+    parts = run(bk, lambda t: _is_key_block(jobs[t[0]], t[1], bk), kt, n_threads)
+    per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]
+    for (ji, _), part in zip(kt, parts):
+        per_job[ji].append(part)
+    for job, blocks in zip(jobs, per_job):
+        top = blocks[0][0]
+        for t, _ in blocks[1:]:
+            top = xp.maximum(top, t)
+        GH = None
+        for t, part in blocks:  # block order: does not depend on the thread count
+            f = xp.exp(t - top)
+            part = part * f[..., None]
+            GH = part if GH is None else GH + part
+        H = GH[..., dv]  # type: ignore[index]
+        job.F = GH[..., :dv] / H[..., None]  # type: ignore[index]  # f(w_s), (g, S, dv)
+        job.base = top + xp.log(H) + job.log_corr
+    out = {
+        "log_scale": bk.empty((B, n), x.dtype),
+        "num": bk.empty((B, n, dv), x.dtype),
+        "den": bk.empty((B, n), x.dtype),
+        "ess": bk.empty((B, n), x.dtype),
+    }
+    qt = [
+        (ji, qs)
+        for ji, job in enumerate(jobs)
+        for qs in row_blocks(n, S * int(job.Q.shape[0]), budget=budget(bk, IS_BLOCK_ELEMS), cap=cap)
+    ]
+    counts = run(bk, lambda t: _is_query_block(jobs[t[0]], t[1], bk, out), qt, n_threads)
+    n_neg = sum(c[0] for c in counts)
+    n_floor = sum(c[1] for c in counts)
+    return out["log_scale"], out["num"], out["den"], out["ess"], n_neg, n_floor
+
+
+def slice_groups(x: QKV, S: int) -> list[slice]:
+    """Contiguous groups of slices processed together (sizes only)."""
+    g = max(1, budget(x.bk, IS_GROUP_ELEMS) // (max(x.n, x.m) * max(S, 1)))
+    return [slice(s, min(x.n_slices, s + g)) for s in range(0, x.n_slices, g)]
+
+
+# ----------------------------------------------------------------------------- causal core
+class SampleFeaturizer:
+    """Causal SNIS/LARA as causal RFA: the samples are the feature columns.
+
+    Query log-features :math:`\\omega_s^\\top q - \\|q\\|^2/2 + o_{cs}` with the offsets
+    ``qoff`` (g, chunks, S) of the query's chunk (``-inf`` for samples it may not use);
+    key log-features :math:`\\omega_s^\\top k - \\|k\\|^2/2`.
+    """
+
+    fast = True
+
+    def __init__(self, bk: Backend, omega: Any, qoff: Any) -> None:
+        xp = bk.xp
+        self.bk = bk
+        self.omegaT = xp.matrix_transpose(omega)  # (g, d, S)
+        self.qoff = qoff
+        self.n_chunks = int(qoff.shape[-2])
+
+    def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
+        xp = self.bk.xp
+        P = X @ self.omegaT
+        if side == "query":
+            P += self.qoff[:, chunk : chunk + 1, :]
+        return P, -0.5 * xp.vecdot(X, X, axis=-1)
+
+    def features(self, X: Any, side: str) -> tuple[Any, Any]:  # pragma: no cover - fast only
+        raise NotImplementedError
+
+    def key_offset(self, chunk: int) -> Any:
+        """0 for the samples the queries of ``chunk`` may use, ``-inf`` for the others."""
+        if self.n_chunks == 1:
+            return None
+        xp = self.bk.xp
+        q = self.qoff[:, chunk, :]
+        return xp.where(xp.isfinite(q), xp.zeros_like(q), q)
+
+
+def causal_sample_attention(
+    x: QKV, omega: Any, qoff: Any, edges: list[int], n_threads: int, block: int | None
+) -> tuple[Any, Any, Any, Any]:
+    """Causal SNIS/LARA for every slice: ``omega`` (B or 1, S, d), ``qoff`` (B or 1, chunks, S).
+
+    Returns log_scale (B, n), numerator values (B, n, dv), denominator values (B, n), ess (B, n).
+    """
+    bk = x.bk
+    B, n, dv = x.n_slices, x.n, x.dv
+    S = int(omega.shape[-2])
+    jobs, slots = [], []
+    for sl in slice_groups(x, S):
+        g = sl.stop - sl.start
+        om = omega if int(omega.shape[0]) == 1 else omega[sl, ...]
+        qo = qoff if int(qoff.shape[0]) == 1 else qoff[sl, ...]
+        fz = SampleFeaturizer(bk, om, qo)
+        pad = None if x.mask is None else x.mask[sl, ...]
+        jobs.append(
+            CausalJob(fz, x.Q[sl, ...], x.K[sl, ...], x.V[sl, ...], pad, (g,), S, tuple(edges), want_ess=True)
+        )
+        slots.append(sl)
+    run_causal(jobs, bk, block or _CAUSAL_BLOCK, n_threads)
+    log_scale = bk.empty((B, n), x.dtype)
+    nd = bk.empty((B, n, dv + 1), x.dtype)
+    ess = bk.empty((B, n), x.dtype)
+    for job, sl in zip(jobs, slots):
+        log_scale[sl, :] = job.log_scale
+        nd[sl, :, :] = job.nd
+        ess[sl, :] = job.ess
+    return log_scale, nd[..., :dv], nd[..., dv], ess
+
+
+def causal_offsets(bk: Backend, lq: Any, log_counts: Any, comp: np.ndarray, n_chunks: int) -> Any:
+    r"""Query offsets of causal chunk-mean proposals, (B, chunks, S).
+
+    Component ``p`` (``p = 0``: :math:`\mathcal N(0, I)`; ``p >= 1``: built from chunk
+    ``p - 1``) may be used by the queries of chunks ``c >= p``. For chunk ``c`` and a usable
+    sample ``s`` the offset is the balance-heuristic weight over the usable components,
+    :math:`-\log\sum_{p\le c} n_p\,\mathcal N(\omega_s;\mu_p,I)/\mathcal N(\omega_s;0,I)`;
+    ``-inf`` for the others. ``lq`` (B, S, C) from :func:`gauss_logits`, ``comp`` the
+    component of every sample.
+    """
+    xp = bk.xp
+    terms = lq + log_counts  # (B, S, C)
+    run_ = terms[..., 0]
+    rows = []
+    neg = xp.asarray(-math.inf, dtype=lq.dtype, device=bk.device)
+    for c in range(n_chunks):
+        if c > 0:
+            run_ = xp.logaddexp(run_, terms[..., c])
+        usable = bk.asarray(comp <= c)
+        rows.append(xp.where(usable, -run_, neg))
+    return xp.stack(rows, axis=-2)
+
+
+# ----------------------------------------------------------------------------- SNIS
 @dataclasses.dataclass(frozen=True)
 class SNIS:
     r"""RFA written as self-normalised importance sampling with Gaussian proposals.
@@ -186,15 +405,28 @@ class SNIS:
     stay unbiased for :math:`Z_n\mathrm{Attn}(q_n)` and :math:`Z_n`). Weights are
     computed in log space.
 
+    **Causal** (``causal=True``): query ``i`` sees keys ``0..i``; the numerator and
+    normaliser become prefix sums over the keys, computed by the same blocked prefix scan
+    and shared-shift numerics as causal RFA (row ``i`` depends on keys ``0..i`` only, also
+    numerically). ``"standard"`` and explicit means use no data, so every query uses every
+    sample. ``"chunk-mean"`` must not look ahead: component 0 is :math:`\mathcal N(0, I)` and
+    component ``p >= 1`` has mean :math:`\tilde q_{p-1} + \tilde k_{p-1}` of chunk ``p - 1``
+    of a partition into ``C`` contiguous chunks; the queries of chunk ``c`` use the samples
+    of components ``p <= c`` only (all built from earlier chunks), with the mixture of those
+    components as their proposal, :math:`q_c(\omega) \propto \sum_{p\le c} n_p\mathcal
+    N(\omega;\mu_p,I)`. Each query's numerator and normaliser stay unbiased (the proposal
+    and its samples do not depend on anything the query may not see).
+
     Parameters
     ----------
     proposal : {"standard", "chunk-mean"} or array_like, default="standard"
         ``"standard"``: :math:`\mu = 0`; with the same :math:`\omega` this *is*
         RFA with :class:`~rfkit.features.Positive` features (identical up to
-        round-off). ``"chunk-mean"``: :math:`\mu_c = \tilde q_c + \tilde k_c`, the
-        means of ``n_chunks`` contiguous chunks of the queries and of the keys
-        (LARA's proposals, THEORY.md §8). An array of shape (C, d) or
-        (..., C, d): explicit means.
+        round-off, bidirectional and causal). ``"chunk-mean"``: :math:`\mu_c =
+        \tilde q_c + \tilde k_c`, the means of ``n_chunks`` contiguous chunks of the
+        queries and of the keys (LARA's proposals, THEORY.md §8; with a key padding
+        mask, chunks of the unmasked keys). An array of shape (C, d) or (..., C, d):
+        explicit means (of the inputs' library and device).
     n_samples : int, default=64
         Total number of samples ``S`` (>= 1).
     n_chunks : int, optional
@@ -207,7 +439,12 @@ class SNIS:
     shared_across_heads : bool, default=True
         One noise draw for every slice, or one per head (axis -3).
     chunk_size : int, optional
-        Rows per block of the linear passes.
+        Rows per block of the linear passes (causal: of the prefix scan, default 128).
+    causal : bool, default=False
+        Query ``i`` attends to keys ``0..i`` (needs ``n == M``).
+    n_threads : int, optional
+        Threads of the NumPy backend (default: ``rk.threads(...)``, else
+        ``RFKIT_NUM_THREADS``, else every CPU). Results do not depend on it.
 
     Returns (from ``__call__``)
     ---------------------------
@@ -215,12 +452,12 @@ class SNIS:
         With ``ess`` (effective sample size of the normalised weights of each
         query, :math:`(\sum_s w_{ns})^2/\sum_s w_{ns}^2`), ``omega``,
         ``proposal_means`` and the scaled numerator/denominator (``normalizer``
-        estimates :math:`Z_n`).
+        estimates :math:`Z_n`). Arrays of the inputs' namespace, device and dtype.
 
     Notes
     -----
-    Bidirectional only (no causal mask). Cost :math:`O((n+M)Sd + (n+M)Sd_v)`,
-    memory :math:`O(S d_v)` plus row blocks of :math:`O(S)` columns.
+    Cost :math:`O((n+M)Sd + (n+M)Sd_v)`, memory :math:`O(S d_v)` plus row blocks of
+    :math:`O(S)` columns (causal: the prefix scan's blocks, linear in ``n``).
 
     Examples
     --------
@@ -238,6 +475,8 @@ class SNIS:
     projection: str = "iid"
     shared_across_heads: bool = True
     chunk_size: int | None = None
+    causal: bool = False
+    n_threads: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_samples", check_int(self.n_samples, "n_samples", "SNIS", low=1))
@@ -260,58 +499,94 @@ class SNIS:
             self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "SNIS")
         )
         object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "SNIS"))
+        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "SNIS"))
+        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "SNIS"))
 
-    def _means(self, x: QKV) -> np.ndarray | None:
+    def _n_chunks(self, x: QKV) -> int:
+        kept = min(x.kept_keys())
+        limit = min(x.n, kept)
+        C = self.n_chunks if self.n_chunks is not None else min(self.n_samples, limit, 8)
+        if C > limit:
+            what = "min(n, M)" if x.mask is None else "min(n, unmasked keys of a slice)"
+            raise InvalidParameterError(
+                f"The `n_chunks` parameter of SNIS must be an int in the range [1, {what}] = "
+                f"[1, {limit}] for these inputs. Got {C} instead."
+            )
+        return C
+
+    def _means(self, x: QKV) -> Any:
         """(B, C, d) proposal means, or None for the standard proposal."""
         if isinstance(self.proposal, str):
             if self.proposal == "standard":
                 return None
-            limit = min(x.n, x.m)
-            C = self.n_chunks if self.n_chunks is not None else min(self.n_samples, limit, 8)
-            if C > limit:
-                raise InvalidParameterError(
-                    f"The `n_chunks` parameter of SNIS must be an int in the range [1, min(n, M)] = "
-                    f"[1, {limit}] for these inputs. Got {C} instead."
-                )
-            return np.stack([chunk_means(x.Q[b], C) + chunk_means(x.K[b], C) for b in range(x.n_slices)])
+            C = self._n_chunks(x)
+            keep = None if x.mask is None else ~x.mask
+            if not self.causal:
+                return chunk_means(x.bk, x.Q, C) + chunk_means(x.bk, x.K, C, keep)
+            # causal: component 0 = N(0, I), component p >= 1 from chunk p - 1 (earlier data only)
+            mu = chunk_means(x.bk, x.Q, C) + chunk_means(x.bk, x.K, C, keep, ranked=False)
+            xp = x.xp
+            return xp.concat([xp.zeros_like(mu[:, :1, :]), mu[:, : C - 1, :]], axis=1)
         return check_means(self.proposal, x, "SNIS", "proposal")
 
-    def __call__(self, Q: Any, K: Any, V: Any, *, rng: Any = None) -> AttentionResult:
-        """Estimate attention; ``rng`` keyword-only (None, int, SeedSequence or Generator)."""
-        x = check_qkv(Q, K, V, "SNIS")
-        means = self._means(x)
-        gen = check_rng(rng)
+    def __call__(
+        self, Q: Any, K: Any, V: Any, *, rng: Any = None, key_padding_mask: Any = None
+    ) -> AttentionResult:
+        """Estimate attention; ``rng`` keyword-only (None, int, SeedSequence or Generator).
+
+        ``key_padding_mask`` (..., M) bool, True = padded key (ignored): the result equals
+        the estimate on the unmasked keys alone with the same samples (``"chunk-mean"``:
+        the chunks of the unmasked keys).
+        """
+        extra = [] if isinstance(self.proposal, str) else [("proposal", self.proposal)]
+        x = check_qkv(Q, K, V, "SNIS", causal=self.causal, key_padding_mask=key_padding_mask, extra=extra)
+        nt = threads_of(self.n_threads, "SNIS")
+        bk, xp = x.bk, x.xp
         S = self.n_samples
-        noise = noise_per_head(gen, x, S, self.projection, self.shared_across_heads)
-        B, n, dv, d = x.n_slices, x.n, x.dv, x.d
-        dt = x.dtype
-        log_scale = np.empty((B, n), dtype=dt)
-        num = np.empty((B, n, dv), dtype=dt)
-        den = np.empty((B, n), dtype=dt)
-        ess = np.empty((B, n), dtype=dt)
-        omegas = np.empty((B, S, d), dtype=np.float64)
-        for b in range(B):
-            E = noise[0] if len(noise) == 1 else noise[b % x.n_heads]
+        with threads(nt):
+            means = self._means(x)
+            gen = check_rng(rng)
+            E = noise(gen, x, S, self.projection, self.shared_across_heads)
+            chunked = self.causal and isinstance(self.proposal, str) and self.proposal == "chunk-mean"
             if means is None:
                 omega = E
-                log_corr = np.full(S, -np.log(S))
+                log_corr = xp.full((1, S), -math.log(S), dtype=x.dtype, device=bk.device)
+                qoff = log_corr[:, None, :]
             else:
-                mu = means[b].astype(np.float64)
-                C = mu.shape[0]
+                C = int(means.shape[-2])
                 comp = np.arange(S) % C
                 counts = np.bincount(comp, minlength=C)
                 with np.errstate(divide="ignore"):
-                    log_mix = np.log(counts / S)
-                omega = mu[comp] + E
-                log_corr = gaussian_log_ratio(omega, mu, log_mix) - np.log(S)
-            omegas[b] = omega
-            log_scale[b], num[b], den[b], ess[b] = importance_slice(
-                x.Q[b], x.K[b], x.V[b], omega.astype(dt, copy=False), log_corr, None, self.chunk_size
-            )
+                    log_counts = bk.asarray(np.log(counts), x.dtype)
+                omega = xp.take(means, bk.asarray(comp), axis=-2) + E
+                lq = gauss_logits(bk, omega, means)
+                if chunked:
+                    qoff = causal_offsets(bk, lq, log_counts, comp, C)
+                else:
+                    log_corr = mixture_log_corr(bk, lq, log_counts)
+                    qoff = log_corr[:, None, :]
+            if self.causal:
+                edges = chunk_edges(x.n, int(qoff.shape[-2]))
+                log_scale, num, den, ess = causal_sample_attention(x, omega, qoff, edges, nt, self.chunk_size)
+            else:
+                jobs = []
+                for sl in slice_groups(x, S):
+                    jobs.append(
+                        ISJob(
+                            sl,
+                            x.Q[sl, ...],
+                            x.K[sl, ...],
+                            x.V[sl, ...],
+                            None if x.mask is None else x.mask[sl, ...],
+                            omega if int(omega.shape[0]) == 1 else omega[sl, ...],
+                            log_corr if int(log_corr.shape[0]) == 1 else log_corr[sl, ...],
+                        )
+                    )
+                log_scale, num, den, ess, _, _ = importance_sampling(jobs, x, nt, self.chunk_size)
         out, nbad = finish_ratio(log_scale, num, den)
         if nbad:
-            warn_nonpositive("SNIS", nbad, (B, n))
-        shared_omega = means is None and len(noise) == 1
+            warn_nonpositive("SNIS", nbad, (x.n_slices, x.n))
+        shared_omega = int(omega.shape[0]) == 1
         return AttentionResult(
             output=x.unflatten(out),
             method="SNIS",
@@ -321,6 +596,8 @@ class SNIS:
             denominator_values=x.unflatten(den),
             n_nonpositive=nbad,
             ess=x.unflatten(ess),
-            omega=omegas[0] if shared_omega else x.unflatten(omegas),
+            omega=omega[0, ...]
+            if shared_omega
+            else x.unflatten(xp.broadcast_to(omega, (x.n_slices, S, x.d))),
             proposal_means=None if means is None else x.unflatten(means),
         )

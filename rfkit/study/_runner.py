@@ -51,7 +51,7 @@ def _versions(bk: Any = None) -> dict[str, str]:
         "scipy": scipy.__version__,
         "pandas": pd.__version__,
     }
-    if bk is not None and not bk.is_numpy:
+    if bk is not None and bk.name not in out:
         out[bk.name] = bk.library_version
     return out
 

@@ -137,3 +137,71 @@ def test_numerator_and_denominator_unbiased(est):
     assert np.all(np.abs(z_num) < Z_TOL), z_num
     # the check has power: a 5% scale error in the weights would be caught
     assert np.max(np.abs(den.mean(0) * 1.05 - Z) / (den.std(0, ddof=1) / np.sqrt(T))) > Z_TOL
+
+
+# ----------------------------------------------------------------------------- causal SNIS / LARA, masks
+def exact_masked(Q, K, V, causal, mask):
+    """Exact Z_n and Z_n Attn(q_n) over the keys query n may see (causal: m <= n; unmasked)."""
+    L = Q @ K.T
+    see = np.broadcast_to(~mask[None, :], L.shape) if mask is not None else np.ones(L.shape, bool)
+    if causal:
+        see = see & np.tri(*L.shape, dtype=bool)
+    E = np.where(see, np.exp(L), 0.0)
+    return E.sum(-1), E @ V
+
+
+MASK = np.zeros(16, dtype=bool)
+MASK[[4, 5, 6, 7, 11, 15]] = True  # a whole chunk of the C = 4 partition and two more keys
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("est", "masked"),
+    [
+        (att.SNIS("standard", n_samples=4, causal=True), False),
+        (att.SNIS("chunk-mean", n_samples=6, n_chunks=4, causal=True), False),
+        (att.LARA(n_proposals=4, weights="balance", causal=True), False),
+        (att.LARA(n_proposals=4, weights="balance", samples_per_proposal=3, causal=True), False),
+        (att.LARA(n_proposals=4, weights="balance", samples_per_proposal=2, causal=True), True),
+        (att.SNIS("chunk-mean", n_samples=6, n_chunks=4, causal=True), True),
+        (att.LARA(n_proposals=4, weights="optimal", alpha_floor=None), True),
+        (att.SNIS("chunk-mean", n_samples=6, n_chunks=4), True),
+    ],
+    ids=[
+        "snis-standard-causal",
+        "snis-chunk-mean-causal",
+        "lara-balance-causal",
+        "lara-balance-causal-k3",
+        "lara-balance-causal-masked",
+        "snis-chunk-mean-causal-masked",
+        "lara-optimal-masked",
+        "snis-chunk-mean-masked",
+    ],
+)
+def test_causal_and_masked_numerator_and_denominator_unbiased(est, masked):
+    """E[D_n] = Z_n and E[N_n] = Z_n Attn(q_n) with the causal prefix and/or a key padding mask.
+
+    Causal chunk-mean proposals use only chunks before the query's (LARA docstring): the MIS
+    weights of each query sum to one over the proposals it uses, so both stay unbiased.
+    """
+    Q, K, V = lara_problem()
+    mask = MASK if masked else None
+    T = 6000
+    Qt, Kt, Vt = (np.broadcast_to(a, (T,) + a.shape) for a in (Q, K, V))
+    res = type(est)(**{**est.__dict__, "shared_across_heads": False})(
+        Qt, Kt, Vt, rng=86_420_135, key_padding_mask=mask
+    )
+    den = res.normalizer  # (T, n)
+    num = res.numerator  # (T, n, dv)
+    Z, ZA = exact_masked(Q, K, V, est.causal, mask)
+    se_den = den.std(0, ddof=1) / np.sqrt(T)
+    se_num = num.std(0, ddof=1) / np.sqrt(T)
+    z_den = (den.mean(0) - Z) / se_den
+    z_num = (num.mean(0) - ZA) / se_num
+    assert np.all(np.abs(z_den) < Z_TOL), z_den
+    assert np.all(np.abs(z_num) < Z_TOL), z_num
+    # the check has power: a 5% scale error in the weights would be caught
+    assert np.max(np.abs(den.mean(0) * 1.05 - Z) / se_den) > Z_TOL
+    # ... and so would ignoring the mask or the causal prefix (the estimate targets the right sums)
+    Z_full, _ = exact_masked(Q, K, V, False, None)
+    assert np.max(np.abs(den.mean(0) - Z_full) / se_den) > Z_TOL

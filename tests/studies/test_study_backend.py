@@ -71,7 +71,7 @@ def _numeric(summary: pd.DataFrame) -> pd.DataFrame:
     return summary.sort_values(["cell", "estimator", "metric"]).reset_index(drop=True)
 
 
-@pytest.mark.parametrize("spec", [KERNEL], ids=["kernel"])
+@pytest.mark.parametrize("spec", [KERNEL, ATTENTION], ids=["kernel", "attention"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tables_equal_numpy_within_round_off(spec, backend, tmp_path: Path):
     name, device = backend
