@@ -289,12 +289,12 @@ def studies_section(quick: bool, workers: list[int], backend: str | None) -> dic
         rows.append({"run": label, "seconds": dt})
         print(f"[studies] performer-mse {'quick' if quick else 'full'} {label}: {dt:.2f} s", flush=True)
 
-    run("serial numpy")
+    run(f"serial numpy ({available_cpus()} CPUs)")
     for k in workers:
         run(f"{k} processes", executor="processes", workers=k)
     if backend:
         run(f"serial {backend}", backend=backend, device="cuda" if backend in ("torch", "cupy") else None)
-    base = tables["serial numpy"]
+    base = tables[rows[0]["run"]]
     for row in rows:
         other = tables[row["run"]]
         same = base.drop(columns=["n_failed"]).equals(other.drop(columns=["n_failed"]))

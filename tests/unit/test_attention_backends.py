@@ -27,7 +27,17 @@ try:
 except ImportError:  # pragma: no cover - torch is optional
     torch = None
 
+try:
+    import cupy
+except ImportError:  # pragma: no cover - cupy is optional
+    cupy = None
+
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed (optional backend)")
+HAS_CUDA = torch is not None and torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device (GPU tests run on a GPU machine)")
+needs_cupy = pytest.mark.skipif(
+    cupy is None or not HAS_CUDA, reason="CuPy or a CUDA device is missing (GPU tests run on a GPU machine)"
+)
 
 FIELDS = (
     "output",
@@ -79,7 +89,20 @@ def _torch(a):
     return torch.asarray(a)
 
 
-BACKENDS = [pytest.param(_strict, id="array_api_strict"), pytest.param(_torch, id="torch", marks=needs_torch)]
+def _torch_cuda(a):
+    return torch.asarray(a, device="cuda")
+
+
+def _cupy(a):
+    return cupy.asarray(a)
+
+
+BACKENDS = [
+    pytest.param(_strict, id="array_api_strict"),
+    pytest.param(_torch, id="torch", marks=needs_torch),
+    pytest.param(_torch_cuda, id="torch-cuda", marks=needs_cuda),
+    pytest.param(_cupy, id="cupy", marks=needs_cupy),
+]
 
 
 def _agree(a, b, dtype, what):
