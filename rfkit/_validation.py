@@ -146,7 +146,9 @@ def as_float_array(
     if check_finite and arr.ndim and all(int(n) for n in arr.shape):
         xp = bk.xp
         with np.errstate(over="ignore", invalid="ignore"):
-            total = xp.sum(xp.astype(arr, xp.float64) if dname == "float32" else arr)
+            # fast path (scikit-learn's): a finite sum means finite entries; a sum that overflows
+            # (large but finite float32 entries) falls through to the exact check below
+            total = xp.sum(arr)
         if not bool(xp.isfinite(total)) and not bool(xp.all(xp.isfinite(arr))):
             host = bk.to_numpy(arr)
             idx = tuple(int(i) for i in np.argwhere(~np.isfinite(host))[0])

@@ -353,7 +353,7 @@ class LARA:
                 log_scale, num, den, ess, n_negative, n_floored = importance_sampling(
                     jobs, x, nt, self.chunk_size
                 )
-        out, nbad = finish_ratio(log_scale, num, den)
+        out, nbad = finish_ratio(log_scale, num, den, nt)
         if nbad:
             warn_nonpositive("LARA", nbad, (x.n_slices, x.n))
         return AttentionResult(

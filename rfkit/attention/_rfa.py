@@ -38,7 +38,7 @@ __all__ = ["RFA"]
 _CAUSAL_BLOCK = 128
 # Row blocks of the bidirectional passes hold about this many elements (1 MiB in float64):
 # L2-resident, and enough blocks to keep every core busy at moderate n.
-_BLOCK_ELEMS = 1 << 17
+_BLOCK_ELEMS = 1 << 16
 # Slices sharing a draw are processed together in groups of about this many feature elements.
 _GROUP_ELEMS = 1 << 19
 
@@ -101,8 +101,11 @@ class _Featurizer:
                 WT = WT[:, None]
                 if e is not None:
                     e = e[:, None, None, :]
-            self.WT = bk.asarray(np.ascontiguousarray(WT), dtype)
-            self.e = None if e is None else bk.asarray(np.ascontiguousarray(e), dtype)
+            # on the backend's device, once per draw (a draw reused across calls moves them once)
+            self.WT = bk.from_host(draw._params, "rfa_WT", np.ascontiguousarray(WT), dtype)
+            self.e = (
+                None if e is None else bk.from_host(draw._params, "rfa_e", np.ascontiguousarray(e), dtype)
+            )
             self.c = c
 
     def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
@@ -346,6 +349,7 @@ class RFA:
         rng: Any = None,
         n_draws: int | None = None,
         key_padding_mask: Any = None,
+        draw: FeatureDraw | None = None,
     ) -> AttentionResult:
         """Estimate attention for ``Q`` (..., n, d), ``K`` (..., M, d), ``V`` (..., M, dv).
 
@@ -366,18 +370,40 @@ class RFA:
             True marks padded keys, which are ignored (PyTorch convention): the result
             equals the estimate on the unmasked keys alone, with the same draw. Every
             query must keep at least one key it may see.
+        draw : FeatureDraw, optional
+            A draw of this estimator's feature map to use instead of a fresh one (``rng`` and
+            ``n_draws`` are then unused): fixed features across calls, as Performer keeps its
+            projection between redraws. It must have been drawn for ``d`` and, for a
+            data-dependent map, from the fitted map (``feature_map.fit(Q, K).sample(d)``).
 
         Returns
         -------
         AttentionResult
         """
         x = check_qkv(Q, K, V, "RFA", causal=self.causal, key_padding_mask=key_padding_mask)
-        T = None if n_draws is None else check_int(n_draws, "n_draws", "RFA", low=1)
-        gen = check_rng(rng)
         nt = threads_of(self.n_threads, "RFA")
         bk = x.bk
+        if draw is not None:
+            if not isinstance(draw, FeatureDraw) or draw.dim != x.d:
+                raise InvalidParameterError(
+                    f"The `draw` parameter of RFA must be a draw of its feature map for d={x.d} "
+                    f"(feature_map.sample({x.d}, rng=...)). Got {draw!r} instead."
+                )
+            if draw.spec.needs_data or type(draw.spec) is not type(self.feature_map):
+                raise InvalidParameterError(
+                    f"The `draw` parameter of RFA must come from its feature map {self.feature_map!r} "
+                    f"(fitted where it needs data). Got a draw of {draw.spec!r} instead."
+                )
+        T = None if n_draws is None or draw is not None else check_int(n_draws, "n_draws", "RFA", low=1)
+        if draw is not None:
+            T = draw.n_draws
         with threads(nt):
-            specs, draws = fit_and_sample(self.feature_map, x, gen, self.shared_across_heads, T)
+            if draw is not None:
+                specs, draws = [draw.spec], [draw]
+            else:
+                specs, draws = fit_and_sample(
+                    self.feature_map, x, check_rng(rng), self.shared_across_heads, T
+                )
             B, n, M, dv = x.n_slices, x.n, x.m, x.dv
             lead = 1 if T is None else T
             D = specs[0].feature_dim(x.d)
@@ -410,7 +436,7 @@ class RFA:
                 log_scale[..., sl, :] = job.log_scale
                 nd[..., sl, :, :] = job.nd
         num, den = nd[..., :dv], nd[..., dv]
-        out, nbad = finish_ratio(log_scale, num, den)
+        out, nbad = finish_ratio(log_scale, num, den, nt)
         if nbad:
             hint = (
                 f"{specs[0].name} features are positive, so the estimate underflowed; use float64 or smaller inputs."

@@ -583,7 +583,7 @@ class SNIS:
                         )
                     )
                 log_scale, num, den, ess, _, _ = importance_sampling(jobs, x, nt, self.chunk_size)
-        out, nbad = finish_ratio(log_scale, num, den)
+        out, nbad = finish_ratio(log_scale, num, den, nt)
         if nbad:
             warn_nonpositive("SNIS", nbad, (x.n_slices, x.n))
         shared_omega = int(omega.shape[0]) == 1
