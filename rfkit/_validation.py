@@ -7,6 +7,7 @@ received: ``"The `n_features` parameter of Positive must be an int in the range
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable
 from typing import Any
@@ -202,6 +203,33 @@ def check_square_norms(X: Any, name: str, owner: str) -> None:
             f"Input `{name}` of {owner} is too large for {bk.dtype_name(X.dtype)}: a row's squared norm "
             f"overflows (largest |entry| {amax:.3g}). Rescale it, or use float64 if it is float32."
         )
+
+
+def check_finite_and_norms(arrays: dict[str, Any], owner: str, norms: tuple[str, ...] = ()) -> None:
+    r"""Finiteness of every array and the squared-norm bound of those named in ``norms``, in one pass.
+
+    The largest magnitude of each array is computed on its device and read back together (one
+    synchronisation for all of them): a finite maximum means finite entries, and
+    :math:`d\max|x|^2 \le` max/4 bounds every squared row norm. Only when one of these fails
+    is the exact check (:func:`as_float_array`, :func:`check_square_norms`) run, to name the
+    first bad entry.
+    """
+    from ._backend import get_backend, prod
+
+    live = {k: a for k, a in arrays.items() if prod(a.shape)}
+    if not live:
+        return
+    bk = get_backend(*live.items())
+    xp = bk.xp
+    with np.errstate(invalid="ignore"):
+        tops = bk.to_numpy(xp.stack([xp.astype(xp.max(xp.abs(a)), xp.float64) for a in live.values()]))
+    for (name, a), top in zip(live.items(), tops.tolist()):
+        if not math.isfinite(top):
+            as_float_array(a, name, backend=bk)  # raises, naming the first NaN or infinity
+        if name in norms:
+            limit = float(xp.finfo(a.dtype).max) / 4
+            if top * top * a.shape[-1] > limit:
+                check_square_norms(a, name, owner)
 
 
 def check_same_dim(X: Any, Y: Any, nx: str, ny: str) -> None:

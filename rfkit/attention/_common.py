@@ -24,7 +24,7 @@ import numpy as np
 
 from .._backend import Backend, get_backend, is_array
 from .._parallel import resolve_threads
-from .._validation import check_broadcast, check_int, check_points, check_square_norms, float_dtype
+from .._validation import check_broadcast, check_finite_and_norms, check_int, check_points, float_dtype
 from ..exceptions import InvalidParameterError, ShapeError
 
 __all__ = [
@@ -158,9 +158,9 @@ def check_qkv(
         that hides every key of some query.
     """
     bk = get_backend(("Q", Q), ("K", K), ("V", V), ("key_padding_mask", key_padding_mask), *extra)
-    Q = check_points(Q, "Q", backend=bk)
-    K = check_points(K, "K", backend=bk)
-    V = check_points(V, "V", backend=bk)
+    Q = check_points(Q, "Q", backend=bk, check_finite=False)
+    K = check_points(K, "K", backend=bk, check_finite=False)
+    V = check_points(V, "V", backend=bk, check_finite=False)
     qs, ks, vs = tuple(Q.shape), tuple(K.shape), tuple(V.shape)
     if qs[-1] != ks[-1]:
         raise ShapeError(
@@ -183,8 +183,7 @@ def check_qkv(
             f"Q has n={qs[-2]} rows, K has M={ks[-2]}."
         )
     batch = check_broadcast({"Q": qs[:-2], "K": ks[:-2], "V": vs[:-2]})
-    check_square_norms(Q, "Q", owner)
-    check_square_norms(K, "K", owner)
+    check_finite_and_norms({"Q": Q, "K": K, "V": V}, owner, norms=("Q", "K"))
     dt = float_dtype(Q, K, V)
     B = math.prod(batch)
     n_heads = int(batch[-1]) if batch else 1

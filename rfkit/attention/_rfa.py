@@ -38,7 +38,7 @@ __all__ = ["RFA"]
 _CAUSAL_BLOCK = 128
 # Row blocks of the bidirectional passes hold about this many elements (1 MiB in float64):
 # L2-resident, and enough blocks to keep every core busy at moderate n.
-_BLOCK_ELEMS = 1 << 16
+_BLOCK_ELEMS = 1 << 18
 # Slices sharing a draw are processed together in groups of about this many feature elements.
 _GROUP_ELEMS = 1 << 19
 
