@@ -284,6 +284,36 @@ def run(bk: Backend, fn: Callable[[Any], Any], blocks: Sequence[Any], n_threads:
     return bk.run_blocks(fn, blocks, n_threads)
 
 
+def blocks_per_job(
+    bk: Backend, fn: Callable[[Any], Any], tasks: Sequence[tuple[int, Any]], n_jobs: int, n_threads: int
+) -> list[list[Any]]:
+    """Run ``fn`` on every ``(job index, block)`` task (on the thread pool for NumPy) and group the
+    results per job, in block order."""
+    per_job: list[list[Any]] = [[] for _ in range(n_jobs)]
+    for (ji, _), part in zip(tasks, run(bk, fn, tasks, n_threads)):
+        per_job[ji].append(part)
+    return per_job
+
+
+def shifted_sum(xp: Any, blocks: Sequence[tuple[Any, Any]], expand: Callable[[Any], Any]) -> tuple[Any, Any]:
+    r"""``(top, sum_b S_b * expand(exp(t_b - top)))`` for block results ``(t_b, S_b)``, each summed with
+    its own shift ``t_b``: the exact total on the common shift ``top = max_b t_b`` (never per key).
+
+    Summed in block order, so the result does not depend on the number of threads. ``expand``
+    broadcasts the rescaling factors against ``S_b`` (e.g. ``lambda f: f[..., None]``).
+    """
+    top = blocks[0][0]
+    for t, _ in blocks[1:]:
+        top = xp.maximum(top, t)
+    if len(blocks) == 1:
+        return top, blocks[0][1]
+    acc = None
+    for t, part in blocks:
+        term = part * expand(xp.exp(t - top))  # t = -inf (nothing accumulated) gives 0
+        acc = term if acc is None else acc + term
+    return top, acc
+
+
 def check_chunk_size(chunk_size: Any, owner: str) -> int | None:
     """``None`` (automatic) or an int >= 1."""
     if chunk_size is None:

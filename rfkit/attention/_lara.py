@@ -16,6 +16,7 @@ from ..exceptions import InvalidParameterError
 from ..projections import PROJECTIONS
 from ._common import (
     QKV,
+    blocks_per_job,
     budget,
     check_bool,
     check_chunk_size,
@@ -23,7 +24,7 @@ from ._common import (
     check_threads,
     finish_ratio,
     row_blocks,
-    run,
+    shifted_sum,
     threads_of,
 )
 from ._result import AttentionResult
@@ -67,18 +68,9 @@ def _column_logsumexp(bk: Backend, jobs: list[ISJob], n_threads: int) -> None:
             n, int(job.Q.shape[0]) * int(job.ctx["qtT"].shape[-1]), budget=budget(bk, IS_BLOCK_ELEMS)
         )
     ]
-    parts = run(bk, one, tasks, n_threads)
-    per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]
-    for (ji, _), part in zip(tasks, parts):
-        per_job[ji].append(part)
+    per_job = blocks_per_job(bk, one, tasks, len(jobs), n_threads)
     for job, blocks in zip(jobs, per_job):
-        top = blocks[0][0]
-        for t, _ in blocks[1:]:
-            top = xp.maximum(top, t)
-        acc = None
-        for t, s in blocks:
-            part = s * xp.exp(t - top)
-            acc = part if acc is None else acc + part
+        top, acc = shifted_sum(xp, blocks, lambda f: f)
         job.ctx["lse"] = top + xp.log(acc)
 
 

@@ -19,6 +19,7 @@ from ..features._exp import ExpDraw
 from ._causal import CausalJob, run_causal
 from ._common import (
     QKV,
+    blocks_per_job,
     budget,
     check_bool,
     check_chunk_size,
@@ -28,6 +29,7 @@ from ._common import (
     nonpositive_message,
     row_blocks,
     run,
+    shifted_sum,
     threads_of,
     with_ones,
 )
@@ -215,23 +217,12 @@ def _bidirectional(jobs: list[_Job], bk: Backend, n_threads: int, cap: int | Non
         for ji, job in enumerate(jobs)
         for ks in row_blocks(M, job.D * math.prod(job.lead), budget=budget(bk, _BLOCK_ELEMS), cap=cap)
     ]
-    parts = run(bk, lambda t: _key_block(jobs[t[0]], t[1], bk), kt, n_threads)
-    per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]
-    for (ji, _), part in zip(kt, parts):
-        per_job[ji].append(part)
+    per_job = blocks_per_job(bk, lambda t: _key_block(jobs[t[0]], t[1], bk), kt, len(jobs), n_threads)
     for job, blocks in zip(jobs, per_job):
-        top = blocks[0][0]
-        for t, _ in blocks[1:]:
-            top = xp.maximum(top, t)
-        if len(blocks) == 1:
-            S1 = blocks[0][1]
-        else:
-            S1 = None
-            for t, Sb in blocks:  # in block order: the sum does not depend on the thread count
-                f = xp.exp(t - top)  # top is finite: every slice keeps a key; t = -inf gives 0
-                part = Sb * (f[..., :, None] if job.fz.fast else f[..., None, None])
-                S1 = part if S1 is None else S1 + part
-        job.top, job.S1 = top, S1
+        # per feature column (exponential maps) or per slice: top is finite, every slice keeps a key
+        expand = (lambda f: f[..., :, None]) if job.fz.fast else (lambda f: f[..., None, None])
+        job.top, job.S1 = shifted_sum(xp, blocks, expand)
+        S1 = job.S1
         dv1 = int(S1.shape[-1])  # type: ignore[union-attr]
         job.log_scale = bk.empty(job.lead + (n,), job.Q.dtype)
         job.nd = bk.empty(job.lead + (n, dv1), job.Q.dtype)

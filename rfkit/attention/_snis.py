@@ -43,6 +43,7 @@ from ..projections import PROJECTIONS
 from ._causal import CausalJob, run_causal
 from ._common import (
     QKV,
+    blocks_per_job,
     budget,
     check_bool,
     check_chunk_size,
@@ -53,6 +54,7 @@ from ._common import (
     nonpositive_message,
     row_blocks,
     run,
+    shifted_sum,
     threads_of,
     with_ones,
 )
@@ -255,19 +257,9 @@ def importance_sampling(
         for ji, job in enumerate(jobs)
         for ks in row_blocks(M, S * int(job.Q.shape[0]), budget=budget(bk, IS_BLOCK_ELEMS), cap=cap)
     ]
-    parts = run(bk, lambda t: _is_key_block(jobs[t[0]], t[1], bk), kt, n_threads)
-    per_job: list[list[tuple[Any, Any]]] = [[] for _ in jobs]
-    for (ji, _), part in zip(kt, parts):
-        per_job[ji].append(part)
+    per_job = blocks_per_job(bk, lambda t: _is_key_block(jobs[t[0]], t[1], bk), kt, len(jobs), n_threads)
     for job, blocks in zip(jobs, per_job):
-        top = blocks[0][0]
-        for t, _ in blocks[1:]:
-            top = xp.maximum(top, t)
-        GH = None
-        for t, part in blocks:  # block order: does not depend on the thread count
-            f = xp.exp(t - top)
-            part = part * f[..., None]
-            GH = part if GH is None else GH + part
+        top, GH = shifted_sum(xp, blocks, lambda f: f[..., None])
         H = GH[..., dv]  # type: ignore[index]
         job.F = GH[..., :dv] / H[..., None]  # type: ignore[index]  # f(w_s), (g, S, dv)
         job.base = top + xp.log(H) + job.log_corr

@@ -143,10 +143,13 @@ class FeatureMap(abc.ABC):
         """
         return self
 
+    #: Parameters that :meth:`fit` resolves from data when they are None (OPRF's ``A``, ...).
+    _fitted_params: tuple[str, ...] = ()
+
     @property
     def needs_data(self) -> bool:
         """True if some parameter is a rule that must be resolved with :meth:`fit`."""
-        return False
+        return any(getattr(self, p) is None for p in self._fitted_params)
 
     def sample(
         self,
@@ -224,8 +227,13 @@ class FeatureMap(abc.ABC):
             return spec._from_projection(d, len(streams), None)
         return spec._from_projection(d, len(streams), spec._projection_streams(d, streams))
 
-    def _raise_needs_data(self) -> None:  # pragma: no cover - overridden where needed
-        raise ShapeError(f"{self.name} needs data: call .fit(Q, K) or pass data=(Q, K).")
+    def _raise_needs_data(self) -> None:
+        missing = [p for p in self._fitted_params if getattr(self, p) is None]
+        names = " and ".join(missing) or "its parameters"
+        raise ShapeError(
+            f"{self.name}({', '.join(f'{p}=None' for p in missing)}) resolves {names} from data: "
+            f"call .fit(Q, K), pass data=(Q, K) to sample(), or give {names} explicitly."
+        )
 
     def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
         """Draw for a validated dimension."""

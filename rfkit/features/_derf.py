@@ -278,22 +278,14 @@ class ADERF(_ExpMap):
     G: Any = None
     projection: str = "iid"
 
+    _fitted_params = ("A", "G")  # resolved by fit() when None
+
     def __post_init__(self) -> None:
         _check_common(self)
         if self.A is not None:
             object.__setattr__(self, "A", _check_a(self.A, "ADERF"))
         if self.G is not None:
             object.__setattr__(self, "G", _validate_G(self.G, "ADERF"))
-
-    @property
-    def needs_data(self) -> bool:
-        return self.A is None or self.G is None
-
-    def _raise_needs_data(self) -> None:
-        raise ShapeError(
-            "ADERF(A=None or G=None) resolves its optimal parameters from data: call .fit(Q, K), "
-            "pass data=(Q, K) to sample(), or give A and G explicitly."
-        )
 
     def fit(self, queries: Any, keys: Any) -> FeatureMap:
         """Resolve ``A=None`` / ``G=None`` to the closed-form optimum (:func:`aderf_optimal`).
@@ -424,6 +416,8 @@ class SDERF(FeatureMap):
     projection: str = "iid"
     shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
 
+    _fitted_params = ("A",)  # resolved by fit() when None
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_features", check_int(self.n_features, "n_features", "SDERF", low=1))
         check_option(self.projection, "projection", "SDERF", PROJECTIONS)
@@ -432,16 +426,6 @@ class SDERF(FeatureMap):
 
     def feature_dim(self, dim: int) -> int:
         return self.n_features
-
-    @property
-    def needs_data(self) -> bool:
-        return self.A is None
-
-    def _raise_needs_data(self) -> None:
-        raise ShapeError(
-            "SDERF(A=None) resolves its optimal A from data: call .fit(Q, K), pass data=(Q, K) to "
-            "sample(), or give A explicitly."
-        )
 
     def fit(self, queries: Any, keys: Any) -> FeatureMap:
         """Resolve ``A=None`` to the closed-form optimum :func:`sderf_optimal_A`."""

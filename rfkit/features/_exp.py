@@ -248,6 +248,8 @@ class OPRF(_ExpMap):
     projection: str = "iid"
     hyperbolic: bool = False
 
+    _fitted_params = ("A",)  # resolved by fit() when None
+
     def __post_init__(self) -> None:
         _check_common(self)
         if not isinstance(self.hyperbolic, (bool, np.bool_)):
@@ -264,16 +266,6 @@ class OPRF(_ExpMap):
                     stacklevel=3,
                 )
             object.__setattr__(self, "A", a)
-
-    @property
-    def needs_data(self) -> bool:
-        return self.A is None
-
-    def _raise_needs_data(self) -> None:
-        raise ShapeError(
-            "OPRF(A=None) resolves A* from data: call .fit(Q, K), pass data=(Q, K) to "
-            "sample(), or give A explicitly."
-        )
 
     def fit(self, queries: Any, keys: Any) -> FeatureMap:
         """Resolve ``A=None`` to the data-averaged optimum (:func:`oprf_optimal_A`; hyperbolic:

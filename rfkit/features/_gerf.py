@@ -100,6 +100,8 @@ class GERF(_ExpMap):
     s: int = 1
     projection: str = "iid"
 
+    _fitted_params = ("A",)  # resolved by fit() when None
+
     def __post_init__(self) -> None:
         _check_common(self)
         object.__setattr__(self, "s", check_sign(self.s, "GERF"))
@@ -113,15 +115,6 @@ class GERF(_ExpMap):
 
     def feature_dim(self, dim: int) -> int:
         return self.n_features * (1 if self.s == 1 else 2)
-
-    @property
-    def needs_data(self) -> bool:
-        return self.A is None
-
-    def _raise_needs_data(self) -> None:
-        raise ShapeError(
-            "GERF(A=None) resolves A from data: call .fit(Q, K), pass data=(Q, K) to sample(), or give A explicitly."
-        )
 
     def fit(self, queries: Any, keys: Any) -> FeatureMap:
         """Resolve ``A=None`` to the data-averaged optimum :func:`gerf_optimal_A` (for this ``s``)."""
@@ -287,6 +280,8 @@ class SADERF(_ExpMap):
     psi: Any = None
     projection: str = "iid"
 
+    _fitted_params = ("A", "psi")  # resolved by fit() when None
+
     def __post_init__(self) -> None:
         _check_common(self)
         if self.A is not None:
@@ -298,16 +293,6 @@ class SADERF(_ExpMap):
                     f"The `psi` parameter of SADERF must be the diagonal of Psi, shape (d,); got shape {arr.shape}."
                 )
             object.__setattr__(self, "psi", arr)
-
-    @property
-    def needs_data(self) -> bool:
-        return self.A is None or self.psi is None
-
-    def _raise_needs_data(self) -> None:
-        raise ShapeError(
-            "SADERF resolves psi and A from data: call .fit(Q, K), pass data=(Q, K) to sample(), "
-            "or give both psi and A explicitly."
-        )
 
     def fit(self, queries: Any, keys: Any) -> FeatureMap:
         """Resolve ``psi=None`` and ``A=None`` from the query/key sample (:func:`saderf_parameters`)."""
