@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import data as rkdata
-from .._backend import backend_for, to_numpy
+from .._backend import backend_for, get_backend, to_numpy
 from ..exceptions import InvalidParameterError, NumericalOverflowError, RFKitError, StudyError
 from ._design import Design
 from ._estimators import build_feature_map
@@ -473,7 +473,7 @@ def _attention_partial(
         params = dict(design.estimator_params(est, cell))
         if causal:  # real decoder data: every estimator attends causally
             params.setdefault("causal", True)
-        estimator = build_attention_estimator(params)
+        estimator = _fit_once(build_attention_estimator(params), Qb, Kb)
         for j, t in enumerate(trials):
             try:
                 t0 = time.perf_counter()
@@ -506,6 +506,32 @@ def _attention_partial(
             st = st.mean().to_frame().T  # averaged over texts
             part["data_stats"] = st.assign(cell=cell_index)
     return part
+
+
+def _fit_once(estimator: Any, Q: Any, K: Any) -> Any:
+    """RFA whose map needs data, with the map fitted once on the cell's (Q, K) instead of per trial.
+
+    The fit is deterministic and RFA with shared draws fits on exactly these pooled rows, so every
+    trial's output is unchanged; numerical fits (the hyperbolic OPRF's optimum) then run once per
+    chunk rather than once per trial. A fit that fails is left to fail (and be recorded) per trial.
+    """
+    import dataclasses
+
+    from .. import attention
+
+    if not (
+        isinstance(estimator, attention.RFA)
+        and estimator.shared_across_heads
+        and estimator.feature_map.needs_data
+    ):
+        return estimator
+    d = Q.shape[-1]
+    xp = get_backend(("Q", Q)).xp
+    try:
+        fitted = estimator.feature_map.fit(xp.reshape(Q, (-1, d)), xp.reshape(K, (-1, d)))
+    except RFKitError:
+        return estimator
+    return dataclasses.replace(estimator, feature_map=fitted)
 
 
 def _attention_finalize(
