@@ -565,20 +565,27 @@ def _hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], t
         index="cell", columns="estimator", values="estimate"
     )
     ref = labels[0]
-    cols = ["layer", "head", "logit_max", "qk_sum_sq_mean", "entropy_mean", "attention_max_mean"]
+    budget = ""
+    if "feature_dim" in stats.columns and stats["feature_dim"].nunique() > 1:
+        # one row per head: rank the heads at the largest feature budget
+        top_d = stats["feature_dim"].max()
+        stats = stats[stats["feature_dim"] == top_d]
+        budget = f" at feature_dim = {top_d}"
+    lead = [c for c in ("causal",) if c in stats.columns and stats[c].nunique() > 1]
+    cols = lead + ["layer", "head", "logit_max", "qk_sum_sq_mean", "entropy_mean", "attention_max_mean"]
     cols = [c for c in cols if c in stats.columns]
     table = stats.set_index("cell")[cols].join(mse[[c for c in labels if c in mse.columns]])
     table = table.sort_values(ref, ascending=False)
     corr = table[[ref, "logit_max", "qk_sum_sq_mean", "entropy_mean"]].corr(method="spearman")[ref]
     show = table.head(top).reset_index(drop=True)
     for c in show.columns:
-        if c not in ("layer", "head"):
+        if c not in ("causal", "layer", "head"):
             show[c] = show[c].map(lambda v: f"{v:.3g}")
     return [
         "## Which heads are hard, and why",
         "",
-        f"Heads ranked by the MSE of `{ref}` (top {min(top, len(table))} of {len(table)}), with the statistics "
-        "of their queries "
+        f"Heads ranked by the MSE of `{ref}`{budget} (top {min(top, len(table))} of {len(table)}), with the "
+        "statistics of their queries "
         "and keys averaged over texts (rk.data.describe): max logit, mean ||q+k||^2 over pairs, attention "
         "entropy (nats) and mean largest attention weight.",
         "",
