@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from backend_marks import cupy, needs_cuda, needs_cupy, needs_torch, torch
 
 import rfkit as rk
 from rfkit._backend import get_backend, to_numpy
@@ -17,22 +18,6 @@ from rfkit.exceptions import BackendError, BackendNotInstalledError, InvalidPara
 
 xps = pytest.importorskip("array_api_strict", reason="array-api-strict is a dev dependency of rfkit")
 
-try:
-    import torch
-except ImportError:  # pragma: no cover - torch is optional
-    torch = None
-
-try:
-    import cupy
-except ImportError:  # pragma: no cover - cupy is optional
-    cupy = None
-
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed (optional backend)")
-HAS_CUDA = torch is not None and torch.cuda.is_available()
-needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device (GPU tests run on a GPU machine)")
-needs_cupy = pytest.mark.skipif(
-    cupy is None or not HAS_CUDA, reason="CuPy or a CUDA device is missing (GPU tests run on a GPU machine)"
-)
 
 rng0 = np.random.default_rng(2442101192988600726)
 X = 0.3 * rng0.normal(size=(2, 7, 5))
