@@ -244,6 +244,25 @@ class FeatureMap(abc.ABC):
         W = self._projection(dim, rng=rng, n_draws=n_draws) if self.is_random else None
         return self._from_projection(dim, n_draws, W)
 
+    # ---------------------------------------------------------------- draws from given directions
+    def projection_streams(self, dim: int, rngs: list[Any]) -> np.ndarray:
+        """Random directions of one draw per stream, stacked with shape ``(T, m, d)``.
+
+        Draw ``t`` uses ``rngs[t]`` alone. Together with :meth:`from_projection` this lets a
+        harness draw directions once and build the features of several maps (or several
+        chunks of trials) around them. Built-in random maps only; maps drawing through the
+        ``_sample_one`` hook raise :class:`NotImplementedError`.
+        """
+        return self._projection_streams(dim, rngs)
+
+    def from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
+        """The draw of this map around given directions ``W`` (``None`` for deterministic maps).
+
+        ``W`` has shape ``(m, d)`` for one draw or ``(n_draws, m, d)`` for a stack, as returned
+        by :meth:`projection_streams`.
+        """
+        return self._from_projection(dim, n_draws, W)
+
     # ---------------------------------------------------------------- extension hooks
     def _sample_one(self, dim: int, rng: np.random.Generator) -> FeatureDraw:
         """Extension hook: one draw for inputs of dimension ``dim``.

@@ -156,8 +156,8 @@ def _evaluate(
         key = (fm.projection, fm.n_features, d)  # the cache lives for one chunk of streams
         W = cache.get(key)
         if W is None:
-            W = cache[key] = fm._projection_streams(d, streams)
-        draw = fm._from_projection(d, len(streams), W)
+            W = cache[key] = fm.projection_streams(d, streams)
+        draw = fm.from_projection(d, len(streams), W)
     else:
         draw = fm.sample_streams(d, streams)
     sign, logabs = draw.slog_pairwise(X, Y)  # on the data's backend and device
