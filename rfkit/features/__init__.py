@@ -32,7 +32,7 @@ A map of your own subclasses :class:`FeatureMap` (``feature_dim`` and the hook
 
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
 from ._base import FeatureDraw, FeatureMap, Features
-from ._derf import ADERF, SDERF, aderf_optimal, sderf_optimal_A
+from ._derf import ADERF, SDERF, aderf_optimal, sderf_eig, sderf_optimal_A
 from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polynomial
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
 from ._gerf import GERF, SADERF, saderf_parameters
@@ -63,6 +63,7 @@ __all__ = [
     "TensorSketch",
     "aderf_optimal",
     "sderf_optimal_A",
+    "sderf_eig",
     "adaptive_A",
     "oprf_optimal_A",
     "gerf_optimal_A",

@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import InvalidParameterError, ShapeError
-from ..features import ADERF, SDERF
-from ..features._derf import sderf_eig
+from ..features import ADERF, SDERF, sderf_eig
 from ._kernel_mse import CLOSED_FORM_PROJECTIONS, _log_relative, _parts, _Plan, register_closed_form
 from ._special import log_expm1
 
