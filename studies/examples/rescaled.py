@@ -2,7 +2,8 @@ r"""A feature map of your own: positive random features of a fixed, learned-look
 
 :class:`RescaledPositive` maps queries to :math:`s \odot x` and keys to :math:`y / s` for a
 fixed per-coordinate scale :math:`s` (it looks learned, but it is a fixed formula of the
-coordinate index), then applies positive random features (PRF, Performer Lemma 1):
+coordinate index), then applies positive random features (PRF, Choromanski et al. (ICLR 2021),
+Lemma 1):
 
 .. math::
 
@@ -13,7 +14,7 @@ coordinate index), then applies positive random features (PRF, Performer Lemma 1
 with :math:`\omega_i \sim \mathcal N(0, I_d)` i.i.d. Since :math:`(s\odot x)^\top(y/s) = x^\top y`
 the estimate :math:`\phi_q(x)^\top\phi_k(y)` stays unbiased for :math:`e^{x^\top y}`, and its MSE is
 the PRF formula at :math:`z = s\odot x + y/s` (it is rfkit's ``CEXP`` with a diagonal
-:math:`A`; seed 004 Lemma 3.1):
+:math:`A`; Blackwelder (2024), Lemma 3.1):
 
 .. math:: \mathrm{MSE}(x, y) = \frac{1}{m}\,e^{2x^\top y}\,\big(e^{\|z\|^2} - 1\big).
 
