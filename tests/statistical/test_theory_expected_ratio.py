@@ -1,4 +1,4 @@
-"""Input-averaged MSE (THEORY.md §10.1) and ratio estimators (§9, §10.2) against simulation.
+"""Input-averaged MSE and ratio estimators (docs page *Theory*, sections 1 and 3) against simulation.
 
 Expected MSE: a crossed block design. Block b draws k input pairs (x, y ~ N(0, s^2 I)) and k feature
 draws, evaluates all k x k estimates with one ``pairwise`` call, and averages; blocks are
@@ -58,8 +58,8 @@ def test_rfa_delta_method_and_exact_identity(scale, S, T):
     """First-order constants via Richardson extrapolation over S and 4S; exact identity at both S.
 
     The delta method gives bias = c_b/S + O(S^-2), variance = c_v/S + O(S^-2). Then
-    (4 * (4S) * v(4S) - S * v(S)) / 3 = c_v + O(S^-2): the O(1/S) correction (which THEORY.md §9
-    measured at 6% for S = 32) cancels, so c_b and c_v can be pinned within 5 standard errors.
+    (4 * (4S) * v(4S) - S * v(S)) / 3 = c_v + O(S^-2): the O(1/S) correction (measured at 6% for
+    S = 32, docs page *Theory*, section 3) cancels, so c_b and c_v can be pinned within 5 standard errors.
     """
     rng = np.random.default_rng(9032115877)
     d, M = 4, 8

@@ -1,4 +1,4 @@
-"""Bad input raises the DESIGN.md exception naming the argument, the rule and the value."""
+"""Bad input raises an ``rfkit.exceptions`` error naming the argument, the rule and the value."""
 
 from __future__ import annotations
 

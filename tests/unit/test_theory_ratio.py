@@ -1,4 +1,7 @@
-"""Ratio-estimator helpers (THEORY.md §9, §10): delta method, exact identity, RA MSE, propagation bound."""
+"""Ratio-estimator helpers: delta method, exact identity, RA MSE, propagation bound.
+
+Formulas: docs page *Theory*, section 3.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ def test_delta_method_scalar_and_vector_values():
 
 
 def test_snippet12_values():
-    """THEORY.md snippet 12 (d=4, M=8, S=32): bias pred 7.3277e-4, var pred 7.7096e-4."""
+    """The well-conditioned example (d=4, M=8, S=32): bias pred 7.3277e-4, var pred 7.7096e-4."""
     rng = np.random.default_rng(0)
     d, M, S = 4, 8, 32
     q, K, v = 0.35 * rng.normal(size=d), 0.35 * rng.normal(size=(M, d)), rng.normal(size=M)
