@@ -1,8 +1,8 @@
 """The ``rfkit`` command.
 
-Subcommands are registered by one ``_add_*`` function each. ``list`` and ``run`` come from the
-study harness (:func:`rfkit.study._cli.add_study_commands`, imported only when the parser is
-built, so ``import rfkit.cli`` stays light)::
+Subcommands are registered by one ``add_*`` function each: ``list`` and ``run``
+(:mod:`rfkit.cli._study_args`; the study harness is imported only when one of them runs, so
+``import rfkit.cli`` and ``rfkit --help`` stay light) and ``bound`` (:mod:`rfkit.cli._bound`)::
 
     rfkit list
     rfkit run STUDY.toml [--quick] [--trials N] [--workers K] [--scheduler ADDRESS] [--out DIR] [--resume]
@@ -21,176 +21,26 @@ return exit status 2 (no traceback).
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from .exceptions import RFKitError, StudyError
+from ..exceptions import RFKitError, StudyError
+from ._bound import UserError, add_bound
+from ._study_args import add_study_commands
 
 __all__ = ["main", "build_parser"]
 
 _EXIT_USAGE = 2
 
 
-class _UserError(Exception):
-    """A problem with the command-line input (reported without traceback)."""
-
-
-def _parse_array(text: str, name: str) -> np.ndarray:
-    """JSON literal or a file (.npy, or whitespace/comma separated text)."""
-    if os.path.exists(text):
-        try:
-            if text.endswith(".npy"):
-                return np.asarray(np.load(text, allow_pickle=False), dtype=np.float64)
-            with open(text, encoding="utf-8") as fh:
-                first = fh.readline()
-            delim = "," if "," in first else None
-            return np.loadtxt(text, delimiter=delim, dtype=np.float64, ndmin=1)
-        except (OSError, ValueError) as exc:
-            raise _UserError(f"cannot read --{name} from {text!r}: {exc}") from None
-    try:
-        val = json.loads(text)
-    except json.JSONDecodeError:
-        raise _UserError(
-            f"--{name} must be a JSON number/list (e.g. '[0.1, 0.2]') or an existing file; got {text!r}"
-        ) from None
-    try:
-        return np.asarray(val, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise _UserError(f"--{name} must contain numbers only; got {text!r}") from None
-
-
-def _cov(text: str, name: str, d: int) -> np.ndarray:
-    arr = _parse_array(text, name)
-    if arr.ndim == 0:
-        return float(arr) * np.eye(d)
-    return arr
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    if isinstance(v, tuple):
-        return "[" + ", ".join(_fmt(t) for t in v) + "]"
-    return str(v)
-
-
-def _emit(result: Any, as_json: bool, title: str) -> None:
-    data = result.as_dict()
-    if as_json:
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
-        print(json.dumps(clean, indent=2, sort_keys=False))
-        return
-    print(title)
-    width = max(len(k) for k in data)
-    for k, v in data.items():
-        if k == "assumptions":
-            continue
-        print(f"  {k:<{width}}  {_fmt(v)}")
-    print(f"  {'assumptions':<{width}}  {data['assumptions']}")
-
-
-# ----------------------------------------------------------------------------- bound
-def _cmd_max_rel(args: argparse.Namespace) -> int:
-    from .theory import bounds
-
-    res = bounds.max_relative_error(args.r, args.n_features, r_y=args.r_y, kind=args.kind)
-    _emit(res, args.json, f"max relative RMS error bound ({res.kind.upper()}, W(r)/sqrt(2m), corrected W)")
-    return 0
-
-
-def _cmd_chi2(args: argparse.Namespace) -> int:
-    from .theory import bounds
-
-    mx = _parse_array(args.mean_x, "mean-x")
-    my = _parse_array(args.mean_y, "mean-y")
-    d = int(mx.shape[0]) if mx.ndim == 1 else 1
-    A = None if args.A is None else _parse_array(args.A, "A")
-    res = bounds.chi2_concentration(
-        mx,
-        _cov(args.cov_x, "cov-x", d),
-        my,
-        _cov(args.cov_y, "cov-y", d),
-        A,
-        args.n_points,
-        args.p,
-        args.n_features,
-    )
-    _emit(res, args.json, "chi^2 concentration bound (seed 004 Thm 3.3, restated)")
-    return 0
-
-
-def _cmd_hotelling(args: argparse.Namespace) -> int:
-    from .theory import bounds
-
-    X = _parse_array(args.x, "x")
-    Y = _parse_array(args.y, "y")
-    A = None if args.A is None else _parse_array(args.A, "A")
-    res = bounds.hotelling_concentration(
-        X, Y, A, args.p, args.n_features, n_points=args.n_points, points=args.points
-    )
-    _emit(res, args.json, "Hotelling T^2 concentration bound (estimated parameters, union bound)")
-    return 0
-
-
-def _add_bound(sub: Any) -> None:
-    p = sub.add_parser("bound", help="max-relative-error and concentration bounds (rfkit.theory.bounds)")
-    bsub = p.add_subparsers(dest="bound_kind", metavar="{max-relative-error,chi2,hotelling}")
-    bsub.required = True
-
-    def common(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--n-features", "-m", type=int, required=True, help="number of random directions m")
-        q.add_argument("--json", action="store_true", help="print the result as JSON")
-
-    q = bsub.add_parser("max-relative-error", help="W(r)/sqrt(2m) on a ball (seed 004 Lemma 3.2, corrected)")
-    q.add_argument("--r", type=float, required=True, help="radius of ||A x|| (and of ||A^-T y||)")
-    q.add_argument("--r-y", type=float, default=None, help="separate radius of ||A^-T y||")
-    q.add_argument("--kind", choices=["hcexp", "cexp"], default="hcexp")
-    common(q)
-    q.set_defaults(func=_cmd_max_rel)
-
-    q = bsub.add_parser("chi2", help="chi^2 concentration theorem (known Gaussian parameters)")
-    for nm in ("mean-x", "cov-x", "mean-y", "cov-y"):
-        q.add_argument(f"--{nm}", required=True, help="JSON array or file (scalar covariance c means c*I)")
-    q.add_argument("--A", default=None, help="diagonal (d,) or (d, d) transform; default identity")
-    q.add_argument("--n-points", "-s", type=int, required=True, help="s queries and s keys")
-    q.add_argument("--p", type=float, required=True, help="probability in (0, 1)")
-    common(q)
-    q.set_defaults(func=_cmd_chi2)
-
-    q = bsub.add_parser("hotelling", help="concentration with estimated means/covariances (Hotelling T^2)")
-    q.add_argument("--x", required=True, help="query sample (n, d): .npy, text file or JSON")
-    q.add_argument("--y", required=True, help="key sample (n, d)")
-    q.add_argument("--A", default=None, help="diagonal (d,) or (d, d) transform; default identity")
-    q.add_argument("--p", type=float, required=True, help="probability in (0, 1)")
-    q.add_argument(
-        "--n-points", "-s", type=int, default=None, help="new points per side (default max(n_x, n_y))"
-    )
-    q.add_argument("--points", choices=["new", "in-sample"], default="new")
-    common(q)
-    q.set_defaults(func=_cmd_hotelling)
-
-
-# ----------------------------------------------------------------------------- study
-def _add_study(sub: Any) -> None:
-    try:
-        from .study._cli import add_study_commands
-    except ImportError:  # pragma: no cover - the study harness ships with rfkit
-        return
-    add_study_commands(sub)
-
-
 # ----------------------------------------------------------------------------- entry point
-_SUBCOMMANDS: list[Callable[[Any], None]] = [_add_study, _add_bound]
+_SUBCOMMANDS: list[Callable[[Any], None]] = [add_study_commands, add_bound]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (one ``_add_*`` registration function per subcommand)."""
+    """The argument parser (one ``add_*`` registration function per subcommand)."""
     parser = argparse.ArgumentParser(
         prog="rfkit", description="Random-feature estimators of the softmax kernel: theory, bounds, studies."
     )
@@ -213,14 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StudyError as exc:
         print(f"rfkit {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except (_UserError, RFKitError) as exc:
+    except (UserError, RFKitError) as exc:
         print(f"rfkit {args.command}: error: {exc}", file=sys.stderr)
         return _EXIT_USAGE
     except BrokenPipeError:  # output piped into e.g. `head`, which closed early: not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
         return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
