@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from ..plots import fit_slopes, prepare_ratio_to_reference
+from ..study import ranking_table
 from ..study._metric_sources import METRIC_SOURCES
-from ..study._tables import ranking_table
 
 __all__ = ["md_table", "ranking_section", "ratio_section", "hard_heads", "slopes_section"]
 
