@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..plots import save_figure
-from ..study._metric_sources import METRIC_SOURCES
+from ..study._metric_sources import metric_words
 from ..study._tables import HEAVY_TAIL_RATIO, heavy_tailed
 from ..tables import format_mcse, summary_table, to_latex
 from ._figures import FIGURE_KINDS, study_figures
@@ -36,7 +36,7 @@ def metric_description(metric: str, kind: str) -> str:
     """What a summary metric measures, in words fit for this kind of design (kernel or attention)."""
     if kind == "attention" and metric in _ATTENTION_METRICS:
         return _ATTENTION_METRICS[metric]
-    return METRIC_SOURCES[metric][1]
+    return metric_words(metric)
 
 
 def provenance_line(result: StudyResult) -> str:

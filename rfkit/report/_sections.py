@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..plots import fit_slopes, prepare_ratio_to_reference
 from ..study import ranking_table
-from ..study._metric_sources import METRIC_SOURCES
+from ..study._metric_sources import metric_words
 
 __all__ = ["md_table", "ranking_section", "ratio_section", "hard_heads", "slopes_section"]
 
@@ -31,7 +31,7 @@ def ranking_section(
     lines = [
         f"## Ranking by {metric}",
         "",
-        f"Estimators ranked by {metric} ({METRIC_SOURCES[metric][1]}) within each data setting: the "
+        f"Estimators ranked by {metric} ({metric_words(metric)}) within each data setting: the "
         "geometric mean over feature counts of each estimator's value divided by the best one's "
         "(1 = best at every count), then the values with their Monte Carlo standard errors.",
         "",

@@ -1,8 +1,11 @@
-"""Summary metrics: the per-trial column each one averages, and what it measures in words."""
+"""Summary metrics: the per-trial column each one averages, and what it measures in words.
+
+The rest of rfkit reads these through :func:`metric_column` and :func:`metric_words`.
+"""
 
 from __future__ import annotations
 
-__all__ = ["METRIC_SOURCES"]
+__all__ = ["METRIC_SOURCES", "metric_column", "metric_words"]
 
 #: one metric a line: name | per-trial column | what its mean over trials measures (an indented line
 #: goes on with the description above it). Kernel designs
@@ -44,3 +47,17 @@ def _parse(table: str) -> dict[str, tuple[str, str]]:
 
 #: summary metric -> (per-trial column, description)
 METRIC_SOURCES: dict[str, tuple[str, str]] = _parse(_TABLE)
+
+
+def metric_column(name: str) -> str:
+    """The per-trial column whose mean over trials is the summary metric ``name`` (KeyError if unknown).
+
+    >>> metric_column("rel_mse")
+    'rel_sq_err'
+    """
+    return METRIC_SOURCES[name][0]
+
+
+def metric_words(name: str) -> str:
+    """What the summary metric ``name`` measures, in words (KeyError if unknown)."""
+    return METRIC_SOURCES[name][1]

@@ -16,7 +16,7 @@ from ._atomic import atomic_parquet, atomic_text
 from ._design import Design
 from ._manifest import write_result_manifest
 from ._mcse import mcse_summary
-from ._metric_sources import METRIC_SOURCES
+from ._metric_sources import METRIC_SOURCES, metric_column
 from ._verify import verify_result_folder
 
 __all__ = [
@@ -90,8 +90,7 @@ class StudyResult:
             n_failed = int((grp["status"] != "ok").sum())
             base = dict(zip(keys, key))
             for metric in self.design.metrics:
-                col, _ = METRIC_SOURCES[metric]
-                s = mcse_summary(ok[col].to_numpy(), confidence)
+                s = mcse_summary(ok[metric_column(metric)].to_numpy(), confidence)
                 if metric == "variance" and s["n"] > 1:
                     f = s["n"] / (s["n"] - 1)
                     s = {k: (v * f if k != "n" else v) for k, v in s.items()}
@@ -137,7 +136,7 @@ class StudyResult:
         return pd.DataFrame(rows)
 
     def _metric_from_trials(self, metric: str) -> pd.DataFrame:
-        col, _ = METRIC_SOURCES[metric]
+        col = metric_column(metric)
         keys = ["cell", "estimator", *self.grid_columns]
         rows = []
         for key, grp in self.trials.groupby(keys, sort=False):
@@ -367,9 +366,12 @@ def _paired_mcse(ra: StudyResult, rb: StudyResult, m: pd.DataFrame, keys: list[s
     groups = {(k if isinstance(k, tuple) else (k,)): g for k, g in both.groupby(keys, sort=False)}
     for i, row in enumerate(m.itertuples(index=False)):
         grp = groups.get(tuple(getattr(row, k) for k in keys))
-        if grp is None or row.metric not in METRIC_SOURCES:
+        if grp is None:
             continue
-        col, _ = METRIC_SOURCES[row.metric]
+        try:
+            col = metric_column(row.metric)
+        except KeyError:  # not a per-trial mean
+            continue
         dv = (grp[f"{col}_b"] - grp[f"{col}_a"]).to_numpy(dtype=float)
         dv = dv[np.isfinite(dv)]
         if dv.size > 1:
