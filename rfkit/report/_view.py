@@ -100,9 +100,9 @@ def result_html(result: StudyResult) -> str:
     esc = html.escape
     desc = d.description.strip().split("\n\n")[0].replace("\n", " ")
     ests = []
-    for est in d.estimators:
+    for est, label in zip(d.estimators, d.labels):
         what = est.get("map", est.get("estimator"))
-        ests.append(f"<code>{esc(d._label(est))}</code> ({esc(str(what))})")
+        ests.append(f"<code>{esc(label)}</code> ({esc(str(what))})")
     grid = "; ".join(f"{esc(k)} = {esc(str(v))}" for k, v in d.grid.items())
     data = ", ".join(f"{esc(k)}={esc(str(v))}" for k, v in d.data.items())
     prov = esc(provenance_line(result)).replace("`", "")
