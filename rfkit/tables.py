@@ -2,57 +2,19 @@
 
 Tables read study tables only (``StudyResult.summary()`` or its saved Parquet/CSV);
 they never recompute estimates. Rounding follows ArviZ's ``round_to="auto"``: the MCSE is
-shown to 2 significant figures and the estimate to the same decimal place.
+shown to 2 significant figures and the estimate to the same decimal place (:func:`format_mcse`,
+defined beside the MCSE itself in the study package).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 
+from .study._mcse import format_mcse
+
 __all__ = ["format_mcse", "summary_table", "to_markdown", "to_latex"]
-
-
-def _decimals(mcse: float) -> int:
-    return int(1 - np.floor(np.log10(mcse)))
-
-
-def format_mcse(estimate: float, mcse: float, *, latex: bool = False) -> str:
-    """``estimate ± mcse`` with the MCSE to 2 significant figures and the estimate to match.
-
-    Very small or large values use a shared power of ten: ``(1.23 ± 0.04)e-5``
-    (``\\times 10^{-5}`` in LaTeX).
-
-    Examples
-    --------
-    >>> format_mcse(0.012345, 0.00021)
-    '0.01235 ± 0.00021'
-    >>> format_mcse(123456.0, 789.0)
-    '(1.2346 ± 0.0079)e5'
-
-    An MCSE below 1e-12 of the estimate is round-off (a deterministic estimator): the value is
-    shown alone.
-
-    >>> format_mcse(2.926002366940087e-05, 7.8e-23)
-    '2.926e-05'
-    """
-    pm = r" \pm " if latex else " ± "
-    if not np.isfinite(estimate):
-        return "n/a"
-    if not np.isfinite(mcse) or mcse <= 1e-12 * abs(estimate):  # zero, or round-off of an exact value
-        return f"{estimate:.4g}"
-    mag = abs(estimate) if estimate != 0 else mcse
-    if mag >= 1e4 or mag < 1e-3:
-        exp = int(np.floor(np.log10(mag)))
-        scale = 10.0**exp
-        dec = max(0, _decimals(mcse / scale))
-        body = f"{estimate / scale:.{dec}f}{pm}{mcse / scale:.{dec}f}"
-        return f"$({body}) \\times 10^{{{exp}}}$" if latex else f"({body})e{exp}"
-    dec = max(0, _decimals(mcse))
-    body = f"{estimate:.{dec}f}{pm}{mcse:.{dec}f}"
-    return f"${body}$" if latex else body
 
 
 def summary_table(

@@ -1,4 +1,4 @@
-"""Distributions of a metric across data sets, one box per estimator (seed 004, Figures 2-3)."""
+"""Distributions of a metric across data sets, one box per estimator (Blackwelder (2024), Figures 2-3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""True vs estimated kernel values from one feature draw (seed 004, Figure 1)."""
+"""True vs estimated kernel values from one feature draw (as in Blackwelder (2024), Figure 1)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def plot_kernel_scatter(
 
     Linear axes with equal limits (the range of the true values and of the central 96% of
     all estimates) and the identity line dashed; points outside the limits are counted in
-    the panel title, not hidden silently (seed 004's figure leaves its outliers out).
+    the panel title, not hidden silently (the figure of Blackwelder (2024) leaves its outliers out).
 
     Returns the array of Axes.
     """

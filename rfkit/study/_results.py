@@ -5,13 +5,19 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..exceptions import InvalidParameterError
+from ._atomic import atomic_parquet, atomic_text
 from ._design import Design
-from ._storage import atomic_parquet, atomic_text, verify_result_folder, write_result_manifest
+from ._manifest import write_result_manifest
+from ._mcse import mcse_summary
+from ._metric_sources import METRIC_SOURCES, metric_column
+from ._verify import verify_result_folder
 
 __all__ = [
     "StudyResult",
@@ -26,55 +32,6 @@ __all__ = [
 
 #: default |z| above which :func:`compare` flags a difference (the project's 5-MCSE rule)
 COMPARE_Z = 5.0
-
-#: summary metric -> (per-trial column, description)
-METRIC_SOURCES = {
-    "mse": ("sq_err", "mean over pairs of E[(K_hat - K)^2]"),
-    "rel_mse": ("rel_sq_err", "mean over pairs of E[((K_hat - K)/K)^2]"),
-    "bias": ("err", "mean over pairs of E[K_hat - K]"),
-    "rel_bias": ("rel_err", "mean over pairs of E[(K_hat - K)/K]"),
-    "variance": ("sq_dev", "mean over pairs of Var[K_hat] (divisor T-1)"),
-    "mean_rel_err": ("abs_rel_err", "mean over pairs of E|K_hat - K|/K"),
-    "max_rel_err": ("max_rel_err", "E[max over pairs of |K_hat - K|/K]"),
-    "median_rel_sq_err": (
-        "med_rel_sq_err",
-        "E[median over pairs of ((K_hat - K)/K)^2] (robust to the few pairs whose error dominates the mean)",
-    ),
-    # attention designs: errors of the output against exact softmax attention
-    "mean_abs_err": ("abs_err", "mean over queries and value dims of E|A_hat - A|"),
-    "max_abs_err": ("max_abs_err", "E[max over queries and value dims of |A_hat - A|]"),
-    "nonpositive_rows": ("nonpositive_rows", "mean number of rows with a non-positive normaliser"),
-    # concentration designs (seed 004 Thm 3.3)
-    "coverage": ("covered", "fraction of data sets where max_ij sqrt(MSE)/SM <= the bound (theorem: >= p)"),
-    "rms_over_bound": ("rms_over_bound", "mean over data sets of max_ij sqrt(MSE)/SM divided by the bound"),
-    "realized_exceeds": (
-        "realized_exceeds",
-        "fraction of data sets where one draw's max realised relative error exceeds the bound",
-    ),
-}
-
-
-def mcse_summary(values: np.ndarray, confidence: float = 0.95) -> dict[str, float]:
-    """Mean of i.i.d. per-trial values with its Monte Carlo standard error and a t interval.
-
-    The interval is ``statsmodels``' ``DescrStatsW(values).tconfint_mean``.
-    """
-    from statsmodels.stats.weightstats import DescrStatsW
-
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    n = v.size
-    if n == 0:
-        return {"estimate": np.nan, "mcse": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0}
-    mean = float(v.mean())
-    if n < 2:
-        return {"estimate": mean, "mcse": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": n}
-    se = float(v.std(ddof=1) / np.sqrt(n))
-    if se == 0.0:
-        lo = hi = mean
-    else:
-        lo, hi = DescrStatsW(v).tconfint_mean(alpha=1 - confidence)
-    return {"estimate": mean, "mcse": se, "ci_low": float(lo), "ci_high": float(hi), "n": n}
 
 
 @dataclasses.dataclass
@@ -133,8 +90,7 @@ class StudyResult:
             n_failed = int((grp["status"] != "ok").sum())
             base = dict(zip(keys, key))
             for metric in self.design.metrics:
-                col, _ = METRIC_SOURCES[metric]
-                s = mcse_summary(ok[col].to_numpy(), confidence)
+                s = mcse_summary(ok[metric_column(metric)].to_numpy(), confidence)
                 if metric == "variance" and s["n"] > 1:
                     f = s["n"] / (s["n"] - 1)
                     s = {k: (v * f if k != "n" else v) for k, v in s.items()}
@@ -180,7 +136,7 @@ class StudyResult:
         return pd.DataFrame(rows)
 
     def _metric_from_trials(self, metric: str) -> pd.DataFrame:
-        col, _ = METRIC_SOURCES[metric]
+        col = metric_column(metric)
         keys = ["cell", "estimator", *self.grid_columns]
         rows = []
         for key, grp in self.trials.groupby(keys, sort=False):
@@ -190,30 +146,9 @@ class StudyResult:
         return pd.DataFrame(rows).rename(columns={"n": "n_trials"})
 
     # ------------------------------------------------------------------ figures and notebooks
-    def _figure_tables(self) -> tuple[pd.DataFrame, pd.DataFrame, Any]:
-        extra = {"pairs": self.pairs, "timings": self.timings, "data_stats": self.data_stats}
-        return self.summary(), self.compare_theory(), extra.get
-
     def figure_names(self) -> list[str]:
         """Figure kinds this result can draw: those its study declares, then any other that applies."""
-        from ._report import FIGURE_KINDS
-
-        declared = [k for k in self.design.outputs.get("figures", []) if k in FIGURE_KINDS]
-        return declared + [k for k in FIGURE_KINDS if k not in declared and self._applies(k)]
-
-    def _applies(self, kind: str) -> bool:
-        grid = set(self.grid_columns)
-        need = {
-            "mse_vs_features": "n_features" in grid,
-            "kernel_scatter": self.design.kind == "kernel",
-            "error_vs_degree": "degree" in grid,
-            "mse_vs_samples": "samples" in grid,
-            "cost": self.timings is not None,
-            "head_heatmap": {"layer", "head"} <= grid,
-            "coverage": "p" in grid,
-            "boxplots": "dataset" in grid,
-        }
-        return bool(need.get(kind, False))
+        return _presentation().figure_names(self)
 
     def plot(self, name: str | None = None) -> Any:
         """Draw one figure of the study from its tables; returns the matplotlib ``Figure``.
@@ -225,92 +160,20 @@ class StudyResult:
             ``"mse_vs_samples"``, ``"cost"``, ``"head_heatmap"``, ``"coverage"``, ``"boxplots"``:
             its first figure, e.g. the MSE one of ``mse_vs_features``) or the name of one figure
             as saved by ``rfkit run`` (``"rel_mse_vs_features"``). Default: the first figure the
-            study declares. The figures are those of the report (:mod:`rfkit.plots`), drawn from
-            ``summary()``, ``compare_theory()`` and the saved tables; nothing is recomputed.
+            study declares. The figures are those of the report (:mod:`rfkit.report`, drawn with
+            :mod:`rfkit.plots`) from ``summary()``, ``compare_theory()`` and the saved tables;
+            nothing is recomputed.
 
         Raises
         ------
         InvalidParameterError
             For a name that is not a figure of this result (the message lists those that are).
         """
-        from ..exceptions import InvalidParameterError
-        from ._report import FIGURE_KINDS, study_figures
-
-        names = self.figure_names()
-        if name is None:
-            if not names:
-                raise InvalidParameterError(
-                    f"study {self.design.name!r} has no figure to draw (its grid fits none of {list(FIGURE_KINDS)})."
-                )
-            name = names[0]
-        kinds = [name] if name in FIGURE_KINDS else names
-        summary, theory, table = self._figure_tables()
-        chosen = None
-        made: list[Any] = []
-        for kind in kinds:
-            figs = study_figures(kind, self.design, summary, theory, table) if self._applies(kind) else []
-            made += [f for _, f in figs]
-            for stem, fig in figs:
-                if chosen is None and (stem == name or kind == name):
-                    chosen = fig
-            if chosen is not None:
-                break
-        _close([f for f in made if f is not chosen])
-        if chosen is None:
-            available = sorted(
-                {stem for k in names for stem, _ in _named(self, k, summary, theory, table)} | set(names)
-            )
-            raise InvalidParameterError(
-                f"The `name` parameter of StudyResult.plot must be a figure of study {self.design.name!r}: "
-                f"one of {available}. Got {name!r} instead."
-            )
-        return chosen
+        return _presentation().plot_result(self, name)
 
     def _repr_html_(self) -> str:
         """Notebook display: the design, the provenance line, the summary table and the first figure."""
-        import html
-
-        from ..tables import format_mcse
-        from ._report import provenance_line
-
-        d = self.design
-        esc = html.escape
-        desc = d.description.strip().split("\n\n")[0].replace("\n", " ")
-        ests = []
-        for est in d.estimators:
-            what = est.get("map", est.get("estimator"))
-            ests.append(f"<code>{esc(d._label(est))}</code> ({esc(str(what))})")
-        grid = "; ".join(f"{esc(k)} = {esc(str(v))}" for k, v in d.grid.items())
-        data = ", ".join(f"{esc(k)}={esc(str(v))}" for k, v in d.data.items())
-        prov = esc(provenance_line(self)).replace("`", "")
-        summ = self.summary()
-        keys = ["estimator", *self.grid_columns]
-        summ = summ.assign(value=[format_mcse(e, m) for e, m in zip(summ["estimate"], summ["mcse"])])
-        table = summ.pivot_table(index=keys, columns="metric", values="value", aggfunc="first", sort=False)
-        table = table[[m for m in d.metrics if m in table.columns]]
-        table.columns.name = None
-        n_rows = len(table)
-        shown = table.head(40).to_html(border=0)
-        more = (
-            f"<p><small>{n_rows - 40} more rows: <code>result.summary()</code></small></p>"
-            if n_rows > 40
-            else ""
-        )
-        failed = int((self.trials["status"] != "ok").sum())
-        parts = [
-            '<div class="rfkit-study-result">',
-            f"<h4>rfkit study <code>{esc(d.name)}</code> ({esc(d.kind)}, {d.trials} trials per cell, "
-            f"{len(d.cells())} cells)</h4>",
-            f"<p>{esc(desc)}</p>" if desc else "",
-            f"<p><b>Estimators</b>: {', '.join(ests)}<br><b>Grid</b>: {grid}<br><b>Data</b>: {data}</p>",
-            f"<p><small>{prov}" + (f" Failed trials: {failed}." if failed else "") + "</small></p>",
-            "<p><b>Summary</b> (estimate ± MCSE; <code>result.summary()</code>):</p>",
-            shown,
-            more,
-            _first_figure_html(self),
-            "</div>",
-        ]
-        return "\n".join(p for p in parts if p)
+        return _presentation().result_html(self)
 
     # ------------------------------------------------------------------ IO
     def save(self, out: str | Path) -> Path:
@@ -362,44 +225,13 @@ class StudyResult:
         )
 
 
-def _close(figs: list[Any]) -> None:
-    if not figs:
-        return
-    import matplotlib.pyplot as plt
+def _presentation() -> ModuleType:
+    """:mod:`rfkit.report`, which draws and displays results, loaded when a result is drawn or shown."""
+    from .. import (
+        report,
+    )  # lazy: presentation sits above computation; only drawing or showing a result needs it
 
-    for f in figs:
-        plt.close(f)
-
-
-def _named(result: StudyResult, kind: str, summary: Any, theory: Any, table: Any) -> list[tuple[str, Any]]:
-    """Names of one kind's figures (drawn and closed again), for error messages."""
-    from ._report import study_figures
-
-    figs = study_figures(kind, result.design, summary, theory, table) if result._applies(kind) else []
-    _close([f for _, f in figs])
-    return figs
-
-
-def _first_figure_html(result: StudyResult) -> str:
-    """The study's first figure as an inline PNG (empty when there is none or matplotlib is missing)."""
-    import base64
-    import io
-
-    declared = [k for k in result.design.outputs.get("figures", []) if result._applies(k)]
-    if not declared:
-        return ""
-    try:
-        fig = result.plot(declared[0])
-    except ImportError:  # pragma: no cover - matplotlib is an optional dependency
-        return "<p><small>(install matplotlib to see the figures)</small></p>"
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    _close([fig])
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return (
-        f'<p><img alt="{declared[0]}" src="data:image/png;base64,{data}"/><br><small>'
-        f"<code>result.plot({declared[0]!r})</code>; all figures: <code>result.figure_names()</code></small></p>"
-    )
+    return report
 
 
 def load(out: str | Path) -> StudyResult:
@@ -468,8 +300,6 @@ def compare(
         a seed but not the number of trials, ``paired=True`` for runs with different seeds, or
         runs with different seeds on data drawn from the seed.
     """
-    from ..exceptions import InvalidParameterError
-
     ra = a if isinstance(a, StudyResult) else load(a)
     rb = b if isinstance(b, StudyResult) else load(b)
     if isinstance(z, bool) or not isinstance(z, (int, float)) or not np.isfinite(z) or z <= 0:
@@ -536,9 +366,12 @@ def _paired_mcse(ra: StudyResult, rb: StudyResult, m: pd.DataFrame, keys: list[s
     groups = {(k if isinstance(k, tuple) else (k,)): g for k, g in both.groupby(keys, sort=False)}
     for i, row in enumerate(m.itertuples(index=False)):
         grp = groups.get(tuple(getattr(row, k) for k in keys))
-        if grp is None or row.metric not in METRIC_SOURCES:
+        if grp is None:
             continue
-        col, _ = METRIC_SOURCES[row.metric]
+        try:
+            col = metric_column(row.metric)
+        except KeyError:  # not a per-trial mean
+            continue
         dv = (grp[f"{col}_b"] - grp[f"{col}_a"]).to_numpy(dtype=float)
         dv = dv[np.isfinite(dv)]
         if dv.size > 1:

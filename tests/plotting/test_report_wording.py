@@ -10,10 +10,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
 
 import rfkit.plots as rkp  # noqa: E402
 import rfkit.study as st  # noqa: E402
-from rfkit.study._report import _theory_section, metric_description, write_report  # noqa: E402
+from rfkit.exceptions import InvalidParameterError  # noqa: E402
+from rfkit.report import metric_description, write_report  # noqa: E402
+from rfkit.report._markdown import _theory_section  # noqa: E402
 
 
 def _attention_design(**over) -> st.Design:
@@ -102,3 +105,39 @@ def test_coinciding_estimators_stay_visible():
     plt.close("all")
     assert rkp.dodged([1.0, 2.0], 0, 1, log=False).tolist() == [1.0, 2.0]  # one series: not moved
     np.testing.assert_allclose(rkp.dodged([1.0, 2.0], 0, 2, log=False), [0.95, 1.95])
+
+
+def test_computation_does_not_load_presentation():
+    """rfkit.study computes; rfkit.report, rfkit.plots and matplotlib load only when something is drawn."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rfkit.study\n"
+        "print(sorted(m for m in ('rfkit.report', 'rfkit.plots', 'rfkit.tables', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_plot_by_kind_or_saved_name(tmp_path):
+    """StudyResult.plot draws through rfkit.report: a kind gives its first figure, a saved name that figure."""
+    design = st.Design(
+        name="tiny-kernel",
+        trials=3,
+        seed=5,
+        data={"source": "pairs", "n_pairs": 3, "dim": 3},
+        grid={"n_features": [2, 4]},
+        estimators=[{"map": "Positive"}, {"map": "Trig"}],
+        metrics=["mse", "rel_mse"],
+        outputs={"figures": ["mse_vs_features"]},
+    )
+    res = st.run(design, rng=0)
+    assert res.figure_names()[:2] == ["mse_vs_features", "kernel_scatter"]
+    first = res.plot()
+    assert first.axes[0].get_ylabel() != res.plot("rel_mse_vs_features").axes[0].get_ylabel()
+    plt.close("all")
+    html = res._repr_html_()
+    assert "tiny-kernel" in html and "data:image/png;base64," in html
+    with pytest.raises(InvalidParameterError, match="rel_mse_vs_features"):
+        res.plot("no_such_figure")

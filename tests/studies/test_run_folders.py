@@ -22,7 +22,8 @@ import pytest
 import rfkit.study as st
 from rfkit.cli import main as cli_main
 from rfkit.exceptions import DamagedResultWarning, InvalidParameterError, StudyError
-from rfkit.study import _storage
+from rfkit.study._lock import RunLock, lock_holder
+from rfkit.study._manifest import units_done
 from rfkit.study._runner import _iter_results, worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +120,7 @@ def test_kill9_then_resume_gives_the_uninterrupted_tables(study, reference, tmp_
     out = tmp_path / "out"
     proc = _stop_at(study, out, point, tmp_path / "marker")
     _kill9(proc)
-    assert _storage.units_done(out) == units_kept
+    assert units_done(out) == units_kept
     assert (out / "run.lock").exists()  # left behind by the killed run
     with pytest.raises(StudyError, match="unfinished study run"):
         st.StudyResult.load(out)  # never a silently partial result
@@ -235,7 +236,7 @@ def test_lock_refuses_names_holder_waits_and_takes_over_stale(study, tmp_path):
         assert r.returncode == 1 and f"pid {holder.pid}" in r.stderr and "Traceback" not in r.stderr
     finally:
         _kill9(holder)
-    assert _storage.lock_holder(out) is None  # dead holder: the lock is stale
+    assert lock_holder(out) is None  # dead holder: the lock is stale
     with pytest.raises(InvalidParameterError, match="`lock_timeout` parameter"):
         st.run(study, out=out, resume=True, lock_timeout=-1)
 
@@ -262,8 +263,8 @@ def test_two_simultaneous_resumes_end_with_one_correct_table(study, reference, t
 
 def test_lock_is_reentrant_and_released(tmp_path):
     out = tmp_path / "o"
-    with _storage.RunLock(out) as lock:
-        with _storage.RunLock(out):
+    with RunLock(out) as lock:
+        with RunLock(out):
             assert (out / "run.lock").exists()
         assert (out / "run.lock").exists()
         assert json.loads((out / "run.lock").read_text())["token"] == lock.token
@@ -271,7 +272,7 @@ def test_lock_is_reentrant_and_released(tmp_path):
     (out / "run.lock").write_text("")  # an abandoned, unreadable lock file ...
     old = time.time() - 60
     os.utime(out / "run.lock", (old, old))
-    with _storage.RunLock(out) as lock:  # ... is taken over once it is old
+    with RunLock(out) as lock:  # ... is taken over once it is old
         assert lock.taken_over == {}
 
 

@@ -226,3 +226,20 @@ def test_output_piped_into_head_is_not_an_error():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_help_does_not_load_the_study_harness():
+    """`rfkit --help` builds every subcommand's parser without importing pandas or the study package."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from rfkit.cli import build_parser\n"
+        "build_parser().format_help()\n"
+        "print(sorted(m for m in ('pandas', 'matplotlib', 'rfkit.study', 'rfkit.report') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    res = subprocess.run([sys.executable, "-m", "rfkit.cli", "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "{list,run,bound}" in res.stdout

@@ -1,21 +1,7 @@
-"""The ``rfkit`` command.
+"""``rfkit bound``: the max-relative-error and concentration bounds of :mod:`rfkit.theory.bounds`.
 
-Subcommands are registered by one ``_add_*`` function each. ``list`` and ``run`` come from the
-study harness (:func:`rfkit.study._cli.add_study_commands`, imported only when the parser is
-built, so ``import rfkit.cli`` stays light)::
-
-    rfkit list
-    rfkit run STUDY.toml [--quick] [--trials N] [--workers K] [--scheduler ADDRESS] [--out DIR] [--resume]
-
-    rfkit bound max-relative-error --r 0.5 --n-features 64 [--r-y R] [--kind hcexp|cexp] [--json]
-    rfkit bound chi2 --mean-x ARR --cov-x ARR --mean-y ARR --cov-y ARR [--A ARR] \\
-                     --n-points S --p P --n-features M [--json]
-    rfkit bound hotelling --x FILE --y FILE [--A ARR] --p P --n-features M \\
-                     [--n-points S] [--points new|in-sample] [--json]
-
-``ARR`` is a JSON literal (``"[0.1, 0.2]"``, ``"[[1, 0], [0, 1]]"``) or a path to a ``.npy`` /
-text file; a scalar covariance ``c`` means ``c * I``. User errors print one line to stderr and
-return exit status 2 (no traceback).
+``ARR`` arguments are a JSON literal (``"[0.1, 0.2]"``, ``"[[1, 0], [0, 1]]"``) or a path to a
+``.npy`` / text file; a scalar covariance ``c`` means ``c * I``.
 """
 
 from __future__ import annotations
@@ -24,20 +10,16 @@ import argparse
 import json
 import math
 import os
-import sys
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from .exceptions import RFKitError, StudyError
+from ..theory import bounds
 
-__all__ = ["main", "build_parser"]
-
-_EXIT_USAGE = 2
+__all__ = ["UserError", "add_bound"]
 
 
-class _UserError(Exception):
+class UserError(Exception):
     """A problem with the command-line input (reported without traceback)."""
 
 
@@ -52,17 +34,17 @@ def _parse_array(text: str, name: str) -> np.ndarray:
             delim = "," if "," in first else None
             return np.loadtxt(text, delimiter=delim, dtype=np.float64, ndmin=1)
         except (OSError, ValueError) as exc:
-            raise _UserError(f"cannot read --{name} from {text!r}: {exc}") from None
+            raise UserError(f"cannot read --{name} from {text!r}: {exc}") from None
     try:
         val = json.loads(text)
     except json.JSONDecodeError:
-        raise _UserError(
+        raise UserError(
             f"--{name} must be a JSON number/list (e.g. '[0.1, 0.2]') or an existing file; got {text!r}"
         ) from None
     try:
         return np.asarray(val, dtype=np.float64)
     except (TypeError, ValueError):
-        raise _UserError(f"--{name} must contain numbers only; got {text!r}") from None
+        raise UserError(f"--{name} must contain numbers only; got {text!r}") from None
 
 
 def _cov(text: str, name: str, d: int) -> np.ndarray:
@@ -95,18 +77,13 @@ def _emit(result: Any, as_json: bool, title: str) -> None:
     print(f"  {'assumptions':<{width}}  {data['assumptions']}")
 
 
-# ----------------------------------------------------------------------------- bound
 def _cmd_max_rel(args: argparse.Namespace) -> int:
-    from .theory import bounds
-
     res = bounds.max_relative_error(args.r, args.n_features, r_y=args.r_y, kind=args.kind)
     _emit(res, args.json, f"max relative RMS error bound ({res.kind.upper()}, W(r)/sqrt(2m), corrected W)")
     return 0
 
 
 def _cmd_chi2(args: argparse.Namespace) -> int:
-    from .theory import bounds
-
     mx = _parse_array(args.mean_x, "mean-x")
     my = _parse_array(args.mean_y, "mean-y")
     d = int(mx.shape[0]) if mx.ndim == 1 else 1
@@ -121,13 +98,11 @@ def _cmd_chi2(args: argparse.Namespace) -> int:
         args.p,
         args.n_features,
     )
-    _emit(res, args.json, "chi^2 concentration bound (seed 004 Thm 3.3, restated)")
+    _emit(res, args.json, "chi^2 concentration bound (Blackwelder (2024), Thm 3.3, restated)")
     return 0
 
 
 def _cmd_hotelling(args: argparse.Namespace) -> int:
-    from .theory import bounds
-
     X = _parse_array(args.x, "x")
     Y = _parse_array(args.y, "y")
     A = None if args.A is None else _parse_array(args.A, "A")
@@ -138,7 +113,7 @@ def _cmd_hotelling(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_bound(sub: Any) -> None:
+def add_bound(sub: Any) -> None:
     p = sub.add_parser("bound", help="max-relative-error and concentration bounds (rfkit.theory.bounds)")
     bsub = p.add_subparsers(dest="bound_kind", metavar="{max-relative-error,chi2,hotelling}")
     bsub.required = True
@@ -147,7 +122,9 @@ def _add_bound(sub: Any) -> None:
         q.add_argument("--n-features", "-m", type=int, required=True, help="number of random directions m")
         q.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    q = bsub.add_parser("max-relative-error", help="W(r)/sqrt(2m) on a ball (seed 004 Lemma 3.2, corrected)")
+    q = bsub.add_parser(
+        "max-relative-error", help="W(r)/sqrt(2m) on a ball (Blackwelder (2024), Lemma 3.2, corrected)"
+    )
     q.add_argument("--r", type=float, required=True, help="radius of ||A x|| (and of ||A^-T y||)")
     q.add_argument("--r-y", type=float, default=None, help="separate radius of ||A^-T y||")
     q.add_argument("--kind", choices=["hcexp", "cexp"], default="hcexp")
@@ -174,53 +151,3 @@ def _add_bound(sub: Any) -> None:
     q.add_argument("--points", choices=["new", "in-sample"], default="new")
     common(q)
     q.set_defaults(func=_cmd_hotelling)
-
-
-# ----------------------------------------------------------------------------- study
-def _add_study(sub: Any) -> None:
-    try:
-        from .study._cli import add_study_commands
-    except ImportError:  # pragma: no cover - the study harness ships with rfkit
-        return
-    add_study_commands(sub)
-
-
-# ----------------------------------------------------------------------------- entry point
-_SUBCOMMANDS: list[Callable[[Any], None]] = [_add_study, _add_bound]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (one ``_add_*`` registration function per subcommand)."""
-    parser = argparse.ArgumentParser(
-        prog="rfkit", description="Random-feature estimators of the softmax kernel: theory, bounds, studies."
-    )
-    sub = parser.add_subparsers(dest="command", metavar="{list,run,bound}")
-    sub.required = True
-    for add in _SUBCOMMANDS:
-        add(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``rfkit`` command; returns the exit status (0 ok, 1 failed study trial, 2 user error)."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help (0) or usage error (2)
-        return int(exc.code) if isinstance(exc.code, int) else _EXIT_USAGE
-    try:
-        return int(args.func(args))
-    except StudyError as exc:
-        print(f"rfkit {args.command}: error: {exc}", file=sys.stderr)
-        return 1
-    except (_UserError, RFKitError) as exc:
-        print(f"rfkit {args.command}: error: {exc}", file=sys.stderr)
-        return _EXIT_USAGE
-    except BrokenPipeError:  # output piped into e.g. `head`, which closed early: not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
-        return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The arguments of ``rfkit list`` and ``rfkit run``; the commands themselves are in :mod:`._study`.
+
+Registering the arguments imports nothing of the study harness, so ``rfkit --help`` and
+``rfkit bound`` do not load pandas, statsmodels or the estimators' study code.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["add_study_commands"]
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """A study command that loads the study harness when it runs, not when the parser is built."""
+
+    def call(args: argparse.Namespace) -> int:
+        from . import (
+            _study,
+        )  # lazy: the study harness loads pandas; `rfkit --help` and `rfkit bound` must not
+
+        return int(getattr(_study, name)(args))
+
+    return call
+
+
+def _seconds(text: str) -> float | None:
+    """``--wait-lock``: seconds >= 0, or ``inf`` (wait without limit: None)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 or 'inf'; got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 or 'inf'; got {text!r}")
+    return None if value == float("inf") else value
+
+
+def add_study_commands(sub: Any) -> None:
+    """Register ``list`` and ``run`` on a subparsers object."""
+    p_list = sub.add_parser(
+        "list",
+        help="list the built-in studies",
+        description="List study files in ./studies and the built-in ones.",
+    )
+    p_list.set_defaults(func=_command("cmd_list"))
+
+    p_run = sub.add_parser(
+        "run",
+        help="run a study file",
+        description="Run a study (TOML file or built-in name); writes Parquet tables, figures and a Markdown report.",
+    )
+    p_run.add_argument(
+        "study", help="path to a STUDY.toml, or the name of a built-in study (see `rfkit list`)"
+    )
+    p_run.add_argument(
+        "--quick", action="store_true", help="apply the study's [quick] profile (small, for CI)"
+    )
+    p_run.add_argument(
+        "--trials", type=int, default=None, metavar="N", help="override the number of trials per cell"
+    )
+    p_run.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="K",
+        help="run work units (cell, chunk of trials) in K local worker processes (default: 1, serial)",
+    )
+    p_run.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run work units on the Dask scheduler at ADDRESS (e.g. tcp://host:8786)",
+    )
+    p_run.add_argument("--out", default=None, metavar="DIR", help="output folder (default: out/<study name>)")
+    p_run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run in --out: finished work units are verified (SHA-256) and "
+        "kept, damaged ones reported and recomputed, none repeated",
+    )
+    p_run.add_argument(
+        "--wait-lock",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="if another run holds --out, wait up to SECONDS for it ('inf': no limit; default 0: refuse "
+        "at once, naming it)",
+    )
+    p_run.add_argument(
+        "--seed", type=int, default=None, metavar="S", help="root seed (default: the study file's seed)"
+    )
+    p_run.add_argument(
+        "--on-error",
+        choices=["raise", "record"],
+        default=None,
+        help="stop at a failing trial or record it and continue (default: the study file's on_error, else raise)",
+    )
+    p_run.add_argument(
+        "--backend",
+        default=None,
+        choices=["numpy", "torch", "cupy", "array_api_strict"],
+        help="array library the estimates run on (default: the study file's, else numpy); tables equal "
+        "NumPy's to round-off",
+    )
+    p_run.add_argument(
+        "--device",
+        default=None,
+        metavar="DEV",
+        help="device of the backend, e.g. cuda, cuda:1 (default: the library's)",
+    )
+    p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p_run.set_defaults(func=_command("cmd_run"))

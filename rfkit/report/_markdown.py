@@ -1,0 +1,233 @@
+"""The Markdown report of a finished study: ``report.md`` with its figures and LaTeX tables.
+
+Figures and tables are drawn from the saved tables (``summary.parquet``, ``theory.csv``, ...):
+compute, save, then present.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ..plots import save_figure
+from ..study._metric_sources import metric_words
+from ..study._tables import HEAVY_TAIL_RATIO, heavy_tailed
+from ..tables import format_mcse, summary_table, to_latex
+from ._figures import FIGURE_KINDS, study_figures
+from ._sections import hard_heads, md_table, ranking_section, ratio_section, slopes_section
+
+if TYPE_CHECKING:
+    from ..study._results import StudyResult
+
+__all__ = ["write_report", "provenance_line", "metric_description"]
+
+#: attention designs measure the error of the attention *output* against exact softmax attention
+_ATTENTION_METRICS = {
+    "mse": "mean over queries and value dimensions of E[(A_hat - A)^2], the squared error of the "
+    "estimated attention output A_hat against exact softmax attention A",
+    "bias": "mean over queries and value dimensions of E[A_hat - A] (signed: errors of opposite sign cancel)",
+    "variance": "mean over queries and value dimensions of Var[A_hat] (divisor T-1)",
+}
+
+
+def metric_description(metric: str, kind: str) -> str:
+    """What a summary metric measures, in words fit for this kind of design (kernel or attention)."""
+    if kind == "attention" and metric in _ATTENTION_METRICS:
+        return _ATTENTION_METRICS[metric]
+    return metric_words(metric)
+
+
+def provenance_line(result: StudyResult) -> str:
+    """One line: trials, cells, seed entropy, design hash, time, executor, versions."""
+    d, prov = result.design, result.provenance
+    machine = prov.get("machine", {})
+    versions = prov.get("versions", {})
+    return (
+        f"Trials per cell: {d.trials}; cells: {prov.get('cells', len(d.cells()))} "
+        f"({prov.get('cells_resumed', 0)} resumed); seed entropy {prov.get('entropy')}; design hash "
+        f"`{prov.get('design_hash', d.hash())}`; {float(prov.get('seconds', float('nan'))):.1f} s on "
+        f"{machine.get('cpus', '?')} CPUs with executor `{prov.get('executor', '?')}`; "
+        f"backend {prov.get('backend', 'numpy')}"
+        + (
+            f" on {prov['device_name']}"
+            if prov.get("backend", "numpy") != "numpy" and prov.get("device_name")
+            else ""
+        )
+        + f"; rfkit {versions.get('rfkit', '?')}, numpy {versions.get('numpy', '?')}."
+    )
+
+
+def _save(fig: object, out: Path, name: str) -> Path:
+    """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    saved = save_figure(fig, out / "figures" / name)
+    plt.close(fig)  # type: ignore[arg-type]
+    return saved[1]
+
+
+def write_report(result: StudyResult, out: str | Path) -> Path:
+    """Write ``report.md`` (+ figures) for a saved study; returns the report path.
+
+    Figures are drawn from the saved ``summary.parquet`` / ``theory.csv`` (compute -> save -> plot).
+    """
+    out = Path(out)
+    summary = pd.read_parquet(out / "summary.parquet")
+    theory_path = out / "theory.csv"
+    theory = pd.read_csv(theory_path) if theory_path.exists() else pd.DataFrame()
+    d = result.design
+    grid_cols = list(d.grid)
+    lines = [f"# {d.name}", "", d.description.strip(), ""]
+    lines += [provenance_line(result), ""]
+    quick = d.source.endswith("[quick]")
+    if quick:
+        lines += [
+            "**Quick profile**: the design's `[quick]` overrides (fewer trials, a smaller grid, less "
+            "data) for a smoke run. The numbers below are not the study's result, and where the "
+            "description or the notes give sizes or numbers, they are those of the full profile "
+            "(`rfkit run` without `--quick`).",
+            "",
+        ]
+
+    def table(name: str) -> pd.DataFrame | None:
+        path = out / f"{name}.parquet"
+        return pd.read_parquet(path) if path.exists() else None
+
+    figures = []
+    wanted = d.outputs.get("figures", [])
+    for kind in FIGURE_KINDS:  # drawn in this order, as before
+        if kind in wanted:
+            figures += [_save(fig, out, name) for name, fig in study_figures(kind, d, summary, theory, table)]
+    for f in figures:
+        lines += [f"![{f.stem}](figures/{f.name})", ""]
+    if d.kind == "attention" and "samples" in grid_cols:
+        lines += [
+            "`samples` is each estimator's budget of random draws: the number of random features m for RFA, "
+            "of samples for RA and SNIS, of proposals x samples per proposal for LARA.",
+            "",
+        ]
+    for metric in d.metrics:
+        s = summary[summary["metric"] == metric].copy()
+        if s.empty:
+            continue
+        s["value"] = [format_mcse(e, m) for e, m in zip(s["estimate"], s["mcse"])]
+        other = [c for c in grid_cols if c != "n_features"]
+        if "n_features" in grid_cols:
+            piv = s.pivot_table(
+                index=["estimator", *other], columns="n_features", values="value", aggfunc="first", sort=False
+            )
+            piv.columns = [f"m={c}" for c in piv.columns]
+            table = piv.reset_index()
+        else:
+            table = s[["estimator", *grid_cols, "value"]]
+        lines += [
+            f"## {metric}",
+            "",
+            f"{metric_description(metric, d.kind)} (estimate ± MCSE).",
+            "",
+            md_table(table),
+            "",
+        ]
+    if not theory.empty:
+        lines += _theory_section(theory[theory["metric"] == "mse"].copy(), grid_cols)
+    if "ranking" in d.outputs.get("tables", []):
+        chosen = d.outputs.get("ranking_metric")
+        ranked: list[str | None] = [chosen] if chosen is None or isinstance(chosen, str) else list(chosen)
+        for rank_by in ranked:
+            lines += ranking_section(summary, grid_cols, out, rank_by)
+    lines += slopes_section(summary, grid_cols)
+    lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind)
+    stats_path = out / "data_stats.parquet"
+    if "ratio_to_reference" in d.outputs.get("tables", []) and d.outputs.get("reference"):
+        stats = pd.read_parquet(stats_path) if stats_path.exists() else None
+        lines += ratio_section(summary, stats, grid_cols, str(d.outputs["reference"]), out)
+    if "hard_heads" in d.outputs.get("tables", []) and stats_path.exists():
+        lines += hard_heads(summary, pd.read_parquet(stats_path), d.labels)
+    notes = d.outputs.get("notes")
+    if notes:
+        lines += ["## Notes", ""]
+        if quick:
+            lines += ["*Written for the full profile: the numbers in this quick report differ.*", ""]
+        lines += [notes.strip(), ""]
+    failed = int((result.trials["status"] != "ok").sum())
+    lines += [f"Failed trials: {failed}.", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
+    """Measured vs closed-form MSE; rows whose prediction far exceeds the measurement are flagged.
+
+    With heavy-tailed squared errors (positive features at large ||x+y||, for instance) the MSE is
+    carried by draws too rare to occur in the trials: the sample MSE falls far below the true one
+    and its MCSE, estimated from the same trials, is far too small, so z is meaningless there.
+    """
+    n = len(t)
+    if not n:
+        return []
+    heavy = heavy_tailed(t)
+    light = t[~heavy]
+    text = f"{n} (cell, estimator) comparisons of the measured MSE with its closed form (rfkit.theory, or the map's own mse)"
+    if len(light):
+        worst = light.loc[light["z"].abs().idxmax()]
+        where = ", ".join(f"{c}={worst[c]}" for c in grid_cols if c in worst.index)
+        text += (
+            f"; {int((light['z'].abs() <= 5).sum())} of the {len(light)} unflagged ones within 5 MCSE; "
+            f"largest unflagged |z| = {abs(worst['z']):.2f} ({worst['estimator']}, {where})."
+        )
+    else:
+        text += "."
+    out = ["## Theory vs simulation", "", text, ""]
+    if heavy.any():
+        out += [
+            f"† {int(heavy.sum())} rows have a predicted MSE more than {HEAVY_TAIL_RATIO:g} times the "
+            "measured one. That is what heavy-tailed squared errors do: most of the MSE comes from draws "
+            "too rare to occur in these trials, so the sample MSE falls short of it and its MCSE (estimated "
+            "from the same trials) is far too small. Their z-scores do not test the formula; more trials, "
+            "or smaller norms, would.",
+            "",
+        ]
+
+    def fmt_z(v: float, flag: bool) -> str:
+        body = f"{v:+.2f}" if abs(v) < 1e4 else f"{v:+.2e}"
+        return body + (" †" if flag else "")
+
+    out += [
+        md_table(
+            t.assign(
+                predicted=t["predicted"].map(lambda v: f"{v:.4g}"),
+                measured=[format_mcse(a, b) for a, b in zip(t["measured"], t["mcse"])],
+                z=[fmt_z(v, f) for v, f in zip(t["z"], heavy)],
+            )[["estimator", *grid_cols, "predicted", "measured", "z"]]
+        ),
+        "",
+    ]
+    return out
+
+
+def _latex_tables(
+    summary: pd.DataFrame, out: Path, metrics: list[str], grid_cols: list[str], kind: str
+) -> list[str]:
+    """One booktabs table per metric in ``tables/`` (estimate ± MCSE)."""
+    tdir = out / "tables"
+    tdir.mkdir(exist_ok=True)
+    written = []
+    for metric in metrics:
+        if summary[summary["metric"] == metric].empty:
+            continue
+        other = [c for c in grid_cols if c != "n_features"]
+        if "n_features" in grid_cols:
+            t = summary_table(summary, metric, rows=["estimator", *other], columns="n_features", latex=True)
+        else:
+            t = summary_table(summary, metric, rows=["estimator", *grid_cols], columns=None, latex=True)
+        (tdir / f"{metric}.tex").write_text(
+            to_latex(t, caption=metric_description(metric, kind), label=f"tab:{metric}")
+        )
+        written.append(f"tables/{metric}.tex")
+    return [f"LaTeX (booktabs) tables: {', '.join(written)}.", ""] if written else []

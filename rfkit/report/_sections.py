@@ -1,0 +1,177 @@
+"""Sections of the Markdown report beyond the metric tables: rankings, ratios to a reference,
+hard heads and fitted slopes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..plots import fit_slopes, prepare_ratio_to_reference
+from ..study import ranking_table
+from ..study._metric_sources import metric_words
+
+__all__ = ["md_table", "ranking_section", "ratio_section", "hard_heads", "slopes_section"]
+
+
+def md_table(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(str(v) for v in r.tolist()) + " |")
+    return "\n".join(lines)
+
+
+def ranking_section(
+    summary: pd.DataFrame, grid_cols: list[str], out: Path, metric: str | None = None
+) -> list[str]:
+    if metric is None:
+        metric = "rel_mse" if not summary[summary["metric"] == "rel_mse"].empty else "mse"
+    lines = [
+        f"## Ranking by {metric}",
+        "",
+        f"Estimators ranked by {metric} ({metric_words(metric)}) within each data setting: the "
+        "geometric mean over feature counts of each estimator's value divided by the best one's "
+        "(1 = best at every count), then the values with their Monte Carlo standard errors.",
+        "",
+    ]
+    frames = []
+    for name, table in ranking_table(summary, grid_cols, metric):
+        lines += [f"### {name.replace('_', ', ') or 'all cells'}", "", md_table(table), ""]
+        frames.append(table.assign(setting=name))
+    if frames:
+        pd.concat(frames, ignore_index=True).to_csv(out / f"ranking_{metric}.csv", index=False)
+    return lines
+
+
+#: head statistics the ratios are correlated with: column or (numerator, denominator) -> words
+_RATIO_STATS = {
+    "entropy_mean": "attention entropy",
+    "qk_sum_sq_mean": "mean ||q+k||^2",
+    "logit_max": "max logit",
+    ("q_var_max", "q_var_mean"): "anisotropy of q (max / mean per-dimension variance)",
+    ("k_var_max", "k_var_mean"): "anisotropy of k",
+    "q_mean_norm": "||mean of q|| (offset)",
+}
+
+
+def ratio_section(
+    summary: pd.DataFrame, stats: pd.DataFrame | None, grid_cols: list[str], reference: str, out: Path
+) -> list[str]:
+    """Each estimator's output MSE relative to the reference, over cells (heads): median, range, wins,
+    and the Spearman correlation of the log ratio with the heads' statistics (rk.data.describe)."""
+    cell_axes = [c for c in grid_cols if c not in ("layer", "head", "dataset")]
+    frame = prepare_ratio_to_reference(summary, reference, "mse", tuple(cell_axes))
+    frame.to_csv(out / "mse_ratio_to_reference.csv", index=False)
+    lines = [
+        f"## Output MSE relative to {reference}",
+        "",
+        f"Per cell (head): each estimator's attention-output MSE divided by `{reference}`'s on the same "
+        "head, the same data and common random numbers (< 1: better). Median and range over heads, the "
+        "share of heads where it beats the reference, and the Spearman correlation across heads of the "
+        "log ratio with the heads' statistics (rk.data.describe, averaged over texts). Per-head values: "
+        "`mse_ratio_to_reference.csv`.",
+        "",
+    ]
+    st = None
+    if stats is not None:
+        st = stats.set_index("cell")
+    groups = frame.groupby(cell_axes, sort=False) if cell_axes else [((), frame)]
+    for key, rows in groups:
+        vals = key if isinstance(key, tuple) else (key,)
+        if cell_axes:
+            lines += ["### " + ", ".join(f"{a} = {v}" for a, v in zip(cell_axes, vals)), ""]
+        table = []
+        for est, g in rows.groupby("estimator", sort=False):
+            r = g["ratio"].to_numpy(dtype=float)
+            row = {
+                "estimator": est,
+                "median": f"{np.nanmedian(r):.3g}",
+                "range": f"{np.nanmin(r):.3g} - {np.nanmax(r):.3g}",
+                "beats reference": f"{int(np.sum(r < 1))} of {int(np.sum(np.isfinite(r)))}",
+            }
+            if st is not None:
+                lr = pd.Series(np.log(r), index=g["cell"].to_numpy())
+                for col, words in _RATIO_STATS.items():
+                    if isinstance(col, tuple):
+                        if not set(col) <= set(st.columns):
+                            continue
+                        x = st[col[0]] / st[col[1]]
+                    elif col in st.columns:
+                        x = st[col]
+                    else:
+                        continue
+                    rho = lr.corr(x.reindex(lr.index), method="spearman")
+                    row[f"rho({words})"] = f"{rho:+.2f}"
+            table.append(row)
+        lines += [md_table(pd.DataFrame(table).sort_values("median", key=lambda c: c.astype(float))), ""]
+    return lines
+
+
+def hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], top: int = 8) -> list[str]:
+    """Which heads are hard, and why: heads ranked by the first estimator's MSE, with their statistics."""
+    mse = summary[summary["metric"] == "mse"].pivot_table(
+        index="cell", columns="estimator", values="estimate"
+    )
+    ref = labels[0]
+    budget = ""
+    if "feature_dim" in stats.columns and stats["feature_dim"].nunique() > 1:
+        # one row per head: rank the heads at the largest feature budget
+        top_d = stats["feature_dim"].max()
+        stats = stats[stats["feature_dim"] == top_d]
+        budget = f" at feature_dim = {top_d}"
+    lead = [c for c in ("causal",) if c in stats.columns and stats[c].nunique() > 1]
+    cols = lead + ["layer", "head", "logit_max", "qk_sum_sq_mean", "entropy_mean", "attention_max_mean"]
+    cols = [c for c in cols if c in stats.columns]
+    table = stats.set_index("cell")[cols].join(mse[[c for c in labels if c in mse.columns]])
+    table = table.sort_values(ref, ascending=False)
+    corr = table[[ref, "logit_max", "qk_sum_sq_mean", "entropy_mean"]].corr(method="spearman")[ref]
+    show = table.head(top).reset_index(drop=True)
+    for c in show.columns:
+        if c not in ("causal", "layer", "head"):
+            show[c] = show[c].map(lambda v: f"{v:.3g}")
+    return [
+        "## Which heads are hard, and why",
+        "",
+        f"Heads ranked by the MSE of `{ref}`{budget} (top {min(top, len(table))} of {len(table)}), with the "
+        "statistics of their queries "
+        "and keys averaged over texts (rk.data.describe): max logit, mean ||q+k||^2 over pairs, attention "
+        "entropy (nats) and mean largest attention weight.",
+        "",
+        md_table(show),
+        "",
+        f"Spearman rank correlation of `{ref}`'s MSE across heads with: max logit "
+        f"{corr.get('logit_max', float('nan')):+.2f}, mean ||q+k||^2 {corr.get('qk_sum_sq_mean', float('nan')):+.2f}, "
+        f"attention entropy {corr.get('entropy_mean', float('nan')):+.2f}.",
+        "",
+    ]
+
+
+def slopes_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
+    """Fitted log-log slopes of the MSE against m (statsmodels WLS), when m is the only varying axis."""
+    if "n_features" not in grid_cols or any(summary[c].nunique() > 1 for c in grid_cols if c != "n_features"):
+        return []
+    if summary[summary["metric"] == "mse"].empty or summary["n_features"].nunique() < 3:
+        return []
+    sl = fit_slopes(summary, "mse")
+    if sl.empty:
+        return []
+    show = pd.DataFrame(
+        {
+            "estimator": sl["estimator"],
+            "slope": sl["slope"].map(lambda v: f"{v:.3f}"),
+            "95% CI": [f"[{a:.3f}, {b:.3f}]" for a, b in zip(sl["ci_low"], sl["ci_high"])],
+            "points": sl["n_points"],
+        }
+    )
+    return [
+        "## Slopes",
+        "",
+        "Weighted least-squares fit of log MSE on log m (statsmodels, weights from the MCSE). An unbiased "
+        "random-feature estimator has MSE exactly proportional to 1/m for iid directions (slope -1); block-"
+        "orthogonal directions add a term that changes at m = d (docs page *Theory*, section 1).",
+        "",
+        md_table(show),
+        "",
+    ]

@@ -1,0 +1,253 @@
+"""The folder of one study run: verified part files, resumed work units, final tables.
+
+A study run writes into its output folder ``out/``::
+
+    run.json                  run manifest: the run's identity (design hash, seed entropy and
+                              spawn key), its design, and for every finished work unit
+                              (cell, chunk of trials) the size and SHA-256 of each part file;
+                              rewritten atomically (temporary file, fsync, rename) after each unit
+    parts/cell-CCCCCC.chunk-KKKKK.NAME.{parquet,npy}
+                              part files of one work unit (tables or per-trial arrays)
+    run.lock                  present while a run holds the folder: pid, host, start time
+    .run.lock.guard           empty file whose ``flock`` serialises lock takeover
+    trials.parquet, pairs.parquet, summary.parquet (+ timings, data_stats)   final tables
+    manifest.json             provenance and the size and SHA-256 of each final table; written
+                              last, so it exists only when the tables are whole
+    summary.csv, theory.csv, report.md, figures/, tables/   derived outputs
+
+Every part is verified (size, then SHA-256) before a resumed run uses it; a missing, truncated
+or altered part is reported by path and its trials are recomputed (they are deterministic). The
+same checks run when a finished folder is reopened (:meth:`StudyResult.load`,
+:func:`verify_run`): a damaged folder is an error, never a silently partial result.
+
+Atomic writes and checksums: :mod:`rfkit.study._atomic`; the lock: :mod:`rfkit.study._lock`;
+the manifests: :mod:`rfkit.study._manifest`; checking a folder: :mod:`rfkit.study._verify`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..exceptions import DamagedResultWarning, StudyError
+from ._atomic import check_file, hook, npy_bytes, parquet_bytes, write_atomic
+from ._lock import RunLock
+from ._manifest import (
+    PARTS,
+    RESULT_MANIFEST,
+    RUN_MANIFEST,
+    ManifestDamagedError,
+    ident_of,
+    manifest_damaged_message,
+    part_name,
+    read_run_manifest,
+    write_run_manifest,
+)
+
+__all__ = ["RunFolder", "PartTables"]
+
+PartTables = dict[str, Any]  # part name -> DataFrame or ndarray
+
+
+class RunFolder:
+    """The output folder of one run: lock, run manifest, verified part files, final tables.
+
+    Used by :func:`rfkit.study.run` as a context manager: on entry it takes the lock, checks
+    the folder (a fresh run refuses a folder holding results; a resumed one refuses another
+    design or seed), verifies every recorded part and loads the intact ones into
+    :attr:`resumed`; damaged parts are listed in :attr:`repaired` (and warned about) and their
+    units recomputed.
+    """
+
+    def __init__(
+        self,
+        out: Path,
+        design: Any,
+        entropy: int,
+        spawn_key: tuple[int, ...],
+        n_chunks: int,
+        *,
+        resume: bool,
+        lock_timeout: float | None = 0.0,
+    ) -> None:
+        self.out = out
+        self.design = design
+        self.ident = {
+            "design_hash": design.hash(),
+            "entropy": str(entropy),
+            "spawn_key": [int(k) for k in spawn_key],
+        }
+        # a run on another backend is another run (same numbers only up to round-off): never mixed
+        self.ident["backend"] = (
+            f"{getattr(design, 'backend', 'numpy')}:{getattr(design, 'device', None) or 'default'}"
+        )
+        self.n_cells = len(design.cells())
+        self.n_chunks = n_chunks
+        self.resume = resume
+        self.lock = RunLock(out, lock_timeout)
+        self.units: dict[str, dict[str, Any]] = {}
+        self.resumed: dict[tuple[int, int], tuple[bool, PartTables]] = {}
+        self.repaired: list[dict[str, str]] = []
+        self.recorded = 0
+
+    # -------------------------------------------------------------- open
+    def __enter__(self) -> RunFolder:
+        self.lock.acquire()
+        try:
+            self._open()
+        except BaseException:
+            self.lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+    def _has_results(self, old: dict[str, Any] | None) -> bool:
+        out = self.out
+        if (out / "trials.parquet").exists() or (out / RESULT_MANIFEST).exists():
+            return True
+        if old is not None and old.get("units"):
+            return True
+        legacy = out / "cells"
+        if legacy.is_dir() and any(legacy.glob("*.parquet")):
+            return True
+        return old is None and (out / PARTS).is_dir() and any((out / PARTS).iterdir())
+
+    def _open(self) -> None:
+        out = self.out
+        (out / PARTS).mkdir(exist_ok=True)
+        for d in (out, out / PARTS):  # leftovers of writes interrupted by a crash
+            for tmp in d.glob("*.tmp"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        mpath = out / RUN_MANIFEST
+        old: dict[str, Any] | None = None
+        damaged: str | None = None
+        if mpath.exists():
+            try:
+                old = read_run_manifest(mpath)
+            except ManifestDamagedError as exc:
+                damaged = str(exc)
+        if not self.resume:
+            if damaged is not None or self._has_results(old):
+                raise StudyError(
+                    f"{out} already holds results of a study run; pass resume=True (--resume) to continue "
+                    "it, or choose another output directory. Nothing was overwritten."
+                )
+        elif damaged is not None:
+            raise StudyError(manifest_damaged_message(out, damaged))
+        elif old is None or "format" not in old:
+            if old is not None and ident_of(old, self.ident) != self.ident:
+                self._refuse_other(old)
+            n_old = sum(1 for _ in (out / PARTS).glob("cell-*")) + sum(1 for _ in out.glob("cells/*.parquet"))
+            if n_old:
+                why = (
+                    "has no run manifest" if old is None else "was written by an older rfkit (cells/ layout)"
+                )
+                self.repaired.append({"path": str(out), "problem": f"{why}: {n_old} unverifiable part files"})
+                _warn(
+                    f"{out} {why}: its {n_old} part files cannot be verified and are recomputed "
+                    "(the trials are deterministic, so the tables are unchanged)."
+                )
+        else:
+            if ident_of(old, self.ident) != self.ident:
+                self._refuse_other(old)
+            self._verify_units(old["units"])
+        self._save()
+
+    def _refuse_other(self, old: Mapping[str, Any]) -> None:
+        theirs = ident_of(old, self.ident)
+        raise StudyError(
+            f"cannot resume in {self.out}: it holds a run of a different design, seed or backend "
+            f"(design hash {theirs.get('design_hash')} vs {self.ident['design_hash']}, entropy "
+            f"{theirs.get('entropy')} vs {self.ident['entropy']}, backend {theirs.get('backend')} vs "
+            f"{self.ident['backend']}). Nothing was overwritten."
+        )
+
+    def _verify_units(self, units: Mapping[str, Any]) -> None:
+        problems = []
+        for key, entry in units.items():
+            try:
+                c, k = (int(v) for v in key.split("."))
+                files = entry["files"]
+                final = bool(entry["final"])
+            except (ValueError, KeyError, TypeError):
+                continue  # not a unit of this layout: recomputed
+            if not (0 <= c < self.n_cells and 0 <= k < self.n_chunks):
+                continue
+            tables: PartTables = {}
+            bad = []
+            for rel, rec in files.items():
+                data, problem = check_file(self.out / rel, rec)
+                if data is not None:
+                    try:
+                        name = rel.rsplit("/", 1)[-1].split(".", 2)[2].rsplit(".", 1)[0]
+                        tables[name] = _decode(rel, data)
+                    except Exception as exc:  # noqa: BLE001 - any decoding failure is damage
+                        problem = f"unreadable ({type(exc).__name__}: {exc})"
+                if problem is not None:
+                    bad.append((str(self.out / rel), problem))
+            if bad:
+                problems += bad
+                continue
+            self.units[key] = {"final": final, "files": dict(files)}
+            self.resumed[(c, k)] = (final, tables)
+        if problems:
+            self.repaired += [{"path": p, "problem": why} for p, why in problems]
+            lines = "\n".join(f"  {p}: {why}" for p, why in problems)
+            _warn(
+                f"{len(problems)} damaged part file(s) in {self.out}; their work units are recomputed "
+                f"(the trials are deterministic, so the tables equal an undamaged run's):\n{lines}"
+            )
+
+    # -------------------------------------------------------------- write
+    def _save(self) -> None:
+        write_run_manifest(
+            self.out,
+            {
+                **self.ident,
+                "n_cells": self.n_cells,
+                "n_chunks": self.n_chunks,
+                "trials": self.design.trials,
+                "chunk_trials": self.design.chunk_trials,
+                "design": self.design.to_dict(),
+                "units": self.units,
+            },
+        )
+
+    def record(self, cell: int, chunk: int, final: bool, tables: PartTables) -> None:
+        """Write a finished unit's part files, then record their sizes and SHA-256 in ``run.json``."""
+        files = {}
+        for name, obj in tables.items():
+            if isinstance(obj, pd.DataFrame):
+                rel, data = part_name(cell, chunk, name, "parquet"), parquet_bytes(obj)
+            else:
+                rel, data = part_name(cell, chunk, name, "npy"), npy_bytes(obj)
+            files[rel] = write_atomic(self.out / rel, data)
+        self.units[f"{cell}.{chunk}"] = {"final": bool(final), "files": files}
+        self._save()
+        self.recorded += 1
+        hook(f"after-unit:{self.recorded}")
+
+    def write_result(self, result: Any) -> None:
+        """Write the final tables: ``manifest.json`` goes first (removed) and comes back last."""
+        (self.out / RESULT_MANIFEST).unlink(missing_ok=True)
+        result.save(self.out)
+
+
+def _decode(rel: str, data: bytes) -> Any:
+    if rel.endswith(".parquet"):
+        return pd.read_parquet(io.BytesIO(data))
+    return np.load(io.BytesIO(data), allow_pickle=False)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, DamagedResultWarning, stacklevel=4)
