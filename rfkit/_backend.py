@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ._parallel import resolve_threads, run_blocks
 from .exceptions import BackendError, BackendNotInstalledError
 
 __all__ = [
@@ -136,8 +137,6 @@ class Backend:
         blocks = list(blocks)
         if not self.uses_thread_pool:
             return [fn(b) for b in blocks]
-        from ._parallel import resolve_threads, run_blocks
-
         return run_blocks(fn, blocks, resolve_threads(n_threads, "rfkit"))
 
     def matmul(self, A: Any, B: Any, n_threads: Any = None) -> Any:

@@ -14,8 +14,15 @@ from typing import Any
 import numpy as np
 
 from ._backend import Backend, get_backend
-from ._validation import check_broadcast, check_points, check_same_dim, check_square_norms, float_dtype
-from .exceptions import InvalidParameterError, NumericalOverflowError
+from ._validation import (
+    check_broadcast,
+    check_points,
+    check_same_dim,
+    check_square_norms,
+    exp_checked,
+    float_dtype,
+)
+from .exceptions import InvalidParameterError
 
 __all__ = ["softmax_kernel", "log_softmax_kernel", "gaussian_kernel", "log_gaussian_kernel"]
 
@@ -79,7 +86,7 @@ def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     """
     X, Y, bk = _pair_iv(X, Y, check_finite, "softmax_kernel")
     logits = bk.xp.matmul(X, bk.xp.matrix_transpose(Y))
-    return _safe_exp(bk, logits, "softmax_kernel", "log_softmax_kernel")
+    return exp_checked(logits, "softmax_kernel", "log_softmax_kernel()")
 
 
 def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
@@ -96,17 +103,3 @@ def gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Gaussian kernel :math:`\exp(-\|x_i - y_j\|^2/2)`, shape (..., n, m)."""
     logk = log_gaussian_kernel(X, Y, check_finite=check_finite)
     return get_backend(("X", logk)).xp.exp(logk)
-
-
-def _safe_exp(bk: Backend, log_values: Any, where: str, alternative: str) -> Any:
-    """``exp`` that raises NumericalOverflowError instead of returning inf."""
-    xp = bk.xp
-    limit = float(np.log(float(xp.finfo(log_values.dtype).max)))
-    if all(int(s) for s in log_values.shape):
-        top = float(xp.max(log_values))
-        if top > limit:
-            raise NumericalOverflowError(
-                f"exp overflow in {where}: the largest log value {top:.4g} "
-                f"exceeds log(max {bk.dtype_name(log_values.dtype)}) = {limit:.4g}; use {alternative}() instead."
-            )
-    return xp.exp(log_values)
