@@ -15,7 +15,6 @@ from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
 from ..features import FeatureDraw, FeatureMap
-from ..features._exp import ExpDraw
 from ._causal import CausalJob, run_causal
 from ._common import (
     QKV,
@@ -81,39 +80,40 @@ def _rescale(old: Any, new: Any) -> Any:
 
 
 class _Featurizer:
-    r"""Scaled features of a draw, with an exact fast path for the exponential family.
+    r"""Scaled features of a draw, with an exact fast path for draws that have an exponential form.
 
-    For :class:`~rfkit.features._exp.ExpDraw` (PRF, hyperbolic, CEXP, HCEXP,
-    OPRF) the log-features are :math:`b\,\omega_i^\top u' + a\|\omega_i\|^2 + c - \|u'\|^2/2`
-    (``rfkit.features._exp``); computing them directly here saves several passes
-    over the (rows, m) arrays. Other maps (and batches of draws) go through the draw's
-    features. Inputs are (g, rows, d) arrays of the call's backend; outputs get the
-    draw's leading T axis when it has one. The draw's NumPy parameters are moved to the
-    backend's device once.
+    Every draw goes through the public draw protocol of :class:`~rfkit.features.FeatureDraw`.
+    When ``draw.exp_form()`` gives an :class:`~rfkit.features.ExpForm` (PRF, hyperbolic PRF,
+    CEXP, HCEXP, OPRF, ADERF, SADERF, GERF with ``s=1``) the log-features are
+    :math:`u W^\top + e + c - \|u\|^2/2` with :math:`u` the form's ``transform`` of the rows;
+    computing them directly here saves several passes over the (rows, m) arrays. Other maps
+    go through ``draw.features``. Inputs are (g, rows, d) arrays of the call's backend;
+    outputs get the draw's leading T axis when it has one. The form's NumPy parameters are
+    moved to the backend's device once per draw (``draw.param_on``).
     """
 
     def __init__(self, draw: FeatureDraw, dtype: Any, bk: Backend = NUMPY) -> None:
         self.draw = draw
         self.bk = bk
-        self.fast = isinstance(draw, ExpDraw)
-        if isinstance(draw, ExpDraw):
-            W, e, c = draw.log_linear_form()  # (D, d) / (T, D, d); (D,) / (T, D) or None; constant
+        form = draw.exp_form()
+        self.fast = form is not None
+        if form is not None:
+            W, e = form.W, form.offsets  # (D, d) / (T, D, d); (D,) / (T, D) or None
             WT = np.swapaxes(W, -1, -2)
             if W.ndim == 3:  # T draws: (T, 1, d, D) broadcasts against (g, rows, d) slices
                 WT = WT[:, None]
                 if e is not None:
                     e = e[:, None, None, :]
             # on the backend's device, once per draw (a draw reused across calls moves them once)
-            self.WT = bk.from_host(draw._params, "rfa_WT", np.ascontiguousarray(WT), dtype)
-            self.e = (
-                None if e is None else bk.from_host(draw._params, "rfa_e", np.ascontiguousarray(e), dtype)
-            )
-            self.c = c
+            self.WT = draw.param_on(bk, "rfa_WT", np.ascontiguousarray(WT), dtype)
+            self.e = None if e is None else draw.param_on(bk, "rfa_e", np.ascontiguousarray(e), dtype)
+            self.c = form.constant
+            self.transform = form.transform
 
     def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
         """(b W u' + e, row constant c - |u'|^2/2) for validated rows X."""
         xp = self.bk.xp
-        U = self.draw.transform(X, side)  # type: ignore[attr-defined]
+        U = self.transform(X, side)
         P = U @ self.WT
         if self.e is not None:
             P += self.e
@@ -125,7 +125,7 @@ class _Featurizer:
     def features(self, X: Any, side: str) -> tuple[Any, Any]:
         """(values (..., rows, D), log_scale (..., rows)) with phi = exp(log_scale) * values."""
         if not self.fast:
-            f = self.draw._features(X, side)  # validated rows of one backend: no second check
+            f = self.draw.features(X, side)  # validated rows of one backend: no second check
             return f.values, f.log_scale
         xp = self.bk.xp
         P, r = self.logits(X, side)

@@ -48,7 +48,8 @@ from ..exceptions import (
     SingularMatrixError,
 )
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
-from ._base import FeatureDraw, FeatureMap, Features, fast_logsumexp, iter_chunks, project
+from ._base import FeatureMap
+from ._draw import FeatureDraw, Features, fast_logsumexp, iter_chunks, project
 from ._exp import _check_common, _ExpMap
 
 __all__ = ["ADERF", "SDERF", "SDERFDraw", "aderf_optimal", "sderf_optimal_A"]

@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend, is_array
-from .._validation import check_int, check_option, check_points, check_same_dim
+from .._validation import check_int, check_option, check_points, check_same_dim, exp_checked
 from ..exceptions import InvalidParameterError
-from ._base import FeatureDraw, FeatureMap, _exp_checked
+from ._base import FeatureMap
+from ._draw import FeatureDraw
 
 __all__ = ["Taylor", "Limit", "MonomialDraw", "taylor_polynomial", "slog_taylor_polynomial"]
 
@@ -165,7 +166,7 @@ class _MonomialMap(FeatureMap):
         ndarray of shape (..., n, m)
         """
         s, la = self.slog_exact_kernel(X, Y)
-        return s * _exp_checked(la, f"{self.name}.exact_kernel", "slog_exact_kernel")
+        return s * exp_checked(la, f"{self.name}.exact_kernel", "slog_exact_kernel()")
 
 
 @dataclasses.dataclass(frozen=True)

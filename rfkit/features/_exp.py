@@ -26,10 +26,11 @@ import numpy as np
 
 from .._backend import get_backend
 from .._validation import check_int, check_option, check_real
-from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError
+from ..exceptions import InvalidParameterError, NotFittedError, RFKitWarning, ShapeError
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
-from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
+from ._base import FeatureMap
+from ._draw import ExpForm, FeatureDraw, Features, iter_chunks, project
 from ._optimal import gerf_optimal_A
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
@@ -155,7 +156,7 @@ class _AdaptiveExpMap(_ExpMap):
         return isinstance(self.A, str) and self.A != "identity"
 
     def _raise_needs_data(self) -> None:
-        raise ShapeError(
+        raise NotFittedError(
             f"{self.name}(A={self.A!r}) resolves A from data: call .fit(Q, K) first, pass "
             "data=(Q, K) to sample(), or give A explicitly (rk.features.adaptive_A)."
         )
@@ -346,6 +347,11 @@ class ExpDraw(FeatureDraw):
                     e = np.concatenate([e, e], axis=-1)
             self._llf = (W, e, float(self._c))
         return self._llf
+
+    def exp_form(self) -> ExpForm:
+        """The draw's :class:`~rfkit.features.ExpForm`: :meth:`log_linear_form` and :meth:`transform`."""
+        W, e, c = self.log_linear_form()
+        return ExpForm(W=W, offsets=e, constant=c, transform=self.transform)
 
     def linear_form_like(self, X: Any) -> tuple[Any, Any | None, float]:
         """:meth:`log_linear_form` on the library, device and dtype of ``X``."""

@@ -46,7 +46,8 @@ from .._backend import get_backend
 from .._validation import check_real
 from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError, SingularMatrixError
 from ._adaptive import _pair_moments, validate_A
-from ._base import FeatureDraw, FeatureMap, Features, project
+from ._base import FeatureMap
+from ._draw import FeatureDraw, Features, project
 from ._exp import ExpDraw, _check_common, _ExpMap
 from ._optimal import check_sign, gerf_optimal_A
 

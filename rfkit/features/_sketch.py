@@ -38,7 +38,8 @@ import numpy as np
 from .._backend import get_backend
 from .._random import check_rng
 from .._validation import check_int, check_option, check_real
-from ._base import FeatureDraw, FeatureMap, project
+from ._base import FeatureMap
+from ._draw import FeatureDraw, project
 
 __all__ = ["RandomMaclaurin", "TensorSketch", "MaclaurinDraw", "TensorSketchDraw", "DISTRIBUTIONS"]
 

@@ -21,7 +21,8 @@ import numpy as np
 from .._backend import get_backend
 from .._validation import check_int, check_option
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
-from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
+from ._base import FeatureMap
+from ._draw import FeatureDraw, Features, iter_chunks, project
 
 __all__ = ["Trig", "TrigDraw"]
 

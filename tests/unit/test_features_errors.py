@@ -1,4 +1,4 @@
-"""Bad input raises the DESIGN.md exception naming the argument, the rule and the value."""
+"""Bad input raises rfkit's exception (rfkit.exceptions) naming the argument, the rule and the value."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from rfkit.exceptions import (
     IllConditionedWarning,
     InvalidParameterError,
     NonFiniteInputError,
+    NotFittedError,
+    RFKitError,
     RFKitWarning,
     ShapeError,
     SingularMatrixError,
@@ -148,3 +150,34 @@ def test_full_tensor_too_large():
 def test_projection_qmc_dim_limit():
     with pytest.raises(InvalidParameterError, match="qmc"):
         rk.projections.sample_projection("qmc", 4, 30000, rng=0)
+
+
+UNFITTED = [
+    F.OPRF(4),
+    F.OPRF(4, hyperbolic=True),
+    F.CEXP(4, A="mean"),
+    F.HCEXP(4, A="variance"),
+    F.GERF(4),
+    F.GERF(4, s=-1),
+    F.SADERF(4),
+    F.ADERF(4),
+    F.SDERF(4),
+]
+
+
+@pytest.mark.parametrize("fm", UNFITTED, ids=lambda f: repr(f)[:40])
+def test_sampling_before_fit_raises_not_fitted(fm):
+    assert fm.needs_data
+    calls = [
+        lambda: fm.sample(3, rng=0),
+        lambda: fm.sample(3, rng=0, n_draws=2),
+        lambda: fm.sample_streams(3, [0, 1]),
+        lambda: fm.from_projection(3, None, fm.projection_streams(3, [0])[0]),
+    ]
+    for call in calls:
+        with pytest.raises(NotFittedError, match=re.escape(f"{fm.name}(") + r".*call \.fit\(Q, K\)") as info:
+            call()
+        # the class raised before NotFittedError existed, and rfkit's base class, still catch it
+        assert isinstance(info.value, ShapeError) and isinstance(info.value, RFKitError)
+    Q = 0.3 * np.random.default_rng(0).standard_normal((20, 3))
+    fm.fit(Q, Q).sample(3, rng=0)  # fitted: samples
