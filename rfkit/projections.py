@@ -99,7 +99,7 @@ from scipy.special import ndtri
 from scipy.stats import qmc
 
 from ._random import check_rng
-from ._validation import check_int, check_option
+from ._validation import check_int, check_n_features, check_option
 from .exceptions import InvalidParameterError, NumericalOverflowError
 
 __all__ = [
@@ -141,7 +141,7 @@ def block_sizes(n_features: int, dim: int) -> list[int]:
 
 def _check_kind(kind: str, n_features: int, dim: int, owner: str) -> tuple[str, int, int]:
     kind = check_option(kind, "projection", owner, PROJECTIONS)
-    m = check_int(n_features, "n_features", owner, low=1)
+    m = check_n_features(n_features, owner)
     d = check_int(dim, "dim", owner, low=1)
     if kind == "qmc" and d > _SOBOL_MAX_DIM:
         raise InvalidParameterError(

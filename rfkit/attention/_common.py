@@ -26,6 +26,7 @@ from .._backend import Backend, get_backend, is_array
 from .._parallel import resolve_threads
 from .._validation import check_broadcast, check_finite_and_norms, check_int, check_points, float_dtype
 from ..exceptions import InvalidParameterError, ShapeError
+from ..projections import sample_projection
 
 __all__ = [
     "QKV",
@@ -55,7 +56,8 @@ class QKV:
     ----------
     Q, K, V : arrays of shape (B, n, d), (B, M, d), (B, M, dv)
         Slices in C order of the broadcast batch shape (views where possible), on the
-        call's backend, in the common float dtype.
+        call's backend, in the common float dtype. The sizes are the properties
+        ``n_slices`` (B), ``n_queries`` (n), ``n_keys`` (M), ``dim`` (d) and ``value_dim`` (dv).
     batch_shape : tuple of int
         Broadcast leading shape; ``B = prod(batch_shape)``.
     n_heads : int
@@ -80,22 +82,27 @@ class QKV:
 
     @property
     def n_slices(self) -> int:
+        """``B``: the number of (batch, head) slices."""
         return int(self.Q.shape[0])
 
     @property
-    def n(self) -> int:
+    def n_queries(self) -> int:
+        """``n``: queries per slice."""
         return int(self.Q.shape[1])
 
     @property
-    def m(self) -> int:
+    def n_keys(self) -> int:
+        """``M``: keys (and values) per slice, padded ones included."""
         return int(self.K.shape[1])
 
     @property
-    def d(self) -> int:
+    def dim(self) -> int:
+        """``d``: the query/key dimension."""
         return int(self.Q.shape[2])
 
     @property
-    def dv(self) -> int:
+    def value_dim(self) -> int:
+        """``dv``: the value dimension."""
         return int(self.V.shape[2])
 
     @property
@@ -110,7 +117,7 @@ class QKV:
     def kept_keys(self) -> list[int]:
         """Number of unmasked keys of every slice (M for every slice without a mask)."""
         if self.mask is None:
-            return [self.m] * self.n_slices
+            return [self.n_keys] * self.n_slices
         keep = self.xp.sum(self.xp.astype(~self.mask, self.xp.int64), axis=-1)
         return [int(v) for v in self.bk.to_numpy(keep).tolist()]
 
@@ -204,7 +211,7 @@ def check_qkv(
 
 def _check_mask(mask: Any, x: QKV, owner: str, causal: bool, refuse_hidden: bool = True) -> Any:
     """``key_padding_mask`` (..., M) bool -> (B, M) on the backend; refuses rows that see no key."""
-    bk, xp, M = x.bk, x.xp, x.m
+    bk, xp, M = x.bk, x.xp, x.n_keys
     arr = mask if is_array(mask) else bk.asarray(mask)
     dname = bk.dtype_name(arr.dtype)
     ok = dname == "bool"
@@ -350,8 +357,6 @@ def gaussian_noise(gen: np.random.Generator, n_samples: int, dim: int, projectio
     and RFA/LARA identities rely on this). NumPy, float64: moved to the input's
     device by the caller.
     """
-    from ..projections import sample_projection
-
     return sample_projection(projection, n_samples, dim, rng=gen)
 
 

@@ -236,7 +236,7 @@ class LARA:
 
     def _n_proposals(self, x: QKV, means: Any) -> int:
         kept = min(x.kept_keys())
-        limit = x.n if self.causal else min(x.n, kept)
+        limit = x.n_queries if self.causal else min(x.n_queries, kept)
         if means is not None:
             C = int(means.shape[-2])
             if self.n_proposals is not None and self.n_proposals != C:
@@ -244,10 +244,10 @@ class LARA:
                     f"The `n_proposals` parameter of LARA ({self.n_proposals}) disagrees with "
                     f"`proposal_means`, which has C={C} rows."
                 )
-            if self.weights == "optimal" and C > x.n:
+            if self.weights == "optimal" and C > x.n_queries:
                 raise InvalidParameterError(
                     f"LARA(weights='optimal') needs C <= n query chunks; `proposal_means` has C={C} "
-                    f"rows but n={x.n}."
+                    f"rows but n={x.n_queries}."
                 )
             return C
         C = self.n_proposals if self.n_proposals is not None else min(8, limit)
@@ -308,7 +308,7 @@ class LARA:
                     qoff = causal_offsets(bk, lq, log_counts, comp, C)
                 else:
                     qoff = mixture_log_corr(bk, lq, log_counts)[:, None, :]
-                edges = chunk_edges(x.n, int(qoff.shape[-2]))
+                edges = chunk_edges(x.n_queries, int(qoff.shape[-2]))
                 log_scale, num, den, ess = causal_sample_attention(x, omega, qoff, edges, nt, self.chunk_size)
             else:
                 jobs = [
@@ -347,7 +347,7 @@ class LARA:
                 )
         out, nbad = finish_ratio(log_scale, num, den, nt)
         if nbad:
-            warn_nonpositive("LARA", nbad, (x.n_slices, x.n))
+            warn_nonpositive("LARA", nbad, (x.n_slices, x.n_queries))
         return AttentionResult(
             output=x.unflatten(out),
             method="LARA",

@@ -40,7 +40,7 @@ def _ra_block(
     L = Qc @ xp.matrix_transpose(Kb)  # (c, M) logits
     drop = None
     if causal:
-        drop = bk.arange(x.m)[None, :] > bk.arange(x.n)[qs][:, None]
+        drop = bk.arange(x.n_keys)[None, :] > bk.arange(x.n_queries)[qs][:, None]
     if x.mask is not None:
         pm = x.mask[b, None, :]
         drop = pm if drop is None else (drop | pm)
@@ -54,7 +54,7 @@ def _ra_block(
     # pi = 0, a flat step of the CDF, and are never chosen)
     comp = xp.sum(xp.astype(cum[:, None, :-1] <= u[:, :, None], xp.int64), axis=-1)  # (c, S)
     c = int(Qc.shape[0])
-    d = x.d
+    d = x.dim
     Ksel = xp.reshape(xp.take(Kb, xp.reshape(comp, (-1,)), axis=0), (c, S, d))
     omega = Qc[:, None, :] + Ksel + bk.asarray(eps_np, x.dtype)  # (c, S, d), omega ~ p_n
     Lf = omega @ xp.matrix_transpose(Kb) - half_k  # (c, S, M)
@@ -147,7 +147,7 @@ class RA:
         nt = threads_of(self.n_threads, "RA")
         bk = x.bk
         S = self.n_samples
-        B, n, M, d, dv = x.n_slices, x.n, x.m, x.d, x.dv
+        B, n, M, d, dv = x.n_slices, x.n_queries, x.n_keys, x.dim, x.value_dim
         out = bk.empty((B, n, dv), x.dtype)
         mcse = bk.empty((B, n, dv), x.dtype)
         per_query = S * max(M, d, dv)

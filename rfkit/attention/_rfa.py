@@ -51,7 +51,7 @@ def fit_and_sample(
 
     With a key padding mask, the fit sees only the unmasked keys (padding = dropping keys).
     """
-    d = x.d
+    d = x.dim
     xp = x.xp
 
     def keys(sel: slice) -> Any:
@@ -375,10 +375,10 @@ class RFA:
         nt = threads_of(self.n_threads, "RFA")
         bk = x.bk
         if draw is not None:
-            if not isinstance(draw, FeatureDraw) or draw.dim != x.d:
+            if not isinstance(draw, FeatureDraw) or draw.dim != x.dim:
                 raise InvalidParameterError(
-                    f"The `draw` parameter of RFA must be a draw of its feature map for d={x.d} "
-                    f"(feature_map.sample({x.d}, rng=...)). Got {draw!r} instead."
+                    f"The `draw` parameter of RFA must be a draw of its feature map for d={x.dim} "
+                    f"(feature_map.sample({x.dim}, rng=...)). Got {draw!r} instead."
                 )
             if draw.spec.needs_data or type(draw.spec) is not type(self.feature_map):
                 raise InvalidParameterError(
@@ -395,9 +395,9 @@ class RFA:
                 specs, draws = fit_and_sample(
                     self.feature_map, x, check_rng(rng), self.shared_across_heads, T
                 )
-            B, n, M, dv = x.n_slices, x.n, x.m, x.dv
+            B, n, M, dv = x.n_slices, x.n_queries, x.n_keys, x.value_dim
             lead = 1 if T is None else T
-            D = specs[0].feature_dim(x.d)
+            D = specs[0].feature_dim(x.dim)
             pre = () if T is None else (T,)
             # Slices sharing a draw are processed together in groups small enough for the cache.
             g = max(1, budget(bk, _GROUP_ELEMS) // (lead * D * max(n, M)))

@@ -118,9 +118,9 @@ def check_means(means: Any, x: QKV, owner: str, name: str) -> Any:
     """User-supplied proposal means (C, d) or (..., C, d) -> (B, C, d) on the call's backend."""
     arr = check_points(means, name, backend=x.bk)
     shape = tuple(arr.shape)
-    if shape[-1] != x.d:
+    if shape[-1] != x.dim:
         raise ShapeError(
-            f"`{name}` of {owner} must have shape (C, d) or (..., C, d) with d={x.d} (the query "
+            f"`{name}` of {owner} must have shape (C, d) or (..., C, d) with d={x.dim} (the query "
             f"dimension); got shape {shape}."
         )
     try:
@@ -162,7 +162,7 @@ def noise(gen: np.random.Generator, x: QKV, n_samples: int, projection: str, sha
     """Standard-normal rows on the backend: (1, S, d) shared by all slices, or (B, S, d), one per head."""
     bk, xp = x.bk, x.xp
     k = 1 if shared else x.n_heads
-    E = np.stack([gaussian_noise(gen, n_samples, x.d, projection) for _ in range(k)])
+    E = np.stack([gaussian_noise(gen, n_samples, x.dim, projection) for _ in range(k)])
     Ed = bk.asarray(E, x.dtype)
     if k == 1:
         return Ed
@@ -250,7 +250,7 @@ def importance_sampling(
     number of negative and of floored LARA weights.
     """
     bk, xp = x.bk, x.xp
-    B, n, M, dv = x.n_slices, x.n, x.m, x.dv
+    B, n, M, dv = x.n_slices, x.n_queries, x.n_keys, x.value_dim
     S = int(jobs[0].omega.shape[-2])
     kt = [
         (ji, ks)
@@ -282,7 +282,7 @@ def importance_sampling(
 
 def slice_groups(x: QKV, S: int) -> list[slice]:
     """Contiguous groups of slices processed together (sizes only)."""
-    g = max(1, budget(x.bk, IS_GROUP_ELEMS) // (max(x.n, x.m) * max(S, 1)))
+    g = max(1, budget(x.bk, IS_GROUP_ELEMS) // (max(x.n_queries, x.n_keys) * max(S, 1)))
     return [slice(s, min(x.n_slices, s + g)) for s in range(0, x.n_slices, g)]
 
 
@@ -331,7 +331,7 @@ def causal_sample_attention(
     Returns log_scale (B, n), numerator values (B, n, dv), denominator values (B, n), ess (B, n).
     """
     bk = x.bk
-    B, n, dv = x.n_slices, x.n, x.dv
+    B, n, dv = x.n_slices, x.n_queries, x.value_dim
     S = int(omega.shape[-2])
     jobs, slots = [], []
     for sl in slice_groups(x, S):
@@ -496,7 +496,7 @@ class SNIS:
 
     def _n_chunks(self, x: QKV) -> int:
         kept = min(x.kept_keys())
-        limit = min(x.n, kept)
+        limit = min(x.n_queries, kept)
         C = self.n_chunks if self.n_chunks is not None else min(self.n_samples, limit, 8)
         if C > limit:
             what = "min(n, M)" if x.mask is None else "min(n, unmasked keys of a slice)"
@@ -558,7 +558,7 @@ class SNIS:
                     log_corr = mixture_log_corr(bk, lq, log_counts)
                     qoff = log_corr[:, None, :]
             if self.causal:
-                edges = chunk_edges(x.n, int(qoff.shape[-2]))
+                edges = chunk_edges(x.n_queries, int(qoff.shape[-2]))
                 log_scale, num, den, ess = causal_sample_attention(x, omega, qoff, edges, nt, self.chunk_size)
             else:
                 jobs = []
@@ -577,7 +577,7 @@ class SNIS:
                 log_scale, num, den, ess, _, _ = importance_sampling(jobs, x, nt, self.chunk_size)
         out, nbad = finish_ratio(log_scale, num, den, nt)
         if nbad:
-            warn_nonpositive("SNIS", nbad, (x.n_slices, x.n))
+            warn_nonpositive("SNIS", nbad, (x.n_slices, x.n_queries))
         shared_omega = int(omega.shape[0]) == 1
         return AttentionResult(
             output=x.unflatten(out),
@@ -590,6 +590,6 @@ class SNIS:
             ess=x.unflatten(ess),
             omega=omega[0, ...]
             if shared_omega
-            else x.unflatten(xp.broadcast_to(omega, (x.n_slices, S, x.d))),
+            else x.unflatten(xp.broadcast_to(omega, (x.n_slices, S, x.dim))),
             proposal_means=None if means is None else x.unflatten(means),
         )

@@ -39,7 +39,13 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend, prod, to_numpy
-from .._validation import as_float_array, check_int, check_option, check_real, check_same_dim
+from .._validation import (
+    as_float_array,
+    check_n_features,
+    check_option,
+    check_real,
+    check_same_dim,
+)
 from ..exceptions import (
     IllConditionedWarning,
     InvalidParameterError,
@@ -420,7 +426,7 @@ class SDERF(FeatureMap):
     _fitted_params = ("A",)  # resolved by fit() when None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_features", check_int(self.n_features, "n_features", "SDERF", low=1))
+        object.__setattr__(self, "n_features", check_n_features(self.n_features, "SDERF"))
         check_option(self.projection, "projection", "SDERF", PROJECTIONS)
         if self.A is not None:
             object.__setattr__(self, "A", _validate_sym(self.A, "SDERF"))

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend
-from .._validation import check_int, check_option, check_real
+from .._validation import check_n_features, check_option, check_real
 from ..exceptions import InvalidParameterError, NotFittedError, RFKitWarning, ShapeError
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
@@ -38,7 +38,7 @@ __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
 def _check_common(spec: Any) -> None:
     owner = type(spec).__name__
-    object.__setattr__(spec, "n_features", check_int(spec.n_features, "n_features", owner, low=1))
+    object.__setattr__(spec, "n_features", check_n_features(spec.n_features, owner))
     check_option(spec.projection, "projection", owner, PROJECTIONS)
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from .._backend import get_backend
 from .._random import check_rng
-from .._validation import check_int, check_option, check_real
+from .._validation import check_int, check_n_features, check_option, check_real
 from ._base import FeatureMap
 from ._draw import FeatureDraw, project
 
@@ -104,9 +104,7 @@ class RandomMaclaurin(FeatureMap):
     is_positive = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "n_features", check_int(self.n_features, "n_features", "RandomMaclaurin", low=1)
-        )
+        object.__setattr__(self, "n_features", check_n_features(self.n_features, "RandomMaclaurin"))
         object.__setattr__(self, "p", check_real(self.p, "p", "RandomMaclaurin", low=1.0, closed="neither"))
         if self.max_degree is not None:
             object.__setattr__(
@@ -315,9 +313,7 @@ class TensorSketch(FeatureMap):
     degree: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "n_features", check_int(self.n_features, "n_features", "TensorSketch", low=1)
-        )
+        object.__setattr__(self, "n_features", check_n_features(self.n_features, "TensorSketch"))
         object.__setattr__(self, "degree", check_int(self.degree, "degree", "TensorSketch", low=0))
 
     @property

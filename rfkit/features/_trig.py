@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend
-from .._validation import check_int, check_option
+from .._validation import check_n_features, check_option
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._base import FeatureMap
 from ._draw import FeatureDraw, Features, iter_chunks, project
@@ -50,7 +50,7 @@ class Trig(FeatureMap):
     shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_features", check_int(self.n_features, "n_features", "Trig", low=1))
+        object.__setattr__(self, "n_features", check_n_features(self.n_features, "Trig"))
         check_option(self.projection, "projection", "Trig", PROJECTIONS)
 
     def feature_dim(self, dim: int) -> int:
