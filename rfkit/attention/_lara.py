@@ -22,27 +22,25 @@ from ._common import (
     check_chunk_size,
     check_qkv,
     check_threads,
-    finish_ratio,
     row_blocks,
     shifted_sum,
     threads_of,
 )
-from ._result import AttentionResult
-from ._snis import (
+from ._importance import (
     IS_BLOCK_ELEMS,
     ISJob,
     causal_offsets,
     causal_sample_attention,
     check_means,
-    chunk_edges,
     chunk_means,
     gauss_logits,
     importance_sampling,
+    jobs_of,
     mixture_log_corr,
     noise,
-    slice_groups,
-    warn_nonpositive,
+    sampled_result,
 )
+from ._result import AttentionResult
 
 __all__ = ["LARA"]
 
@@ -308,21 +306,9 @@ class LARA:
                     qoff = causal_offsets(bk, lq, log_counts, comp, C)
                 else:
                     qoff = mixture_log_corr(bk, lq, log_counts)[:, None, :]
-                edges = chunk_edges(x.n_queries, int(qoff.shape[-2]))
-                log_scale, num, den, ess = causal_sample_attention(x, omega, qoff, edges, nt, self.chunk_size)
+                parts = causal_sample_attention(x, omega, qoff, nt, self.chunk_size)
             else:
-                jobs = [
-                    ISJob(
-                        sl,
-                        x.Q[sl, ...],
-                        x.K[sl, ...],
-                        x.V[sl, ...],
-                        None if x.mask is None else x.mask[sl, ...],
-                        omega[sl, ...],
-                        None,
-                    )
-                    for sl in slice_groups(x, S)
-                ]
+                jobs = jobs_of(x, omega, None)
                 if optimal:
                     B = x.n_slices
                     flat = bk.asarray(np.arange(S) * C + comp)
@@ -345,22 +331,17 @@ class LARA:
                 log_scale, num, den, ess, n_negative, n_floored = importance_sampling(
                     jobs, x, nt, self.chunk_size
                 )
-        out, nbad = finish_ratio(log_scale, num, den, nt)
-        if nbad:
-            warn_nonpositive("LARA", nbad, (x.n_slices, x.n_queries))
-        return AttentionResult(
-            output=x.unflatten(out),
-            method="LARA",
-            estimator=self,
-            log_scale=x.unflatten(log_scale),
-            numerator_values=x.unflatten(num),
-            denominator_values=x.unflatten(den),
-            n_nonpositive=nbad,
-            ess=x.unflatten(ess),
+                parts = (log_scale, num, den, ess)
+        return sampled_result(
+            "LARA",
+            self,
+            x,
+            parts,
+            nt,
+            mu,
             n_floored=n_floored if optimal and floor is not None else (0 if optimal else None),
             n_negative_alpha=n_negative if optimal else None,
             omega=x.unflatten(omega),
-            proposal_means=x.unflatten(mu),
         )
 
 
