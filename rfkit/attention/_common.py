@@ -24,9 +24,16 @@ import numpy as np
 
 from .._backend import Backend, get_backend, is_array
 from .._parallel import resolve_threads
-from .._validation import check_broadcast, check_finite_and_norms, check_int, check_points, float_dtype
+from .._validation import (
+    check_broadcast,
+    check_finite_and_norms,
+    check_int,
+    check_option,
+    check_points,
+    float_dtype,
+)
 from ..exceptions import InvalidParameterError, ShapeError
-from ..projections import sample_projection
+from ..projections import PROJECTIONS, sample_projection
 
 __all__ = [
     "QKV",
@@ -36,6 +43,7 @@ __all__ = [
     "check_chunk_size",
     "check_bool",
     "check_threads",
+    "check_shared_options",
     "gaussian_noise",
     "run",
     "budget",
@@ -333,6 +341,25 @@ def check_threads(n_threads: Any, owner: str) -> int | None:
     if n_threads is None:
         return None
     return check_int(n_threads, "n_threads", owner, low=1)
+
+
+def check_shared_options(estimator: Any, owner: str) -> None:
+    """Validate, in place, the options attention estimators share (frozen dataclass fields).
+
+    ``projection`` (one of :data:`rfkit.projections.PROJECTIONS`), ``shared_across_heads``
+    and ``causal`` (bools), ``chunk_size`` and ``n_threads`` (None or an int >= 1): each
+    when the estimator has the field.
+    """
+    fields = {f.name for f in dataclasses.fields(estimator)}
+    if "projection" in fields:
+        check_option(estimator.projection, "projection", owner, PROJECTIONS)
+    for name in ("shared_across_heads", "causal"):
+        if name in fields:
+            object.__setattr__(estimator, name, check_bool(getattr(estimator, name), name, owner))
+    if "chunk_size" in fields:
+        object.__setattr__(estimator, "chunk_size", check_chunk_size(estimator.chunk_size, owner))
+    if "n_threads" in fields:
+        object.__setattr__(estimator, "n_threads", check_threads(estimator.n_threads, owner))
 
 
 def threads_of(n_threads: int | None, owner: str) -> int:

@@ -13,15 +13,12 @@ from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int, check_option, check_real
 from ..exceptions import InvalidParameterError
-from ..projections import PROJECTIONS
 from ._common import (
     QKV,
     blocks_per_job,
     budget,
-    check_bool,
-    check_chunk_size,
     check_qkv,
-    check_threads,
+    check_shared_options,
     row_blocks,
     shifted_sum,
     threads_of,
@@ -217,13 +214,7 @@ class LARA:
             object.__setattr__(
                 self, "alpha_floor", check_real(self.alpha_floor, "alpha_floor", "LARA", low=0.0, high=1.0)
             )
-        check_option(self.projection, "projection", "LARA", PROJECTIONS)
-        object.__setattr__(
-            self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "LARA")
-        )
-        object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "LARA"))
-        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "LARA"))
-        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "LARA"))
+        check_shared_options(self, "LARA")
         if self.causal and self.weights == "optimal":
             raise InvalidParameterError(
                 "The `weights` parameter of LARA must be 'balance' when causal=True: the 'optimal' weights' "

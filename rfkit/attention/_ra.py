@@ -12,7 +12,7 @@ from .._backend import Backend
 from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int
-from ._common import CHUNK_ELEMS, QKV, check_bool, check_chunk_size, check_qkv, check_threads, run, threads_of
+from ._common import CHUNK_ELEMS, QKV, check_qkv, check_shared_options, run, threads_of
 from ._result import AttentionResult
 
 __all__ = ["RA"]
@@ -131,9 +131,7 @@ class RA:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_samples", check_int(self.n_samples, "n_samples", "RA", low=1))
-        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "RA"))
-        object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "RA"))
-        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "RA"))
+        check_shared_options(self, "RA")
 
     def __call__(
         self, Q: Any, K: Any, V: Any, *, rng: Any = None, key_padding_mask: Any = None

@@ -20,10 +20,8 @@ from ._common import (
     QKV,
     blocks_per_job,
     budget,
-    check_bool,
-    check_chunk_size,
     check_qkv,
-    check_threads,
+    check_shared_options,
     finish_ratio,
     nonpositive_message,
     row_blocks,
@@ -324,12 +322,7 @@ class RFA:
                 "The `feature_map` parameter of RFA must be an rfkit feature map "
                 f"(e.g. rk.features.Positive(256)). Got {self.feature_map!r} instead."
             )
-        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "RFA"))
-        object.__setattr__(
-            self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "RFA")
-        )
-        object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "RFA"))
-        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "RFA"))
+        check_shared_options(self, "RFA")
 
     def __call__(
         self,

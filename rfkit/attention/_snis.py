@@ -17,8 +17,7 @@ from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
-from ..projections import PROJECTIONS
-from ._common import QKV, check_bool, check_chunk_size, check_qkv, check_threads, threads_of
+from ._common import QKV, check_qkv, check_shared_options, threads_of
 from ._importance import (
     causal_offsets,
     causal_sample_attention,
@@ -144,13 +143,7 @@ class SNIS:
                     "The `n_chunks` parameter of SNIS applies only to proposal='chunk-mean'. "
                     f"Got n_chunks={self.n_chunks} with proposal={self.proposal!r}."
                 )
-        check_option(self.projection, "projection", "SNIS", PROJECTIONS)
-        object.__setattr__(
-            self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "SNIS")
-        )
-        object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "SNIS"))
-        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "SNIS"))
-        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "SNIS"))
+        check_shared_options(self, "SNIS")
 
     def _n_chunks(self, x: QKV) -> int:
         kept = min(x.kept_keys())
