@@ -62,6 +62,8 @@ __all__ = [
     "check_means",
     "gauss_logits",
     "mixture_log_corr",
+    "mixture_samples",
+    "mixture_offsets",
     "causal_offsets",
     "causal_sample_attention",
     "noise",
@@ -153,6 +155,33 @@ def mixture_log_corr(bk: Backend, lq: Any, log_counts: Any) -> Any:
     balance heuristic with ``n_c`` samples per proposal).
     """
     return -bk.logsumexp(lq + log_counts, axis=-1)
+
+
+def mixture_samples(bk: Backend, means: Any, E: Any, comp: np.ndarray) -> tuple[Any, Any]:
+    r"""Samples of a Gaussian mixture and their log proposal ratios.
+
+    Sample ``s`` is :math:`\omega_s = \mu_{comp_s} + E_s` (``means`` (B, C, d), noise ``E``
+    (1 or B, S, d)); returns ``omega`` (B, S, d) and ``lq`` (B, S, C) =
+    :math:`\log\mathcal N(\omega_s;\mu_c,I) - \log\mathcal N(\omega_s;0,I)` (:func:`gauss_logits`).
+    """
+    omega = bk.xp.take(means, bk.asarray(comp), axis=-2) + E
+    return omega, gauss_logits(bk, omega, means)
+
+
+def mixture_offsets(
+    bk: Backend, lq: Any, log_counts: Any, comp: np.ndarray, *, causal_chunks: bool
+) -> tuple[Any, Any]:
+    """``(log_corr (B, S) or None, qoff (B, chunks, S))`` of the balance-heuristic mixture weights.
+
+    ``causal_chunks``: the causal chunk-mean proposals, where the queries of chunk ``c`` use
+    the components built from earlier chunks only (:func:`causal_offsets`; no ``log_corr``).
+    Otherwise every query uses every sample: ``log_corr`` from :func:`mixture_log_corr`
+    and one chunk of offsets.
+    """
+    if causal_chunks:
+        return None, causal_offsets(bk, lq, log_counts, comp, int(lq.shape[-1]))
+    log_corr = mixture_log_corr(bk, lq, log_counts)
+    return log_corr, log_corr[:, None, :]
 
 
 def noise(gen: np.random.Generator, x: QKV, n_samples: int, projection: str, shared: bool) -> Any:

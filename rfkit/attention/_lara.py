@@ -26,14 +26,13 @@ from ._common import (
 from ._importance import (
     IS_BLOCK_ELEMS,
     ISJob,
-    causal_offsets,
     causal_sample_attention,
     check_means,
     chunk_means,
-    gauss_logits,
     importance_sampling,
     jobs_of,
-    mixture_log_corr,
+    mixture_offsets,
+    mixture_samples,
     noise,
     sampled_result,
 )
@@ -288,15 +287,11 @@ class LARA:
                 mu = xp.concat([xp.zeros_like(mu_c[:, :1, :]), mu_c[:, : C - 1, :]], axis=1)
             else:
                 mu = qt + chunk_means(bk, x.K, C, keep)  # type: ignore[operator]
-            omega = xp.take(mu, bk.asarray(comp), axis=-2) + E  # (B, S, d)
-            lq = gauss_logits(bk, omega, mu)  # log q_c'(w_s) - log N(w_s; 0, I), (B, S, C)
+            omega, lq = mixture_samples(bk, mu, E, comp)  # (B, S, d); log q_c'(w_s) - log N(w_s; 0, I)
             log_counts = xp.full((C,), math.log(k), dtype=x.dtype, device=bk.device)
             n_floored = n_negative = 0
             if self.causal:
-                if means is None:
-                    qoff = causal_offsets(bk, lq, log_counts, comp, C)
-                else:
-                    qoff = mixture_log_corr(bk, lq, log_counts)[:, None, :]
+                _, qoff = mixture_offsets(bk, lq, log_counts, comp, causal_chunks=means is None)
                 parts = causal_sample_attention(x, omega, qoff, nt, self.chunk_size)
             else:
                 jobs = jobs_of(x, omega, None)
@@ -316,7 +311,7 @@ class LARA:
                         job.alpha = _optimal_alpha(bk, floor)
                     _column_logsumexp(bk, jobs, nt)
                 else:
-                    log_corr = mixture_log_corr(bk, lq, log_counts)  # balance: -log sum_c' k q_c'(w)/N(w;0,I)
+                    log_corr, _ = mixture_offsets(bk, lq, log_counts, comp, causal_chunks=False)  # balance
                     for job in jobs:
                         job.log_corr = log_corr[job.sl, ...]
                 log_scale, num, den, ess, n_negative, n_floored = importance_sampling(

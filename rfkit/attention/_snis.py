@@ -19,14 +19,13 @@ from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
 from ._common import QKV, check_qkv, check_shared_options, threads_of
 from ._importance import (
-    causal_offsets,
     causal_sample_attention,
     check_means,
     chunk_means,
-    gauss_logits,
     importance_sampling,
     jobs_of,
-    mixture_log_corr,
+    mixture_offsets,
+    mixture_samples,
     noise,
     sampled_result,
 )
@@ -201,13 +200,8 @@ class SNIS:
                 counts = np.bincount(comp, minlength=C)
                 with np.errstate(divide="ignore"):
                     log_counts = bk.asarray(np.log(counts), x.dtype)
-                omega = xp.take(means, bk.asarray(comp), axis=-2) + E
-                lq = gauss_logits(bk, omega, means)
-                if chunked:
-                    qoff = causal_offsets(bk, lq, log_counts, comp, C)
-                else:
-                    log_corr = mixture_log_corr(bk, lq, log_counts)
-                    qoff = log_corr[:, None, :]
+                omega, lq = mixture_samples(bk, means, E, comp)
+                log_corr, qoff = mixture_offsets(bk, lq, log_counts, comp, causal_chunks=chunked)
             if self.causal:
                 parts = causal_sample_attention(x, omega, qoff, nt, self.chunk_size)
             else:
