@@ -55,7 +55,7 @@ from ..exceptions import (
 )
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._base import FeatureMap
-from ._draw import FeatureDraw, Features, fast_logsumexp, iter_chunks, project
+from ._draw import FeatureDraw, Features, paired_logsumexp, project
 from ._exp import _check_common, _ExpMap
 
 __all__ = ["ADERF", "SDERF", "SDERFDraw", "aderf_optimal", "sderf_optimal_A"]
@@ -519,31 +519,6 @@ class SDERFDraw(FeatureDraw):
         xp = bk.xp
         Z = self._rotate(X + Y)
         base = self._c_pair - 0.5 * (xp.sum(X * X, axis=-1) + xp.sum(Y * Y, axis=-1))
-        lead = tuple(Z.shape[:-1])
-        Zf = xp.reshape(Z, (-1, self.dim))
-        N = int(Zf.shape[0])
-        W = self.param("Weff", self._Weff, Z)
-        e = self.param("e", self._e, Z)
-        batched = W.ndim == 3
-        if not batched:
-            W, e = W[None, ...], e[None, ...]
-        T, m = int(W.shape[0]), int(W.shape[1])
-        if N == 0:
-            out = xp.zeros((T,) + lead, dtype=Z.dtype, device=bk.device) + base
-            return xp.ones_like(out if batched else out[0, ...]), out if batched else out[0, ...]
-        budget = bk.block_elems
-        rows = []
-        for ts in iter_chunks(T, N * m, budget=budget):
-            Wt, et = W[ts, ...], e[ts, ...]
-            t = int(Wt.shape[0])
-            cols = []
-            for ns in iter_chunks(N, m * t, budget=budget):
-                P = xp.reshape(
-                    Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m)
-                )
-                cols.append(xp.matrix_transpose(fast_logsumexp(P + 2.0 * et, axis=-1)))  # (t, Nc)
-            rows.append(xp.concat(cols, axis=-1))
-        out = xp.reshape(xp.concat(rows, axis=0), (T,) + lead) + base
-        if not batched:
-            out = out[0, ...]
+        W, e = self.param("Weff", self._Weff, Z), self.param("e", self._e, Z)
+        out = paired_logsumexp(bk, Z, W, 2.0 * e) + base
         return xp.ones_like(out), out

@@ -30,7 +30,7 @@ from ..exceptions import InvalidParameterError, NotFittedError, RFKitWarning, Sh
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
 from ._base import FeatureMap
-from ._draw import ExpForm, FeatureDraw, Features, iter_chunks, project
+from ._draw import ExpForm, FeatureDraw, Features, paired_logsumexp, project
 from ._optimal import gerf_optimal_A
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
@@ -424,41 +424,7 @@ class ExpDraw(FeatureDraw):
         Xq, Yk = self._map(X, "query"), self._map(Y, "key")
         Z = Xq + Yk
         base = self._c_pair - 0.5 * (xp.sum(Xq * Xq, axis=-1) + xp.sum(Yk * Yk, axis=-1))  # (..., n)
-        lead = tuple(Z.shape[:-1])
-        Zf = xp.reshape(Z, (-1, self.dim))
-        N = int(Zf.shape[0])
         W = self.param("W", self.projection, Z)
-        sq = self.param("sqnorm", self._sqnorm, Z)
-        batched = W.ndim == 3
-        if not batched:
-            W, sq = W[None, ...], sq[None, ...]
-        T, m = int(W.shape[0]), int(W.shape[1])
-        two = 2 if self.hyperbolic else 1
-        b, a2 = self._b, 2.0 * self.a
-
-        def block(tn: tuple[slice, slice]) -> None:
-            ts, ns = tn
-            Wt = W[ts, ...]
-            t = Wt.shape[0]
-            P = xp.reshape(Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m))
-            if b != 1.0:
-                P = P * b
-            if self.hyperbolic:
-                P = xp.concat([P, -P], axis=-1)
-            if self.a != 0.0:
-                e = a2 * sq[ts, ...]
-                P = P + (xp.concat([e, e], axis=-1) if self.hyperbolic else e)
-            out[ts, ns] = xp.matrix_transpose(bk.logsumexp(P, axis=-1))  # (t, Nc); exponents are finite
-
-        out = bk.empty((T, N), Z.dtype)
-        budget = bk.row_block_elems * 2
-        chunks = [
-            (ts, ns)
-            for ts in iter_chunks(T, N * m * two, budget=budget)
-            for ns in iter_chunks(N, m * two * (ts.stop - ts.start), budget=budget)
-        ]
-        bk.run_blocks(block, chunks)
-        logabs = xp.reshape(out, (T,) + lead) + base
-        if not batched:
-            logabs = logabs[0, ...]
+        e = 2.0 * self.a * self.param("sqnorm", self._sqnorm, Z) if self.a != 0.0 else None
+        logabs = paired_logsumexp(bk, Z, W, e, b=self._b, mirrored=self.hyperbolic) + base
         return xp.ones_like(logabs), logabs
