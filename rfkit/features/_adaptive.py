@@ -99,17 +99,29 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
         num = ssy / (ny - ddof) + my**2
         den = ssx / (nx - ddof) + mx**2
         what = "second moment"
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = (num / den) ** 0.25
-    bad = np.flatnonzero(~np.isfinite(a) | (a == 0))
-    if bad.size:
-        i = int(bad[0])
-        raise SingularMatrixError(
+        a = fourth_root_ratio(num, den)
+    return check_nondegenerate(
+        a,
+        lambda i: (
             f"adaptive_A(rule={rule!r}) is degenerate at coordinate {i}: query {what} "
             f"{den[i]:.3g}, key {what} {num[i]:.3g}; A_ii would be {a[i]!r} (A singular). "
             "rfkit does not clip; pass an explicit A or use another rule."
-        )
-    return a
+        ),
+    )
+
+
+def fourth_root_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``(num / den) ** (1/4)`` per coordinate (inf or NaN where ``den`` is 0: see :func:`check_nondegenerate`)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (num / den) ** 0.25
+
+
+def check_nondegenerate(diag: np.ndarray, message: Any) -> np.ndarray:
+    """``diag`` if every entry is finite and non-zero, else SingularMatrixError(``message(i)``) at the first bad ``i``."""
+    bad = np.flatnonzero(~np.isfinite(diag) | (diag == 0))
+    if bad.size:
+        raise SingularMatrixError(message(int(bad[0])))
+    return diag
 
 
 def oprf_optimal_A(Q: Any, K: Any) -> float:
@@ -133,16 +145,25 @@ def oprf_optimal_A(Q: Any, K: Any) -> float:
     return float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)
 
 
-def validate_A(A: Any, owner: str, name: str = "A") -> np.ndarray:
-    """Validate an explicit CEXP matrix: diagonal (d,) or full (d, d), finite, invertible."""
+def host_matrix(A: Any, owner: str, name: str, what: str, *, scalar: bool = False) -> np.ndarray:
+    """A matrix parameter as a float64 NumPy array: a diagonal (d,) or a square (d, d).
+
+    ``A`` may be an array of any supported library (a validated float array, finite);
+    ``scalar=True`` also lets a 0-d array through. Other shapes raise a
+    :class:`~rfkit.exceptions.ShapeError` saying that ``name`` of ``owner`` must be ``what``.
+    """
     arr = np.asarray(to_numpy(A)) if not isinstance(A, np.ndarray) and hasattr(A, "shape") else A
     arr = as_float_array(arr, name)
+    if scalar and arr.ndim == 0:
+        return np.array(arr, dtype=np.float64)
     if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
-        raise ShapeError(
-            f"The `{name}` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; "
-            f"got shape {arr.shape}."
-        )
-    arr = np.array(arr, dtype=np.float64)
+        raise ShapeError(f"The `{name}` parameter of {owner} must be {what}; got shape {arr.shape}.")
+    return np.array(arr, dtype=np.float64)
+
+
+def validate_A(A: Any, owner: str, name: str = "A") -> np.ndarray:
+    """Validate an explicit CEXP matrix: diagonal (d,) or full (d, d), finite, invertible."""
+    arr = host_matrix(A, owner, name, "a diagonal (d,) or a square (d, d) array")
     if arr.ndim == 1:
         mags = np.abs(arr)
         smin, smax = float(mags.min()), float(mags.max())

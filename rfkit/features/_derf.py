@@ -54,6 +54,7 @@ from ..exceptions import (
     SingularMatrixError,
 )
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
+from ._adaptive import host_matrix
 from ._base import FeatureMap
 from ._draw import FeatureDraw, Features, paired_logsumexp, project
 from ._exp import _check_common, _ExpMap
@@ -334,16 +335,9 @@ def _validate_sym(A: Any, owner: str) -> float | np.ndarray:
     """SDERF's A: a scalar, a diagonal (d,) or a symmetric (d, d); eigenvalues < 1/4 (warn >= 1/8)."""
     if isinstance(A, (int, float, np.integer, np.floating)) and not isinstance(A, bool):
         return _check_a(float(A), owner)
-    arr = np.asarray(to_numpy(A)) if not isinstance(A, np.ndarray) and hasattr(A, "shape") else A
-    arr = as_float_array(arr, "A")
+    arr = host_matrix(A, owner, "A", "a scalar, a diagonal (d,) or a symmetric (d, d) array", scalar=True)
     if arr.ndim == 0:
         return _check_a(float(arr), owner)
-    if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
-        raise ShapeError(
-            f"The `A` parameter of {owner} must be a scalar, a diagonal (d,) or a symmetric (d, d) array; "
-            f"got shape {arr.shape}."
-        )
-    arr = np.array(arr, dtype=np.float64)
     if arr.ndim == 2:
         scale = max(float(np.max(np.abs(arr))), np.finfo(np.float64).tiny)
         asym = float(np.max(np.abs(arr - arr.T)))

@@ -44,8 +44,8 @@ import numpy as np
 
 from .._backend import get_backend
 from .._validation import check_real
-from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError, SingularMatrixError
-from ._adaptive import _pair_moments, validate_A
+from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError
+from ._adaptive import _pair_moments, check_nondegenerate, fourth_root_ratio, validate_A
 from ._base import FeatureMap
 from ._draw import FeatureDraw, Features, project
 from ._exp import ExpDraw, _check_common, _ExpMap
@@ -237,15 +237,14 @@ def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.nda
     d = mx.shape[-1]
     qx = ssx / nx + mx**2  # mean of x_l^2
     qy = ssy / ny + my**2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        psi = (qy / qx) ** 0.25
-    bad = np.flatnonzero(~np.isfinite(psi) | (psi == 0))
-    if bad.size:
-        i = int(bad[0])
-        raise SingularMatrixError(
+    psi = fourth_root_ratio(qy, qx)
+    check_nondegenerate(
+        psi,
+        lambda i: (
             f"SADERF: coordinate {i} has mean square {qx[i]:.3g} in the queries and {qy[i]:.3g} in the keys; "
             f"Psi_ii would be {psi[i]!r} (Psi singular). rfkit does not clip; pass psi explicitly."
-        )
+        ),
+    )
     if A is not None:
         return psi, float(A)
     s = np.sum(psi**2 * qx) + np.sum(qy / psi**2) + 2.0 * float(mx @ my)
