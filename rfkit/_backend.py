@@ -7,7 +7,7 @@ same namespace, device and dtype. They are written against the Python array API
 standard through ``array-api-compat`` (as SciPy and scikit-learn are); no backend is a
 hard dependency.
 
-Rules (DESIGN.md, "Backends and cores"):
+Rules (docs page *Backends and scaling*):
 
 * :func:`get_backend` resolves the namespace and device of a call's arrays **once**, at
   the public boundary, and refuses arrays of an unsupported library, mixed libraries or

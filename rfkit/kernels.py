@@ -1,7 +1,7 @@
 r"""Exact target kernels.
 
 The softmax kernel is :math:`\mathrm{SM}(x, y) = \exp(x^\top y)` with no hidden
-:math:`1/\sqrt d` (DESIGN.md, "Kernel"); the Gaussian kernel is
+:math:`1/\sqrt d` (docs page *User guide*, "Conventions"); the Gaussian kernel is
 :math:`\exp(-\|x-y\|^2/2)`. Every function accepts NumPy, PyTorch, CuPy or
 array_api_strict arrays and returns the same library, device and dtype
 (:mod:`rfkit._backend`).

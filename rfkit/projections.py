@@ -10,8 +10,8 @@ Kinds
     :math:`\omega_i \stackrel{iid}{\sim} \mathcal N(0, I_d)`. Every rfkit estimator
     is unbiased for :math:`\exp(x^\top y)` with these.
 ``"orthogonal"``
-    Gaussian-marginal orthogonal random features (ORF; Yu et al. 2016, Performer
-    §2.4, THEORY.md §3). :math:`\lceil m/d\rceil` independent blocks; in each,
+    Gaussian-marginal orthogonal random features (ORF; Yu et al. (NeurIPS 2016);
+    Choromanski et al. (ICLR 2021), section 2.4). :math:`\lceil m/d\rceil` independent blocks; in each,
     :math:`G = QR` with iid :math:`\mathcal N(0,1)` entries and the Haar fix
     :math:`Q \leftarrow Q\,\mathrm{diag}(\mathrm{sign} R_{ii})` (without it NumPy's
     Householder QR gives non-uniform directions and a biased estimator); rows of
@@ -22,7 +22,7 @@ Kinds
     The same directions with every norm equal to :math:`\sqrt d` (Performer's
     "regularized" SMREG). **Biased for SM by design**: the positive estimator is
     unbiased for :math:`\mathrm{SMREG}(x,y)=\Lambda\,{}_0F_1(;d/2;d\|x+y\|^2/4) \le \mathrm{SM}(x,y)`
-    (Performer Thm 1, THEORY.md §3).
+    (Choromanski et al. (ICLR 2021), Thm 1).
 ``"qmc"``
     Randomised quasi-Monte Carlo (RQMC): the first :math:`2^k` points of the Sobol'
     sequence (:math:`k = \lceil\log_2 m\rceil`, Joe & Kuo direction numbers as in
@@ -62,7 +62,7 @@ Kinds
     :math:`k = m \bmod d` rows keeps :math:`k` vertices of a rotated simplex. For
     :math:`d = 1` a block is one direction (no coupling). For the positive maps the
     pair covariance is lower than with orthogonal rows (exact MSE:
-    :func:`rfkit.theory.mse`; THEORY.md / docs "Simplex random features").
+    :func:`rfkit.theory.mse`; Reid et al. (ICML 2023); docs page *Theory*, section 1a).
 ``"simplex-plus"``
     SimRFs+ (Reid et al. 2023, the weight-dependent variant): the norms
     :math:`\rho_i \sim \chi(d)` are drawn first and the block's unit directions, started at

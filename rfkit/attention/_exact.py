@@ -33,7 +33,7 @@ def softmax(
         c_n = \max_m q_n^\top k_m,
 
     (Vaswani et al. 2017, without the :math:`1/\sqrt d`: rfkit absorbs the
-    temperature into ``Q`` and ``K``, see DESIGN.md). The max shift keeps every
+    temperature into ``Q`` and ``K``, see the docs page *Attention estimators*, "Conventions"). The max shift keeps every
     exponent <= 0, so logits of any size (well beyond 50) give finite results in
     float64 and float32.
 

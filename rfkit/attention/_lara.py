@@ -1,4 +1,4 @@
-r"""Linear Randomized Attention (LARA; Zheng, Wang, Kong, ICML 2022): multiple importance sampling."""
+r"""Linear Randomized Attention (LARA; Zheng, Wang & Kong (ICML 2022)): multiple importance sampling."""
 
 from __future__ import annotations
 
@@ -76,8 +76,8 @@ class LARA:
     :math:`c = 1..C`, where :math:`\tilde q_c, \tilde k_c` are the means of the
     queries and of the keys in the ``c``-th of ``C`` contiguous chunks of the
     sequence. ``k`` samples per proposal, shared by all queries (linear cost
-    :math:`O((n+M)Ckd)`), and (Zheng, Wang, Kong, "Linear Complexity Randomized
-    Self-attention Mechanism", ICML 2022; THEORY.md §8)
+    :math:`O((n+M)Ckd)`), and (Zheng, Wang & Kong (ICML 2022), "Linear Complexity Randomized
+    Self-attention Mechanism")
 
     .. math::
 
@@ -177,7 +177,7 @@ class LARA:
     Notes
     -----
     LARA beats RFA with the same number of samples on locally structured sequences
-    with peaked attention, not on i.i.d. tokens (THEORY.md §8, "Measured behaviour").
+    with peaked attention, not on i.i.d. tokens (docs page *Attention estimators*, LARA).
 
     Examples
     --------

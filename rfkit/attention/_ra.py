@@ -1,4 +1,4 @@
-r"""Randomized Attention (RA; Zheng, Wang, Kong, ICML 2022): unbiased, quadratic."""
+r"""Randomized Attention (RA; Zheng, Wang & Kong (ICML 2022)): unbiased, quadratic."""
 
 from __future__ import annotations
 
@@ -72,8 +72,8 @@ def _ra_block(
 class RA:
     r"""Randomized Attention: an unbiased Monte Carlo estimator of softmax attention.
 
-    For each query :math:`q_n` (Zheng, Wang, Kong, "Linear Complexity Randomized
-    Self-attention Mechanism", ICML 2022; THEORY.md §8)
+    For each query :math:`q_n` (Zheng, Wang & Kong (ICML 2022), "Linear Complexity Randomized
+    Self-attention Mechanism")
 
     .. math::
 

@@ -246,8 +246,8 @@ class RFA:
     features); with causal masking the sums run over :math:`m \le n` (prefix
     sums, Katharopoulos et al. 2020). With :class:`~rfkit.features.Positive`
     features it is self-normalised importance sampling with proposal
-    :math:`\mathcal N(0, I)` (Zheng et al., ICML 2022; THEORY.md §8): consistent,
-    with bias :math:`O(1/m)` (THEORY.md §9).
+    :math:`\mathcal N(0, I)` (Zheng, Wang & Kong (ICML 2022)): consistent,
+    with bias :math:`O(1/m)` (docs page *Theory*, section 3).
 
     Numerics: features are scaled, :math:`\phi(x) = e^{s(x)}u(x)`. The query
     scale :math:`e^{s(q_n)}` cancels in the ratio; the key scales are shifted by a

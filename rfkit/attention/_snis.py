@@ -45,7 +45,7 @@ class SNIS:
         w_{ns} = \frac{\tilde p_n(\omega_s)}{q(\omega_s)},\qquad
         q(\omega) = \sum_c \lambda_c\,\mathcal N(\omega; \mu_c, I),
 
-    with :math:`\tilde p_n, f_n` as in THEORY.md §8 (Zheng, Wang, Kong, ICML 2022,
+    with :math:`\tilde p_n, f_n` as in :mod:`rfkit.attention._importance` (Zheng, Wang & Kong (ICML 2022),
     §3: "RFA is SNIS with proposal :math:`\mathcal N(0, I)`"). Samples are shared by
     all queries (linear cost). Sample ``s`` comes from component ``s mod C`` and
     :math:`\lambda_c` is the fraction of samples from component ``c``
@@ -72,7 +72,7 @@ class SNIS:
         RFA with :class:`~rfkit.features.Positive` features (identical up to
         round-off, bidirectional and causal). ``"chunk-mean"``: :math:`\mu_c =
         \tilde q_c + \tilde k_c`, the means of ``n_chunks`` contiguous chunks of the
-        queries and of the keys (LARA's proposals, THEORY.md §8; with a key padding
+        queries and of the keys (LARA's proposals; with a key padding
         mask, chunks of the unmasked keys). An array of shape (C, d) or (..., C, d):
         explicit means (of the inputs' library and device).
     n_samples : int, default=64

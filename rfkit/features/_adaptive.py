@@ -2,8 +2,8 @@ r"""Data-adaptive parameters: the CEXP/HCEXP matrix :math:`A` and OPRF's :math:`
 
 CEXP/HCEXP estimate :math:`\mathrm{SM}(x, y)` with :math:`\phi^{+}` / :math:`\phi^{++}`
 applied to :math:`Ax` and :math:`A^{-\top}y` (unbiased for any invertible
-:math:`A`); the MSE grows with :math:`\|Ax + A^{-\top}y\|^2` (seed 004 Lemma 3.1,
-THEORY.md §4), so :math:`A` is chosen to make it small on the data.
+:math:`A`); the MSE grows with :math:`\|Ax + A^{-\top}y\|^2` (Blackwelder (2024),
+Lemma 3.1), so :math:`A` is chosen to make it small on the data.
 """
 
 from __future__ import annotations
@@ -58,15 +58,15 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
     rule : {"mean", "variance", "identity"}
         ``"mean"``: :math:`A_{ii} = \sqrt{|\mu_{y,i}| / |\mu_{x,i}|}`, the exact
         minimiser of :math:`\|A\mu_x + A^{-\top}\mu_y\|^2` over positive diagonal
-        :math:`A` (seed 004 / HRF; derivation THEORY.md §4; the reciprocal rule is
+        :math:`A` (Blackwelder (2024); Choromanski et al. (ICLR 2022); the reciprocal rule is
         wrong). ``"variance"``: :math:`A_{ii} = \big((\sigma^2_{y,i}+\mu^2_{y,i}) /
         (\sigma^2_{x,i}+\mu^2_{x,i})\big)^{1/4}`, the minimiser of
-        :math:`\mathbb E\|Ax\|^2 + \mathbb E\|A^{-\top}y\|^2` (seed 004 Lemma 3.4;
+        :math:`\mathbb E\|Ax\|^2 + \mathbb E\|A^{-\top}y\|^2` (Blackwelder (2024), Lemma 3.4;
         it minimises the expected exponent, not the expected MSE). Here
         :math:`x` are queries and :math:`y` keys; :math:`\sigma^2` are the
         per-coordinate sample variances (divisor ``n - ddof``).
     ddof : int, default=1
-        Delta degrees of freedom of the variance estimate (seed 004 uses the
+        Delta degrees of freedom of the variance estimate (Blackwelder (2024) uses the
         unbiased estimator, ``ddof=1``).
 
     Returns
@@ -125,7 +125,7 @@ def check_nondegenerate(diag: np.ndarray, message: Any) -> np.ndarray:
 
 
 def oprf_optimal_A(Q: Any, K: Any) -> float:
-    r"""Data-averaged optimal OPRF/FAVOR++ parameter :math:`A^*` (THEORY.md §6).
+    r"""Data-averaged optimal OPRF/FAVOR++ parameter :math:`A^*` (Likhosherstov et al. (NeurIPS 2022)).
 
     .. math::
 

@@ -64,7 +64,7 @@ __all__ = ["ADERF", "SDERF", "SDERFDraw", "aderf_optimal", "sderf_optimal_A"]
 
 def _oprf_root(rho: np.ndarray | float) -> np.ndarray:
     r""":math:`\tfrac1{16}\big(1-2\rho-\sqrt{(2\rho+1)^2+8\rho}\big)`, the minimiser of
-    :math:`\tfrac d2\log\frac{(1-4a)^2}{1-8a} + \frac{d\rho}{1-8a}` over :math:`a < 1/8` (THEORY.md §6)."""
+    :math:`\tfrac d2\log\frac{(1-4a)^2}{1-8a} + \frac{d\rho}{1-8a}` over :math:`a < 1/8` (Likhosherstov et al. (NeurIPS 2022); docs page *Theory*, section 1b)."""
     r = np.asarray(rho, dtype=np.float64)
     return (1.0 - 2.0 * r - np.sqrt((2.0 * r + 1.0) ** 2 + 8.0 * r)) / 16.0
 

@@ -1,4 +1,4 @@
-r"""Deterministic polynomial maps: Taylor truncation and the limit definition (seed 003, THEORY.md §7).
+r"""Deterministic polynomial maps: Taylor truncation and the limit definition (docs page *Theory*, section 2).
 
 Both are *deterministic*: zero variance, the only error is the truncation bias.
 
@@ -171,7 +171,7 @@ class _MonomialMap(FeatureMap):
 
 @dataclasses.dataclass(frozen=True)
 class Taylor(_MonomialMap):
-    r"""Deterministic Taylor-truncation map of degree :math:`n` (seed 003; THEORY.md §7).
+    r"""Deterministic Taylor-truncation map of degree :math:`n` (docs page *Theory*, section 2).
 
     :math:`\phi_T(x)^\top\phi_T(y) = \sum_{j=0}^n (x^\top y)^j/j!`. Relative error
     :math:`|e^t - T_n(t)|/e^t \le \frac{|t|^{n+1}}{(n+1)!}e^{\max(-t, 0)}`.
@@ -213,7 +213,7 @@ class Taylor(_MonomialMap):
 
 @dataclasses.dataclass(frozen=True)
 class Limit(_MonomialMap):
-    r"""Deterministic limit-definition map :math:`(1 + x^\top y/n)^n` (seed 003; THEORY.md §7).
+    r"""Deterministic limit-definition map :math:`(1 + x^\top y/n)^n` (docs page *Theory*, section 2).
 
     Relative error for :math:`t > -n`:
     :math:`0 \le 1 - (1+t/n)^n e^{-t} \le t^2/(2(n + \min(t, 0)))`.

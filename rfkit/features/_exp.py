@@ -12,7 +12,7 @@ All share one form. With :math:`u' = Mu` (:math:`M = A` for queries,
 (:math:`a = 0` except OPRF, GERF and SADERF), and the hyperbolic variants use both signs
 :math:`\pm\omega_i^\top u'` with :math:`1/\sqrt{2m}`. Then
 :math:`\mathbb E[\phi(x)^\top\phi(y)] = \exp(x^\top y)` for every :math:`\omega_i \sim
-\mathcal N(0, I_d)` marginally (Performer Lemma 1; seed 004; THEORY.md §2, §4, §6).
+\mathcal N(0, I_d)` marginally (Choromanski et al. (ICLR 2021), Lemma 1; Choromanski et al. (ICLR 2022); Likhosherstov et al. (NeurIPS 2022)).
 Features are built in log space: nothing overflows for any input norm.
 """
 
@@ -89,7 +89,7 @@ class Positive(_ExpMap):
     :math:`\Lambda = e^{-(\|x\|^2+\|y\|^2)/2}`. Unbiased and strictly positive for
     ``projection`` in {"iid", "orthogonal", "qmc"}; MSE
     :math:`\frac1m\Lambda^2(e^{2\|z\|^2} - e^{\|z\|^2})` for iid :math:`\omega`
-    (Choromanski et al. 2021, "Performer", Lemma 1-2; THEORY.md §2).
+    (Choromanski et al. (ICLR 2021), Lemmas 1-2).
 
     Parameters
     ----------
@@ -123,7 +123,7 @@ class Hyperbolic(_ExpMap):
         \qquad \widehat{\mathrm{SM}} = \Lambda\,\frac1m\sum_i\cosh(\omega_i^\top(x+y)).
 
     Feature dimension ``2m``; MSE :math:`\frac1{2m}\Lambda^2(e^{\|z\|^2}-1)^2`
-    (Performer Lemma 2; THEORY.md §2). Seed 004 calls this map "PRF"; PRF is
+    (Choromanski et al. (ICLR 2021), Lemma 2). Blackwelder (2024) calls this map "PRF"; PRF is
     :class:`Positive`.
 
     Parameters
@@ -175,14 +175,14 @@ class _AdaptiveExpMap(_ExpMap):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CEXP(_AdaptiveExpMap):
-    r"""CEXP: positive features of :math:`Ax` and :math:`A^{-\top}y` (HRF, seed 004).
+    r"""CEXP: positive features of :math:`Ax` and :math:`A^{-\top}y` (Choromanski et al. (ICLR 2022); Blackwelder (2024)).
 
     .. math:: \widehat{\mathrm{SM}}^{\rm cexp}_{A,m}(x, y) = \Psi^m_A(x)^\top\Psi^m_{A^{-\top}}(y),
         \quad \Psi^m_M(u) = \frac{e^{-\|Mu\|^2/2}}{\sqrt m}\big(e^{\omega_i^\top Mu}\big)_i .
 
     Unbiased for every invertible :math:`A` since :math:`(Ax)^\top A^{-\top}y = x^\top y`;
     MSE :math:`\frac1m e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})`,
-    :math:`z_A = Ax + A^{-\top}y` (seed 004 Lemma 3.1; THEORY.md §4).
+    :math:`z_A = Ax + A^{-\top}y` (Blackwelder (2024), Lemma 3.1).
 
     Parameters
     ----------
@@ -202,10 +202,10 @@ class CEXP(_AdaptiveExpMap):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HCEXP(_AdaptiveExpMap):
-    r"""HCEXP: hyperbolic features of :math:`Ax` and :math:`A^{-\top}y` (seed 004).
+    r"""HCEXP: hyperbolic features of :math:`Ax` and :math:`A^{-\top}y` (Blackwelder (2024)).
 
-    MSE :math:`\frac1{2m}e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})^2` (seed 004
-    Lemma 3.1; THEORY.md §4). Parameters as :class:`CEXP`; feature dimension ``2m``.
+    MSE :math:`\frac1{2m}e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})^2` (Blackwelder (2024),
+    Lemma 3.1). Parameters as :class:`CEXP`; feature dimension ``2m``.
     """
 
     n_features: int
@@ -216,7 +216,7 @@ class HCEXP(_AdaptiveExpMap):
 
 @dataclasses.dataclass(frozen=True)
 class OPRF(_ExpMap):
-    r"""Optimal positive random features (FAVOR++; Likhosherstov et al. 2022, THEORY.md §6).
+    r"""Optimal positive random features (FAVOR++; Likhosherstov et al. (NeurIPS 2022)).
 
     .. math:: \phi(u) = \frac{(1-4A)^{d/4}}{\sqrt m}
         \Big(\exp\big(A\|\omega_i\|^2 + \sqrt{1-4A}\,\omega_i^\top u - \tfrac12\|u\|^2\big)\Big)_{i\le m}.

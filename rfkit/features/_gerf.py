@@ -10,7 +10,7 @@ for :math:`\omega \sim \mathcal N(0, I_d)`,
     f^{(2)}(\omega, y) = D\,e^{A\|\omega\|^2 + sB\omega^\top y + C\|y\|^2},
 
 with :math:`s \in \{+1, -1\}`, :math:`B = \sqrt{s(1-4A)}`, :math:`D = (1-4A)^{d/4}` and, for the
-softmax kernel, :math:`C = -s/2` (THEORY.md §6). rfkit implements real :math:`A`:
+softmax kernel, :math:`C = -s/2` (Likhosherstov et al. (NeurIPS 2022); docs page *Theory*, section 1a). rfkit implements real :math:`A`:
 
 * :math:`s = +1`: positive features; this is OPRF (:class:`~rfkit.features.OPRF`), the optimum
   :math:`A^*` having the closed form :func:`~rfkit.features.oprf_optimal_A`;

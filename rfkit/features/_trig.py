@@ -1,4 +1,4 @@
-r"""Trigonometric random features for the softmax kernel (Performer eq. 5, THEORY.md §1).
+r"""Trigonometric random features for the softmax kernel (Rahimi & Recht (NeurIPS 2007); Choromanski et al. (ICLR 2021), eq. (5)).
 
 .. math::
 
