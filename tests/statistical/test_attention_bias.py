@@ -1,6 +1,6 @@
 """RFA is a ratio (SNIS) estimator: its bias is O(1/S), so S * bias is constant across S.
 
-THEORY.md §9: Bias(RFA_S) = -1^T G (v - a 1) / (S Z^2) + O(S^-2), with
+Docs page *Theory*, section 3: Bias(RFA_S) = -1^T G (v - a 1) / (S Z^2) + O(S^-2), with
 G_mm' = exp(|q|^2 + 2 q.k_m + 2 q.k_m' + k_m.k_m'). Verified regime: d = 4, M = 8,
 scale 0.35 (E[X^2]/E[X]^2 = 1.31). Tolerances are 5 combined Monte Carlo standard
 errors with fixed seeds.
@@ -18,7 +18,7 @@ Z_TOL = 5.0
 
 
 def problem():
-    rng = np.random.default_rng(0)  # THEORY.md snippet 12's data
+    rng = np.random.default_rng(0)  # the data of the verified regime below
     d, M = 4, 8
     q = 0.35 * rng.normal(size=d)
     K = 0.35 * rng.normal(size=(M, d))

@@ -1,7 +1,7 @@
 """Unbiasedness of RA (and detection of a wrong noise scale) and of LARA's numerator/denominator.
 
 Every comparison uses 5 Monte Carlo standard errors with fixed seeds; tolerances are
-never tuned to the observed values (THEORY.md §8, §12 rows 114-122).
+never tuned to the observed values (Zheng, Wang & Kong (ICML 2022)).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def lara_problem(seed=135_792_468, n=16, d=4, dv=2, scale=0.5):
     ids=["lara-optimal", "lara-balance", "lara-optimal-k3", "snis-chunk-mean", "snis-standard"],
 )
 def test_numerator_and_denominator_unbiased(est):
-    """E[D_n] = Z_n and E[N_n] = Z_n Attn(q_n) for every query (THEORY.md §8, MIS with sum_c alpha = 1)."""
+    """E[D_n] = Z_n and E[N_n] = Z_n Attn(q_n) for every query (Zheng, Wang & Kong (ICML 2022): MIS with sum_c alpha = 1)."""
     Q, K, V = lara_problem()
     T = 6000
     # T independent trials as T 'heads' with independent noise per head

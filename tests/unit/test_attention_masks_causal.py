@@ -5,7 +5,7 @@
   depend on the keys; chunk-mean proposals are the chunks of the unmasked keys).
 * Causal equals the prefix loop (row i = the estimator on keys 0..i, same draws) where the
   draws do not depend on the data; causal chunk-mean SNIS and causal LARA are checked against
-  their definition (dense weights, THEORY.md §8 and the LARA docstring), and row i is
+  their definition (dense weights, Zheng, Wang & Kong (ICML 2022) and the LARA docstring), and row i is
   bit-identical when anything after position i changes.
 * Memory stays linear in n (tracemalloc at two lengths).
 """

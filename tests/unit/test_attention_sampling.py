@@ -77,7 +77,7 @@ def test_snis_chunk_mean_equals_lara_balance():
 
 
 def test_lara_matches_direct_formula():
-    """LARA's weights exactly as THEORY.md §8 (boxed alpha), recomputed densely here."""
+    """LARA's weights exactly as Zheng, Wang & Kong (ICML 2022) define alpha, recomputed densely here."""
     rng = np.random.default_rng(77)
     n, d, C, k = 12, 3, 3, 2
     Q, K = 0.5 * rng.standard_normal((2, n, d))

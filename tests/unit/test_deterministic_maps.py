@@ -68,7 +68,7 @@ def test_converge_to_exp_as_degree_grows(rng):
     assert all(b < a for a, b in zip(err_t, err_t[1:]))
     assert all(b < a for a, b in zip(err_l, err_l[1:]))
     t = X @ Y.T
-    for n in (4, 8):  # Lagrange remainder bound (THEORY.md §7)
+    for n in (4, 8):  # Lagrange remainder bound (docs page *Theory*, section 2)
         rel = np.abs(rk.features.Taylor(n).sample(4).kernel(X, Y) / exact - 1)
         assert np.all(rel <= np.abs(t) ** (n + 1) / factorial(n + 1) * np.exp(np.maximum(-t, 0)) + 1e-12)
 
