@@ -56,8 +56,9 @@ from ..exceptions import (
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import host_matrix
 from ._base import FeatureMap
-from ._draw import FeatureDraw, Features, paired_logsumexp, project
+from ._draw import FeatureDraw, Features
 from ._exp import _check_common, _ExpMap
+from ._ops import paired_logsumexp, project
 
 __all__ = ["ADERF", "SDERF", "SDERFDraw", "aderf_optimal", "sderf_optimal_A"]
 

@@ -30,7 +30,8 @@ from ..exceptions import InvalidParameterError, NotFittedError, RFKitWarning, Sh
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
 from ._base import FeatureMap
-from ._draw import ExpForm, FeatureDraw, Features, paired_logsumexp, project
+from ._draw import ExpForm, FeatureDraw, Features
+from ._ops import paired_logsumexp, project
 from ._optimal import gerf_optimal_A
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]

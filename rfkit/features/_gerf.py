@@ -47,8 +47,9 @@ from .._validation import check_real
 from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError
 from ._adaptive import _pair_moments, check_nondegenerate, fourth_root_ratio, validate_A
 from ._base import FeatureMap
-from ._draw import FeatureDraw, Features, project
+from ._draw import FeatureDraw, Features
 from ._exp import ExpDraw, _check_common, _ExpMap
+from ._ops import project
 from ._optimal import check_sign, gerf_optimal_A
 
 __all__ = ["GERF", "SADERF", "GERFTrigDraw", "saderf_parameters"]

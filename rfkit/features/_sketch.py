@@ -39,7 +39,8 @@ from .._backend import get_backend
 from .._random import check_rng
 from .._validation import check_int, check_n_features, check_option, check_real
 from ._base import FeatureMap
-from ._draw import FeatureDraw, project
+from ._draw import FeatureDraw
+from ._ops import project
 
 __all__ = ["RandomMaclaurin", "TensorSketch", "MaclaurinDraw", "TensorSketchDraw", "DISTRIBUTIONS"]
 

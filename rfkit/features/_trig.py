@@ -22,7 +22,8 @@ from .._backend import get_backend
 from .._validation import check_n_features, check_option
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._base import FeatureMap
-from ._draw import FeatureDraw, Features, iter_chunks, project
+from ._draw import FeatureDraw, Features
+from ._ops import iter_chunks, project
 
 __all__ = ["Trig", "TrigDraw"]
 
