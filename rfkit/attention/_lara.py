@@ -27,15 +27,11 @@ from ._importance import (
     IS_BLOCK_ELEMS,
     ISJob,
     causal_sample_attention,
-    check_means,
-    chunk_means,
     importance_sampling,
     jobs_of,
-    mixture_offsets,
-    mixture_samples,
-    noise,
     sampled_result,
 )
+from ._proposals import check_means, chunk_means, mixture_offsets, mixture_samples, noise
 from ._result import AttentionResult
 
 __all__ = ["LARA"]

@@ -18,17 +18,8 @@ from .._random import check_rng
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
 from ._common import QKV, check_qkv, check_shared_options, threads_of
-from ._importance import (
-    causal_sample_attention,
-    check_means,
-    chunk_means,
-    importance_sampling,
-    jobs_of,
-    mixture_offsets,
-    mixture_samples,
-    noise,
-    sampled_result,
-)
+from ._importance import causal_sample_attention, importance_sampling, jobs_of, sampled_result
+from ._proposals import check_means, chunk_means, mixture_offsets, mixture_samples, noise
 from ._result import AttentionResult
 
 __all__ = ["SNIS"]
