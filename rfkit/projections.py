@@ -74,7 +74,7 @@ Kinds
     :math:`\mathcal N(0, I_d)` and estimators stay **unbiased**. Cost :math:`O(d^2)` per block
     and sweep; no closed-form MSE (directions depend on all norms of the block): measure it
     with :func:`rfkit.theory.check`-style simulation. For positive features it lowers the
-    MSE a further 5-20 % below ``"simplex"`` at moderate norms (docs/theory.md).
+    MSE a further 5-20 % below ``"simplex"`` at moderate norms (docs page *Theory*, section 1a).
 ``"structured"``
     Structured orthogonal random features (SORF, Yu et al. 2016): directions are
     the rows of :math:`H D_1 H D_2 H D_3` (normalised Walsh-Hadamard :math:`H` of

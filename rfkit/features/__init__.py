@@ -32,7 +32,8 @@ A map of your own subclasses :class:`FeatureMap` (``feature_dim`` and the hook
 
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
 from ._base import FeatureMap
-from ._derf import ADERF, SDERF, aderf_optimal, sderf_eig, sderf_optimal_A
+from ._derf import ADERF, SDERF, sderf_eig
+from ._derf_optimal import aderf_optimal, sderf_optimal_A
 from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polynomial
 from ._draw import ExpForm, FeatureDraw, Features
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive

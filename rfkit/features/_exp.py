@@ -231,7 +231,7 @@ class OPRF(_ExpMap):
     :math:`1/\sqrt{2m}`): :math:`\widehat{\mathrm{SM}} = \Lambda(1-4A)^{d/2}\frac1m\sum_i
     e^{2A\|\omega_i\|^2}\cosh(\sqrt{1-4A}\,\omega_i^\top(x+y))`, unbiased for :math:`A < 1/4`, with
     relative second moment :math:`\tfrac12\big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}\big(e^{-\|z\|^2} +
-    e^{\|z\|^2/(1-8A)}\big)` per direction (docs/theory.md, "Hyperbolic OPRF"; ``A=0`` is
+    e^{\|z\|^2/(1-8A)}\big)` per direction (docs page *Theory*, section 1a, "Hyperbolic OPRF"; ``A=0`` is
     :class:`Hyperbolic`). Its ``A=None`` optimum is not affine in the data and is found
     numerically by :func:`gerf_optimal_A` (``hyperbolic=True``).
 

@@ -29,7 +29,7 @@ Dubey, Liu, Sarlos, Weller, "FAVOR#: Sharp Attention Kernel Approximations via N
 Positive Random Features", 2023): the positive GERF applied to :math:`\Psi x` and
 :math:`\Psi^{-1}y` with a diagonal :math:`\Psi` (unbiased since :math:`(\Psi x)^\top\Psi^{-1}y = x^\top y`).
 Both :math:`\Psi` and :math:`A` are fitted to the data by minimising the mean over query/key pairs
-of :math:`\log\mathbb E[(f^{(1)}f^{(2)})^2]`; the objective separates (docs/theory.md, "SADERF"):
+of :math:`\log\mathbb E[(f^{(1)}f^{(2)})^2]`; the objective separates (docs page *Theory*, section 1a, "SADERF"):
 :math:`\Psi_{ll}^4 = \overline{y_l^2}/\overline{x_l^2}` for every :math:`A`, then :math:`A^*` from the
 transformed data.
 """
@@ -82,7 +82,7 @@ class GERF(_ExpMap):
     directions is :math:`\frac1m\big(K(A)\,e^{\|x+y\|^2/(1-8A)} - 1\big)` (``s=1``) and
     :math:`\frac1m\big(\tfrac12K(A)(e^{\|x-y\|^2} + e^{-\|x-y\|^2/(1-8A)}) - 1\big)` (``s=-1``), with
     :math:`K(A) = \big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}`, finite iff :math:`A < 1/8`
-    (:func:`rfkit.theory.mse`; derivation in docs/theory.md, "GERF").
+    (:func:`rfkit.theory.mse`; derivation on the docs page *Theory*, section 1a, "GERF").
 
     Parameters
     ----------
@@ -221,7 +221,7 @@ def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.nda
     :math:`\tfrac d2\log\frac{(1-4A)^2}{1-8A} + \frac{1}{1-8A}\big(\overline{\|\Psi x\|^2}+\overline{\|\Psi^{-1}y\|^2}\big)
     + \dots` with the remaining terms free of :math:`\Psi`, so :math:`\Psi` minimises
     :math:`\overline{\|\Psi x\|^2}+\overline{\|\Psi^{-1}y\|^2}` for every :math:`A < 1/8` (FAVOR# eq. for
-    :math:`\Psi^*`; derivation in docs/theory.md, "SADERF"). :math:`O(nd)`, computed on the data's device.
+    :math:`\Psi^*`; derivation on the docs page *Theory*, section 1a, "SADERF"). :math:`O(nd)`, computed on the data's device.
 
     Parameters
     ----------

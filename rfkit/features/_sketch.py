@@ -24,7 +24,7 @@ concatenates independent sketches of every degree :math:`j \le n` scaled by
 :math:`T_n(x^\top y) = \sum_{j\le n}(x^\top y)^j/j!`.
 
 Both maps are signed: features are returned as sign and log-magnitude (in log space for
-any input norm). Exact variances: docs/theory.md and :func:`rfkit.theory.mse`.
+any input norm). Exact variances: docs page *Theory*, section 1c, and :func:`rfkit.theory.mse`.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class RandomMaclaurin(FeatureMap):
 
     .. math:: m\,\mathrm{Var}\,\hat K = \frac{I_0\big(2\sqrt{\kappa/r}\big)}{1-r} - e^{2x^\top y}
 
-    (:math:`I_0` the modified Bessel function; derived in docs/theory.md §8). With
+    (:math:`I_0` the modified Bessel function; derived on the docs page *Theory*, section 1c). With
     ``max_degree=K`` the measure is truncated to :math:`n \le K` (renormalised) and the map is
     unbiased for :math:`T_K(x^\top y) = \sum_{n\le K}(x^\top y)^n/n!` instead of
     :math:`e^{x^\top y}` (its MSE for :math:`e^{x^\top y}` then includes the truncation bias).
@@ -287,7 +287,7 @@ class TensorSketch(FeatureMap):
     :math:`j` independent count sketches of :math:`x` (fully random hashes
     :math:`h:[d]\to[D]` and signs), independent across degrees. Unbiased for
     :math:`T_n`; as an estimator of :math:`e^{x^\top y}` it carries the truncation bias
-    :math:`T_n(t) - e^t`. Exact variance (derived in docs/theory.md §8; it depends on
+    :math:`T_n(t) - e^t`. Exact variance (derived on the docs page *Theory*, section 1c; it depends on
     the parity of :math:`D`): :math:`\mathrm{Var} = \sum_{j=1}^n V_j/(j!)^2` with
 
     .. math:: V_j = \frac{(c+w_3)^j + (c+w_4)^j - 2c^j}{D}
