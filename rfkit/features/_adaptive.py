@@ -161,19 +161,22 @@ def host_matrix(A: Any, owner: str, name: str, what: str, *, scalar: bool = Fals
     return np.array(arr, dtype=np.float64)
 
 
-def validate_A(A: Any, owner: str, name: str = "A") -> np.ndarray:
-    """Validate an explicit CEXP matrix: diagonal (d,) or full (d, d), finite, invertible."""
+def validate_A(
+    A: Any, owner: str, name: str = "A", need: str = "the estimator needs its inverse"
+) -> np.ndarray:
+    """Validate an explicit invertible matrix (CEXP's ``A``, ADERF's ``G``): diagonal (d,) or (d, d), finite.
+
+    Raises :class:`~rfkit.exceptions.SingularMatrixError` (saying what ``need`` s the inverse)
+    when the reciprocal condition number is below machine epsilon, and warns
+    (:class:`~rfkit.exceptions.IllConditionedWarning`) below 1e-12. Read-only float64 result.
+    """
     arr = host_matrix(A, owner, name, "a diagonal (d,) or a square (d, d) array")
-    if arr.ndim == 1:
-        mags = np.abs(arr)
-        smin, smax = float(mags.min()), float(mags.max())
-    else:
-        sv = np.linalg.svd(arr, compute_uv=False)
-        smin, smax = float(sv.min()), float(sv.max())
-    rcond = smin / smax if smax > 0 else 0.0
+    sv = np.abs(arr) if arr.ndim == 1 else np.linalg.svd(arr, compute_uv=False)
+    smax = float(sv.max())
+    rcond = float(sv.min()) / smax if smax > 0 else 0.0
     if rcond <= np.finfo(np.float64).eps:
         raise SingularMatrixError(
-            f"`{name}` is singular (rcond={rcond:.3g}) in {owner}; the estimator needs its inverse. Pass an invertible {name}."
+            f"`{name}` is singular (rcond={rcond:.3g}) in {owner}; {need}. Pass an invertible {name}."
         )
     if rcond < 1e-12:
         warnings.warn(

@@ -39,23 +39,20 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import get_backend, to_numpy
+from .._backend import get_backend
 from .._validation import (
-    as_float_array,
     check_n_features,
     check_option,
     check_real,
     check_same_dim,
 )
 from ..exceptions import (
-    IllConditionedWarning,
     InvalidParameterError,
     RFKitWarning,
     ShapeError,
-    SingularMatrixError,
 )
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
-from ._adaptive import host_matrix
+from ._adaptive import host_matrix, validate_A
 from ._base import FeatureMap
 from ._derf_optimal import aderf_optimal, oprf_root, sderf_optimal_A, second_moments
 from ._draw import FeatureDraw, Features
@@ -67,29 +64,7 @@ __all__ = ["ADERF", "SDERF", "SDERFDraw", "aderf_optimal", "sderf_optimal_A"]
 
 def _validate_G(G: Any, owner: str) -> np.ndarray:
     """An explicit ADERF matrix G: diagonal (d,) or full (d, d), finite and invertible."""
-    arr = np.asarray(to_numpy(G)) if not isinstance(G, np.ndarray) and hasattr(G, "shape") else G
-    arr = as_float_array(arr, "G")
-    if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
-        raise ShapeError(
-            f"The `G` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; got shape {arr.shape}."
-        )
-    arr = np.array(arr, dtype=np.float64)
-    sv = np.abs(arr) if arr.ndim == 1 else np.linalg.svd(arr, compute_uv=False)
-    smax = float(sv.max())
-    rcond = float(sv.min()) / smax if smax > 0 else 0.0
-    if rcond <= np.finfo(np.float64).eps:
-        raise SingularMatrixError(
-            f"The `G` parameter of {owner} is singular (rcond={rcond:.3g}); the key side needs G^-T. "
-            "Pass an invertible G."
-        )
-    if rcond < 1e-12:
-        warnings.warn(
-            f"The `G` parameter of {owner} is ill-conditioned (rcond={rcond:.3g}); G^-T y may lose precision.",
-            IllConditionedWarning,
-            stacklevel=4,
-        )
-    arr.setflags(write=False)
-    return arr
+    return validate_A(G, owner, "G", "the key side needs G^-T")
 
 
 def _check_a(a: float, owner: str) -> float:
