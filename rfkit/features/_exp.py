@@ -31,7 +31,7 @@ from ..projections import PROJECTIONS, sample_projection, sample_projection_stre
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
 from ._base import FeatureMap
 from ._draw import ExpForm, FeatureDraw, Features
-from ._ops import paired_logsumexp, project
+from ._ops import block_projection, paired_logsumexp, project
 from ._optimal import gerf_optimal_A
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
@@ -380,14 +380,8 @@ class ExpDraw(FeatureDraw):
         xp = bk.xp
         U = self._map(X, side)
         W, e, c = self.linear_form_like(U)
-        lead = tuple(U.shape[:-1])
-        d = U.shape[-1]
-        Uf = xp.reshape(U, (-1, d))
+        Uf, WT, T, D, unflatten = block_projection(bk, U, W)
         N = int(Uf.shape[0])
-        batched = W.ndim == 3
-        T = int(W.shape[0]) if batched else 1
-        D = int(W.shape[-2])
-        WT = xp.matrix_transpose(xp.reshape(W, (T * D, d)) if batched else W)
         e3 = None if e is None else xp.reshape(e, (T, D))
         out = bk.empty((N, T, D), U.dtype)
         ls = bk.empty((N, T), U.dtype)
@@ -403,10 +397,7 @@ class ExpDraw(FeatureDraw):
             ls[rows, ...] = rm + (c - 0.5 * xp.sum(u * u, axis=-1))[:, None]
 
         bk.run_blocks(one, bk.row_blocks(N, T * D))
-        if not batched:
-            return Features(values=xp.reshape(out, lead + (D,)), log_scale=xp.reshape(ls, lead))
-        values = xp.moveaxis(xp.reshape(out, lead + (T, D)), -2, 0)
-        return Features(values=values, log_scale=xp.moveaxis(xp.reshape(ls, lead + (T,)), -1, 0))
+        return Features(values=unflatten(out), log_scale=unflatten(ls[..., None])[..., 0])
 
     def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
         xp = get_backend(("X", X)).xp

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._backend import Backend, get_backend
 
-__all__ = ["project", "iter_chunks", "fast_logsumexp", "paired_logsumexp"]
+__all__ = ["project", "block_projection", "iter_chunks", "fast_logsumexp", "paired_logsumexp"]
 
 # Work arrays in chunked reductions stay below this many elements (~16 MiB in float64).
 _CHUNK_ELEMS = 1 << 21
@@ -73,6 +73,31 @@ def paired_logsumexp(
     bk.run_blocks(block, chunks)
     res = xp.reshape(out, (T,) + lead)
     return res if batched else res[0, ...]
+
+
+def block_projection(bk: Backend, U: Any, W: Any) -> tuple[Any, Any, int, int, Callable[[Any], Any]]:
+    """Set up a row-blocked product ``U @ W.T`` with the draws side by side.
+
+    ``U`` (..., n, d) and ``W`` (m, d) or (T, m, d) on one backend. Returns ``Uf`` (N, d)
+    (the rows of ``U``), ``WT`` (d, T m) (so that ``Uf[rows] @ WT`` reshaped to (-1, T, m) is
+    the projection of a row block for every draw), ``T`` (1 for a single draw), ``m`` and
+    ``unflatten``, which turns an (N, T, k) result into ([T,] ..., n, k).
+    """
+    xp = bk.xp
+    lead = tuple(U.shape[:-1])
+    d = U.shape[-1]
+    batched = W.ndim == 3
+    T = int(W.shape[0]) if batched else 1
+    m = int(W.shape[-2])
+    WT = xp.matrix_transpose(xp.reshape(W, (T * m, d)) if batched else W)
+
+    def unflatten(a: Any) -> Any:
+        k = int(a.shape[-1])
+        if not batched:
+            return xp.reshape(a, lead + (k,))
+        return xp.moveaxis(xp.reshape(a, lead + (T, k)), -2, 0)
+
+    return xp.reshape(U, (-1, d)), WT, T, m, unflatten
 
 
 def iter_chunks(total: int, per_item: int, budget: int = _CHUNK_ELEMS) -> Iterator[slice]:

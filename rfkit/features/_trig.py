@@ -23,7 +23,7 @@ from .._validation import check_n_features, check_option
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._base import FeatureMap
 from ._draw import FeatureDraw, Features
-from ._ops import iter_chunks, project
+from ._ops import block_projection, iter_chunks, project
 
 __all__ = ["Trig", "TrigDraw"]
 
@@ -87,13 +87,8 @@ class TrigDraw(FeatureDraw):
         xp = bk.xp
         W = self.param("W", self.projection, X)
         lead = tuple(X.shape[:-1])
-        d = X.shape[-1]
-        Xf = xp.reshape(X, (-1, d))
+        Xf, WT, T, m, unflatten = block_projection(bk, X, W)
         N = int(Xf.shape[0])
-        batched = W.ndim == 3
-        T = int(W.shape[0]) if batched else 1
-        m = int(W.shape[-2])
-        WT = xp.matrix_transpose(xp.reshape(W, (T * m, d)) if batched else W)
         values = bk.empty((N, T, 2 * m), X.dtype)
         ls = bk.empty((N,), X.dtype)
 
@@ -105,9 +100,9 @@ class TrigDraw(FeatureDraw):
             ls[rows] = 0.5 * xp.sum(x * x, axis=-1) - self._logm
 
         bk.run_blocks(one, bk.row_blocks(N, T * 3 * m))
-        if not batched:
-            return Features(values=xp.reshape(values, lead + (2 * m,)), log_scale=xp.reshape(ls, lead))
-        vals = xp.moveaxis(xp.reshape(values, lead + (T, 2 * m)), -2, 0)
+        vals = unflatten(values)
+        if W.ndim == 2:
+            return Features(values=vals, log_scale=xp.reshape(ls, lead))
         log_scale = xp.broadcast_to(xp.reshape(ls, lead), (T,) + lead) + xp.zeros_like(vals[..., 0])
         return Features(values=vals, log_scale=log_scale)
 
