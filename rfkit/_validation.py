@@ -26,6 +26,7 @@ __all__ = [
     "as_float_array",
     "check_points",
     "check_same_dim",
+    "check_point_pair",
     "check_square_norms",
     "float_dtype",
     "exp_checked",
@@ -110,6 +111,44 @@ def check_points(
     if dim is not None and arr.shape[-1] != dim:
         raise ShapeError(f"`{name}` has d={arr.shape[-1]} but these features were sampled for dim={dim}.")
     return arr
+
+
+def check_point_pair(
+    X: Any,
+    Y: Any,
+    owner: str,
+    *,
+    dim: int | None = None,
+    check_finite: bool = True,
+    paired: bool = False,
+) -> tuple[Any, Any, Any]:
+    """Validate the two point sets of a kernel-type call: ``X`` (..., n, d) and ``Y`` (..., m, d).
+
+    One backend for both (:func:`rfkit._backend.get_backend`); each a float point array
+    (:func:`check_points`, last axis ``dim`` when given); a shared last axis; broadcastable
+    batch axes (``paired=True``: equal row counts and broadcastable leading axes, rows taken
+    pairwise); with ``check_finite``, squared norms that fit the dtype
+    (:func:`check_square_norms`). Returns ``X`` and ``Y`` in their common float dtype and the
+    backend.
+    """
+    bk = get_backend(("X", X), ("Y", Y))
+    X = check_points(X, "X", dim=dim, check_finite=check_finite, backend=bk)
+    Y = check_points(Y, "Y", dim=dim, check_finite=check_finite, backend=bk)
+    check_same_dim(X, Y, "X", "Y")
+    if paired:
+        if X.shape[-2] != Y.shape[-2]:
+            raise ShapeError(
+                f"`X` and `Y` must have the same number of rows for pairwise(): "
+                f"{X.shape[-2]} != {Y.shape[-2]} (X.shape={tuple(X.shape)}, Y.shape={tuple(Y.shape)})."
+            )
+        check_broadcast({"X": X.shape[:-1], "Y": Y.shape[:-1]})
+    else:
+        check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+    if check_finite:
+        check_square_norms(X, "X", owner)
+        check_square_norms(Y, "Y", owner)
+    dt = float_dtype(X, Y)
+    return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False), bk
 
 
 def check_square_norms(X: Any, name: str, owner: str) -> None:

@@ -15,12 +15,8 @@ import numpy as np
 
 from ._backend import Backend, get_backend
 from ._validation import (
-    check_broadcast,
-    check_points,
-    check_same_dim,
-    check_square_norms,
+    check_point_pair,
     exp_checked,
-    float_dtype,
 )
 from .exceptions import InvalidParameterError
 
@@ -32,16 +28,7 @@ def _pair_iv(X: Any, Y: Any, check_finite: bool, owner: str) -> tuple[Any, Any, 
         raise InvalidParameterError(
             f"The `check_finite` parameter of {owner} must be a bool. Got {check_finite!r} instead."
         )
-    bk = get_backend(("X", X), ("Y", Y))
-    X = check_points(X, "X", check_finite=check_finite, backend=bk)
-    Y = check_points(Y, "Y", check_finite=check_finite, backend=bk)
-    check_same_dim(X, Y, "X", "Y")
-    check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
-    if check_finite:
-        check_square_norms(X, "X", owner)
-        check_square_norms(Y, "Y", owner)
-    dt = float_dtype(X, Y)
-    return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False), bk
+    return check_point_pair(X, Y, owner, check_finite=check_finite)
 
 
 def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:

@@ -27,14 +27,11 @@ import numpy as np
 
 from .._backend import Backend, get_backend, prod
 from .._validation import (
-    check_broadcast,
+    check_point_pair,
     check_points,
-    check_same_dim,
     check_square_norms,
     exp_checked,
-    float_dtype,
 )
-from ..exceptions import ShapeError
 from ._ops import iter_chunks
 
 if TYPE_CHECKING:
@@ -246,27 +243,14 @@ class FeatureDraw(abc.ABC):
         return X
 
     def _check_pair(self, X: Any, Y: Any, *, paired: bool) -> tuple[Any, Any]:
-        bk = get_backend(("X", X), ("Y", Y))
-        X = self._check(X, "X", bk)
-        Y = self._check(Y, "Y", bk)
-        check_same_dim(X, Y, "X", "Y")
-        if paired:
-            if X.shape[-2] != Y.shape[-2]:
-                raise ShapeError(
-                    f"`X` and `Y` must have the same number of rows for pairwise(): "
-                    f"{X.shape[-2]} != {Y.shape[-2]} (X.shape={tuple(X.shape)}, Y.shape={tuple(Y.shape)})."
-                )
-            check_broadcast({"X": X.shape[:-1], "Y": Y.shape[:-1]})
-        else:
-            check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+        X, Y, bk = check_point_pair(X, Y, self.owner, dim=self.dim, paired=paired)
         if self.n_draws is not None and X.ndim != Y.ndim:
             # the draw axis T leads every output: align the batch axes, not T with a batch axis
             nd = max(X.ndim, Y.ndim)
             xp = bk.xp
             X = xp.reshape(X, (1,) * (nd - X.ndim) + tuple(X.shape))
             Y = xp.reshape(Y, (1,) * (nd - Y.ndim) + tuple(Y.shape))
-        dt = float_dtype(X, Y)
-        return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False)
+        return X, Y
 
     # ---------------------------------------------------------------- public API
     def queries(self, X: Any) -> Features:
