@@ -158,8 +158,7 @@ class LARA:
     causal : bool, default=False
         Query ``i`` attends to keys ``0..i`` (needs ``n == M`` and ``weights="balance"``).
     n_threads : int, optional
-        Threads of the NumPy backend (default: ``rk.threads(...)``, else
-        ``RFKIT_NUM_THREADS``, else every CPU). Results do not depend on it.
+        NumPy threads (see :class:`RFA`); the result is the same for every value.
 
     Returns (from ``__call__``)
     ---------------------------

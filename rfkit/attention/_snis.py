@@ -82,8 +82,7 @@ class SNIS:
     causal : bool, default=False
         Query ``i`` attends to keys ``0..i`` (needs ``n == M``).
     n_threads : int, optional
-        Threads of the NumPy backend (default: ``rk.threads(...)``, else
-        ``RFKIT_NUM_THREADS``, else every CPU). Results do not depend on it.
+        Threads of the NumPy backend, chosen as for :class:`RFA`; results do not depend on it.
 
     Returns (from ``__call__``)
     ---------------------------
