@@ -13,6 +13,7 @@ from rfkit.exceptions import (
     InvalidParameterError,
     NonFiniteInputError,
     NotFittedError,
+    NumericalOverflowError,
     RFKitError,
     RFKitWarning,
     ShapeError,
@@ -181,3 +182,35 @@ def test_sampling_before_fit_raises_not_fitted(fm):
         assert isinstance(info.value, ShapeError) and isinstance(info.value, RFKitError)
     Q = 0.3 * np.random.default_rng(0).standard_normal((20, 3))
     fm.fit(Q, Q).sample(3, rng=0)  # fitted: samples
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: F.Positive(0),
+        lambda: F.Trig(0),
+        lambda: F.OPRF(0),
+        lambda: F.ADERF(0),
+        lambda: F.SDERF(0),
+        lambda: F.RandomMaclaurin(0),
+        lambda: F.TensorSketch(0, degree=2),
+        lambda: rk.projections.sample_projection("iid", 0, 3, rng=0),
+    ],
+)
+def test_n_features_has_one_rule_and_one_message(make):
+    with pytest.raises(
+        InvalidParameterError,
+        match=re.escape("parameter of ") + r".* must be an int in the range \[1, inf\)\. Got 0 instead\.",
+    ) as info:
+        make()
+    assert "`n_features`" in str(info.value)
+
+
+def test_exp_checked_raises_instead_of_inf_and_ignores_nan():
+    from rfkit._validation import exp_checked
+
+    np.testing.assert_array_equal(exp_checked(np.array([0.0, np.nan]), "here", "that()"), [1.0, np.nan])
+    with pytest.raises(NumericalOverflowError, match=r"exp overflow in here: .* use that\(\) instead"):
+        exp_checked(np.array([1.0, 800.0]), "here", "that()")
+    with pytest.raises(NumericalOverflowError):
+        exp_checked(np.array([100.0], dtype=np.float32), "here", "that()")
