@@ -88,30 +88,16 @@ class QKV:
     bk: Backend
     mask: Any = None
 
-    @property
-    def n_slices(self) -> int:
-        """``B``: the number of (batch, head) slices."""
-        return int(self.Q.shape[0])
+    n_slices: int = dataclasses.field(init=False)  #: B, the (batch, head) slices
+    n_queries: int = dataclasses.field(init=False)  #: n, queries per slice
+    n_keys: int = dataclasses.field(init=False)  #: M, keys (and values) per slice, padded ones included
+    dim: int = dataclasses.field(init=False)  #: d, the query/key dimension
+    value_dim: int = dataclasses.field(init=False)  #: dv, the value dimension
 
-    @property
-    def n_queries(self) -> int:
-        """``n``: queries per slice."""
-        return int(self.Q.shape[1])
-
-    @property
-    def n_keys(self) -> int:
-        """``M``: keys (and values) per slice, padded ones included."""
-        return int(self.K.shape[1])
-
-    @property
-    def dim(self) -> int:
-        """``d``: the query/key dimension."""
-        return int(self.Q.shape[2])
-
-    @property
-    def value_dim(self) -> int:
-        """``dv``: the value dimension."""
-        return int(self.V.shape[2])
+    def __post_init__(self) -> None:
+        (B, n, d), M, dv = self.Q.shape, self.K.shape[1], self.V.shape[2]
+        for name, size in zip(("n_slices", "n_queries", "n_keys", "dim", "value_dim"), (B, n, M, d, dv)):
+            object.__setattr__(self, name, int(size))
 
     @property
     def xp(self) -> Any:
