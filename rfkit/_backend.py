@@ -7,7 +7,7 @@ same namespace, device and dtype. They are written against the Python array API
 standard through ``array-api-compat`` (as SciPy and scikit-learn are); no backend is a
 hard dependency.
 
-Rules (DESIGN.md, "Backends and cores"):
+Rules (docs page *Backends and scaling*):
 
 * :func:`get_backend` resolves the namespace and device of a call's arrays **once**, at
   the public boundary, and refuses arrays of an unsupported library, mixed libraries or
@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ._parallel import resolve_threads, run_blocks
 from .exceptions import BackendError, BackendNotInstalledError
 
 __all__ = [
@@ -136,8 +137,6 @@ class Backend:
         blocks = list(blocks)
         if not self.uses_thread_pool:
             return [fn(b) for b in blocks]
-        from ._parallel import resolve_threads, run_blocks
-
         return run_blocks(fn, blocks, resolve_threads(n_threads, "rfkit"))
 
     def matmul(self, A: Any, B: Any, n_threads: Any = None) -> Any:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ._validation import check_int
+from ._params import check_int
 from .exceptions import InvalidParameterError
 
 __all__ = ["resolve_threads", "run_blocks", "blas_limited", "available_cpus", "threads", "ENV_VAR"]

@@ -86,6 +86,6 @@ def trial_seed_sequence(root: np.random.SeedSequence, cell: int, trial: int) -> 
 
     ``SeedSequence(root.entropy, spawn_key=root.spawn_key + (cell, trial))``: the
     numbers of a trial depend only on the root and its (cell, trial) key, never
-    on worker count, chunking or execution order (DESIGN.md, "Randomness").
+    on worker count, chunking or execution order (docs page *Backends and scaling*, "Same seed, same directions, everywhere").
     """
     return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (int(cell), int(trial)))

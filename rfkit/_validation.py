@@ -2,103 +2,39 @@
 
 Messages name the argument in backticks, state the rule and show the value
 received: ``"The `n_features` parameter of Positive must be an int in the range
-[1, inf). Got 0 instead."``
+[1, inf). Got 0 instead."`` The scalar checks (``check_int``, ``check_real``,
+``check_option``, ``check_n_features``) are defined in :mod:`rfkit._params`, below the
+array backends, and re-exported here; the array checks sit above :mod:`rfkit._backend`.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from ._backend import get_backend, is_array, prod
+from ._params import check_int, check_n_features, check_option, check_real
 from .exceptions import InvalidParameterError, NonFiniteInputError, NumericalOverflowError, ShapeError
 
 __all__ = [
     "check_int",
+    "check_n_features",
     "check_real",
     "check_option",
     "as_float_array",
     "check_points",
     "check_same_dim",
+    "check_point_pair",
     "check_square_norms",
     "float_dtype",
+    "exp_checked",
 ]
-
-
-def _range_text(low: float | None, high: float | None, closed: str) -> str:
-    lo = "-inf" if low is None else repr(low)
-    hi = "inf" if high is None else repr(high)
-    left = "[" if closed in ("left", "both") and low is not None else "("
-    right = "]" if closed in ("right", "both") and high is not None else ")"
-    return f"{left}{lo}, {hi}{right}"
-
-
-def check_int(value: Any, name: str, owner: str, *, low: int | None = 1, high: int | None = None) -> int:
-    """Return ``value`` as an int in ``[low, high]`` or raise InvalidParameterError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InvalidParameterError(
-            f"The `{name}` parameter of {owner} must be an int in the range "
-            f"{_range_text(low, high, 'both')}. Got {value!r} instead."
-        )
-    v = int(value)
-    if (low is not None and v < low) or (high is not None and v > high):
-        raise InvalidParameterError(
-            f"The `{name}` parameter of {owner} must be an int in the range "
-            f"{_range_text(low, high, 'both')}. Got {v!r} instead."
-        )
-    return v
-
-
-def check_real(
-    value: Any,
-    name: str,
-    owner: str,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    closed: str = "both",
-) -> float:
-    """Return ``value`` as a finite float inside the interval or raise InvalidParameterError.
-
-    ``closed`` is one of ``"both"``, ``"left"``, ``"right"``, ``"neither"``.
-    """
-    rng_txt = _range_text(low, high, closed)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidParameterError(
-            f"The `{name}` parameter of {owner} must be a real number in the range {rng_txt}. "
-            f"Got {value!r} instead."
-        )
-    v = float(value)
-    ok = np.isfinite(v)
-    if ok and low is not None:
-        ok = v >= low if closed in ("left", "both") else v > low
-    if ok and high is not None:
-        ok = v <= high if closed in ("right", "both") else v < high
-    if not ok:
-        raise InvalidParameterError(
-            f"The `{name}` parameter of {owner} must be a real number in the range {rng_txt}. "
-            f"Got {v!r} instead."
-        )
-    return v
-
-
-def check_option(value: Any, name: str, owner: str, options: Iterable[str]) -> str:
-    """Return ``value`` if it is one of ``options`` or raise InvalidParameterError."""
-    opts = tuple(options)
-    if not isinstance(value, str) or value not in opts:
-        raise InvalidParameterError(
-            f"The `{name}` parameter of {owner} must be a str among {sorted(opts)}. Got {value!r} instead."
-        )
-    return value
 
 
 def float_dtype(*arrays: Any) -> Any:
     """Common floating dtype of already-validated float arrays (float32 only if all are)."""
-    from ._backend import get_backend
-
     return get_backend(*(("array", a) for a in arrays)).xp.result_type(*arrays)
 
 
@@ -125,8 +61,6 @@ def as_float_array(
         The call's backend (from :func:`rfkit._backend.get_backend`); resolved from ``X``
         alone when omitted.
     """
-    from ._backend import get_backend, is_array
-
     bk = get_backend((name, X)) if backend is None else backend
     try:
         arr = X if is_array(X) else bk.asarray(X)
@@ -179,6 +113,44 @@ def check_points(
     return arr
 
 
+def check_point_pair(
+    X: Any,
+    Y: Any,
+    owner: str,
+    *,
+    dim: int | None = None,
+    check_finite: bool = True,
+    paired: bool = False,
+) -> tuple[Any, Any, Any]:
+    """Validate the two point sets of a kernel-type call: ``X`` (..., n, d) and ``Y`` (..., m, d).
+
+    One backend for both (:func:`rfkit._backend.get_backend`); each a float point array
+    (:func:`check_points`, last axis ``dim`` when given); a shared last axis; broadcastable
+    batch axes (``paired=True``: equal row counts and broadcastable leading axes, rows taken
+    pairwise); with ``check_finite``, squared norms that fit the dtype
+    (:func:`check_square_norms`). Returns ``X`` and ``Y`` in their common float dtype and the
+    backend.
+    """
+    bk = get_backend(("X", X), ("Y", Y))
+    X = check_points(X, "X", dim=dim, check_finite=check_finite, backend=bk)
+    Y = check_points(Y, "Y", dim=dim, check_finite=check_finite, backend=bk)
+    check_same_dim(X, Y, "X", "Y")
+    if paired:
+        if X.shape[-2] != Y.shape[-2]:
+            raise ShapeError(
+                f"`X` and `Y` must have the same number of rows for pairwise(): "
+                f"{X.shape[-2]} != {Y.shape[-2]} (X.shape={tuple(X.shape)}, Y.shape={tuple(Y.shape)})."
+            )
+        check_broadcast({"X": X.shape[:-1], "Y": Y.shape[:-1]})
+    else:
+        check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+    if check_finite:
+        check_square_norms(X, "X", owner)
+        check_square_norms(Y, "Y", owner)
+    dt = float_dtype(X, Y)
+    return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False), bk
+
+
 def check_square_norms(X: Any, name: str, owner: str) -> None:
     r"""Refuse rows whose squared norm does not fit the dtype (with a factor 4 to spare).
 
@@ -186,8 +158,6 @@ def check_square_norms(X: Any, name: str, owner: str) -> None:
     with every :math:`\|x\|^2 \le` max/4 none of them overflows, so finite inputs never turn
     into inf or NaN on the way. Any array library (:mod:`rfkit._backend`).
     """
-    from ._backend import get_backend, prod
-
     if not prod(X.shape):
         return
     bk = get_backend((name, X))
@@ -214,8 +184,6 @@ def check_finite_and_norms(arrays: dict[str, Any], owner: str, norms: tuple[str,
     is the exact check (:func:`as_float_array`, :func:`check_square_norms`) run, to name the
     first bad entry.
     """
-    from ._backend import get_backend, prod
-
     live = {k: a for k, a in arrays.items() if prod(a.shape)}
     if not live:
         return
@@ -248,3 +216,38 @@ def check_broadcast(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
     except ValueError:
         desc = ", ".join(f"{k}: {tuple(v)}" for k, v in shapes.items())
         raise ShapeError(f"Batch dimensions are not broadcastable ({desc}).") from None
+
+
+def exp_checked(log_values: Any, where: str, alternative: str) -> Any:
+    """``exp(log_values)``, raising :class:`NumericalOverflowError` where it would give inf.
+
+    The one overflow-checked exponential of rfkit (kernels, feature draws, attention
+    results). NaN entries are left to ``exp`` (they stay NaN); the largest other entry is
+    compared with ``log(max)`` of the dtype. Any array library (:mod:`rfkit._backend`).
+
+    Parameters
+    ----------
+    log_values : array
+        Logarithms of the values.
+    where : str
+        The call that needs the values, named in the message (``"Positive draw.kernel"``).
+    alternative : str
+        What to use instead, named in the message (``"log_kernel()"``).
+
+    Raises
+    ------
+    NumericalOverflowError
+        If some entry of ``exp(log_values)`` exceeds the float range.
+    """
+    bk = get_backend(("log_values", log_values))
+    xp = bk.xp
+    limit = float(np.log(float(xp.finfo(log_values.dtype).max)))
+    if prod(log_values.shape):
+        with np.errstate(invalid="ignore"):
+            top = float(xp.max(xp.where(xp.isnan(log_values), xp.full_like(log_values, -np.inf), log_values)))
+        if top > limit:
+            raise NumericalOverflowError(
+                f"exp overflow in {where}: the largest log value {top:.4g} exceeds "
+                f"log(max {bk.dtype_name(log_values.dtype)}) = {limit:.4g}; use {alternative} instead."
+            )
+    return xp.exp(log_values)

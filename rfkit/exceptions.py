@@ -7,6 +7,7 @@ TypeError)`` idea)::
     RFKitError(Exception)
     ├── InvalidParameterError(RFKitError, ValueError, TypeError)
     ├── ShapeError(RFKitError, ValueError)
+    │   └── NotFittedError(ShapeError)
     ├── NonFiniteInputError(RFKitError, ValueError)
     ├── SingularMatrixError(RFKitError, numpy.linalg.LinAlgError)
     ├── NumericalOverflowError(RFKitError, FloatingPointError)
@@ -32,6 +33,7 @@ __all__ = [
     "RFKitError",
     "InvalidParameterError",
     "ShapeError",
+    "NotFittedError",
     "NonFiniteInputError",
     "SingularMatrixError",
     "NumericalOverflowError",
@@ -59,6 +61,16 @@ class InvalidParameterError(RFKitError, ValueError, TypeError):
 
 class ShapeError(RFKitError, ValueError):
     """Array shapes or dimensions do not fit together."""
+
+
+class NotFittedError(ShapeError):
+    """A data-dependent feature map was sampled before its parameters were fitted.
+
+    Raised by ``sample`` of a map whose parameters are a rule to resolve from data (OPRF's
+    ``A=None``, CEXP's ``A="mean"``, ADERF, SDERF, GERF, SADERF ...): call
+    ``fm.fit(Q, K)`` first, or pass ``data=(Q, K)`` to ``sample``. A :class:`ShapeError`
+    (what rfkit raised here before), so existing handlers keep working.
+    """
 
 
 class NonFiniteInputError(RFKitError, ValueError):

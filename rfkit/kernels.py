@@ -1,7 +1,7 @@
 r"""Exact target kernels.
 
 The softmax kernel is :math:`\mathrm{SM}(x, y) = \exp(x^\top y)` with no hidden
-:math:`1/\sqrt d` (DESIGN.md, "Kernel"); the Gaussian kernel is
+:math:`1/\sqrt d` (docs page *User guide*, "Conventions"); the Gaussian kernel is
 :math:`\exp(-\|x-y\|^2/2)`. Every function accepts NumPy, PyTorch, CuPy or
 array_api_strict arrays and returns the same library, device and dtype
 (:mod:`rfkit._backend`).
@@ -14,8 +14,11 @@ from typing import Any
 import numpy as np
 
 from ._backend import Backend, get_backend
-from ._validation import check_broadcast, check_points, check_same_dim, check_square_norms, float_dtype
-from .exceptions import InvalidParameterError, NumericalOverflowError
+from ._validation import (
+    check_point_pair,
+    exp_checked,
+)
+from .exceptions import InvalidParameterError
 
 __all__ = ["softmax_kernel", "log_softmax_kernel", "gaussian_kernel", "log_gaussian_kernel"]
 
@@ -25,16 +28,7 @@ def _pair_iv(X: Any, Y: Any, check_finite: bool, owner: str) -> tuple[Any, Any, 
         raise InvalidParameterError(
             f"The `check_finite` parameter of {owner} must be a bool. Got {check_finite!r} instead."
         )
-    bk = get_backend(("X", X), ("Y", Y))
-    X = check_points(X, "X", check_finite=check_finite, backend=bk)
-    Y = check_points(Y, "Y", check_finite=check_finite, backend=bk)
-    check_same_dim(X, Y, "X", "Y")
-    check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
-    if check_finite:
-        check_square_norms(X, "X", owner)
-        check_square_norms(Y, "Y", owner)
-    dt = float_dtype(X, Y)
-    return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False), bk
+    return check_point_pair(X, Y, owner, check_finite=check_finite)
 
 
 def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
@@ -79,7 +73,7 @@ def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     """
     X, Y, bk = _pair_iv(X, Y, check_finite, "softmax_kernel")
     logits = bk.xp.matmul(X, bk.xp.matrix_transpose(Y))
-    return _safe_exp(bk, logits, "softmax_kernel", "log_softmax_kernel")
+    return exp_checked(logits, "softmax_kernel", "log_softmax_kernel()")
 
 
 def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
@@ -96,17 +90,3 @@ def gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Gaussian kernel :math:`\exp(-\|x_i - y_j\|^2/2)`, shape (..., n, m)."""
     logk = log_gaussian_kernel(X, Y, check_finite=check_finite)
     return get_backend(("X", logk)).xp.exp(logk)
-
-
-def _safe_exp(bk: Backend, log_values: Any, where: str, alternative: str) -> Any:
-    """``exp`` that raises NumericalOverflowError instead of returning inf."""
-    xp = bk.xp
-    limit = float(np.log(float(xp.finfo(log_values.dtype).max)))
-    if all(int(s) for s in log_values.shape):
-        top = float(xp.max(log_values))
-        if top > limit:
-            raise NumericalOverflowError(
-                f"exp overflow in {where}: the largest log value {top:.4g} "
-                f"exceeds log(max {bk.dtype_name(log_values.dtype)}) = {limit:.4g}; use {alternative}() instead."
-            )
-    return xp.exp(log_values)

@@ -10,8 +10,8 @@ Kinds
     :math:`\omega_i \stackrel{iid}{\sim} \mathcal N(0, I_d)`. Every rfkit estimator
     is unbiased for :math:`\exp(x^\top y)` with these.
 ``"orthogonal"``
-    Gaussian-marginal orthogonal random features (ORF; Yu et al. 2016, Performer
-    §2.4, THEORY.md §3). :math:`\lceil m/d\rceil` independent blocks; in each,
+    Gaussian-marginal orthogonal random features (ORF; Yu et al. (NeurIPS 2016);
+    Choromanski et al. (ICLR 2021), section 2.4). :math:`\lceil m/d\rceil` independent blocks; in each,
     :math:`G = QR` with iid :math:`\mathcal N(0,1)` entries and the Haar fix
     :math:`Q \leftarrow Q\,\mathrm{diag}(\mathrm{sign} R_{ii})` (without it NumPy's
     Householder QR gives non-uniform directions and a biased estimator); rows of
@@ -22,7 +22,7 @@ Kinds
     The same directions with every norm equal to :math:`\sqrt d` (Performer's
     "regularized" SMREG). **Biased for SM by design**: the positive estimator is
     unbiased for :math:`\mathrm{SMREG}(x,y)=\Lambda\,{}_0F_1(;d/2;d\|x+y\|^2/4) \le \mathrm{SM}(x,y)`
-    (Performer Thm 1, THEORY.md §3).
+    (Choromanski et al. (ICLR 2021), Thm 1).
 ``"qmc"``
     Randomised quasi-Monte Carlo (RQMC): the first :math:`2^k` points of the Sobol'
     sequence (:math:`k = \lceil\log_2 m\rceil`, Joe & Kuo direction numbers as in
@@ -62,7 +62,7 @@ Kinds
     :math:`k = m \bmod d` rows keeps :math:`k` vertices of a rotated simplex. For
     :math:`d = 1` a block is one direction (no coupling). For the positive maps the
     pair covariance is lower than with orthogonal rows (exact MSE:
-    :func:`rfkit.theory.mse`; THEORY.md / docs "Simplex random features").
+    :func:`rfkit.theory.mse`; Reid et al. (ICML 2023); docs page *Theory*, section 1a).
 ``"simplex-plus"``
     SimRFs+ (Reid et al. 2023, the weight-dependent variant): the norms
     :math:`\rho_i \sim \chi(d)` are drawn first and the block's unit directions, started at
@@ -74,7 +74,7 @@ Kinds
     :math:`\mathcal N(0, I_d)` and estimators stay **unbiased**. Cost :math:`O(d^2)` per block
     and sweep; no closed-form MSE (directions depend on all norms of the block): measure it
     with :func:`rfkit.theory.check`-style simulation. For positive features it lowers the
-    MSE a further 5-20 % below ``"simplex"`` at moderate norms (docs/theory.md).
+    MSE a further 5-20 % below ``"simplex"`` at moderate norms (docs page *Theory*, section 1a).
 ``"structured"``
     Structured orthogonal random features (SORF, Yu et al. 2016): directions are
     the rows of :math:`H D_1 H D_2 H D_3` (normalised Walsh-Hadamard :math:`H` of
@@ -99,7 +99,7 @@ from scipy.special import ndtri
 from scipy.stats import qmc
 
 from ._random import check_rng
-from ._validation import check_int, check_option
+from ._validation import check_int, check_n_features, check_option
 from .exceptions import InvalidParameterError, NumericalOverflowError
 
 __all__ = [
@@ -141,7 +141,7 @@ def block_sizes(n_features: int, dim: int) -> list[int]:
 
 def _check_kind(kind: str, n_features: int, dim: int, owner: str) -> tuple[str, int, int]:
     kind = check_option(kind, "projection", owner, PROJECTIONS)
-    m = check_int(n_features, "n_features", owner, low=1)
+    m = check_n_features(n_features, owner)
     d = check_int(dim, "dim", owner, low=1)
     if kind == "qmc" and d > _SOBOL_MAX_DIM:
         raise InvalidParameterError(

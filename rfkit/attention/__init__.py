@@ -1,6 +1,6 @@
 """Softmax attention and its random-feature / Monte Carlo estimators.
 
-Conventions (DESIGN.md): attention is :math:`\\mathrm{softmax}(QK^\\top)V` with no
+Conventions (docs page *Attention estimators*, "Conventions"): attention is :math:`\\mathrm{softmax}(QK^\\top)V` with no
 hidden :math:`1/\\sqrt d` (scale ``Q`` and ``K`` yourself); points are rows,
 ``Q`` (..., n, d), ``K`` (..., M, d), ``V`` (..., M, dv); leading axes (batch,
 heads) broadcast; randomness only through the keyword-only ``rng``.

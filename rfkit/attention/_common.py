@@ -24,8 +24,16 @@ import numpy as np
 
 from .._backend import Backend, get_backend, is_array
 from .._parallel import resolve_threads
-from .._validation import check_broadcast, check_finite_and_norms, check_int, check_points, float_dtype
+from .._validation import (
+    check_broadcast,
+    check_finite_and_norms,
+    check_int,
+    check_option,
+    check_points,
+    float_dtype,
+)
 from ..exceptions import InvalidParameterError, ShapeError
+from ..projections import PROJECTIONS, sample_projection
 
 __all__ = [
     "QKV",
@@ -35,6 +43,7 @@ __all__ = [
     "check_chunk_size",
     "check_bool",
     "check_threads",
+    "check_shared_options",
     "gaussian_noise",
     "run",
     "budget",
@@ -55,7 +64,8 @@ class QKV:
     ----------
     Q, K, V : arrays of shape (B, n, d), (B, M, d), (B, M, dv)
         Slices in C order of the broadcast batch shape (views where possible), on the
-        call's backend, in the common float dtype.
+        call's backend, in the common float dtype. The sizes are the properties
+        ``n_slices`` (B), ``n_queries`` (n), ``n_keys`` (M), ``dim`` (d) and ``value_dim`` (dv).
     batch_shape : tuple of int
         Broadcast leading shape; ``B = prod(batch_shape)``.
     n_heads : int
@@ -78,25 +88,16 @@ class QKV:
     bk: Backend
     mask: Any = None
 
-    @property
-    def n_slices(self) -> int:
-        return int(self.Q.shape[0])
+    n_slices: int = dataclasses.field(init=False)  #: B, the (batch, head) slices
+    n_queries: int = dataclasses.field(init=False)  #: n, queries per slice
+    n_keys: int = dataclasses.field(init=False)  #: M, keys (and values) per slice, padded ones included
+    dim: int = dataclasses.field(init=False)  #: d, the query/key dimension
+    value_dim: int = dataclasses.field(init=False)  #: dv, the value dimension
 
-    @property
-    def n(self) -> int:
-        return int(self.Q.shape[1])
-
-    @property
-    def m(self) -> int:
-        return int(self.K.shape[1])
-
-    @property
-    def d(self) -> int:
-        return int(self.Q.shape[2])
-
-    @property
-    def dv(self) -> int:
-        return int(self.V.shape[2])
+    def __post_init__(self) -> None:
+        (B, n, d), M, dv = self.Q.shape, self.K.shape[1], self.V.shape[2]
+        for name, size in zip(("n_slices", "n_queries", "n_keys", "dim", "value_dim"), (B, n, M, d, dv)):
+            object.__setattr__(self, name, int(size))
 
     @property
     def xp(self) -> Any:
@@ -110,7 +111,7 @@ class QKV:
     def kept_keys(self) -> list[int]:
         """Number of unmasked keys of every slice (M for every slice without a mask)."""
         if self.mask is None:
-            return [self.m] * self.n_slices
+            return [self.n_keys] * self.n_slices
         keep = self.xp.sum(self.xp.astype(~self.mask, self.xp.int64), axis=-1)
         return [int(v) for v in self.bk.to_numpy(keep).tolist()]
 
@@ -204,7 +205,7 @@ def check_qkv(
 
 def _check_mask(mask: Any, x: QKV, owner: str, causal: bool, refuse_hidden: bool = True) -> Any:
     """``key_padding_mask`` (..., M) bool -> (B, M) on the backend; refuses rows that see no key."""
-    bk, xp, M = x.bk, x.xp, x.m
+    bk, xp, M = x.bk, x.xp, x.n_keys
     arr = mask if is_array(mask) else bk.asarray(mask)
     dname = bk.dtype_name(arr.dtype)
     ok = dname == "bool"
@@ -328,6 +329,25 @@ def check_threads(n_threads: Any, owner: str) -> int | None:
     return check_int(n_threads, "n_threads", owner, low=1)
 
 
+def check_shared_options(estimator: Any, owner: str) -> None:
+    """Validate, in place, the options attention estimators share (frozen dataclass fields).
+
+    ``projection`` (one of :data:`rfkit.projections.PROJECTIONS`), ``shared_across_heads``
+    and ``causal`` (bools), ``chunk_size`` and ``n_threads`` (None or an int >= 1): each
+    when the estimator has the field.
+    """
+    fields = {f.name for f in dataclasses.fields(estimator)}
+    if "projection" in fields:
+        check_option(estimator.projection, "projection", owner, PROJECTIONS)
+    for name in ("shared_across_heads", "causal"):
+        if name in fields:
+            object.__setattr__(estimator, name, check_bool(getattr(estimator, name), name, owner))
+    if "chunk_size" in fields:
+        object.__setattr__(estimator, "chunk_size", check_chunk_size(estimator.chunk_size, owner))
+    if "n_threads" in fields:
+        object.__setattr__(estimator, "n_threads", check_threads(estimator.n_threads, owner))
+
+
 def threads_of(n_threads: int | None, owner: str) -> int:
     """The number of threads of one call (see :func:`rfkit._parallel.resolve_threads`)."""
     return resolve_threads(n_threads, owner)
@@ -350,8 +370,6 @@ def gaussian_noise(gen: np.random.Generator, n_samples: int, dim: int, projectio
     and RFA/LARA identities rely on this). NumPy, float64: moved to the input's
     device by the caller.
     """
-    from ..projections import sample_projection
-
     return sample_projection(projection, n_samples, dim, rng=gen)
 
 

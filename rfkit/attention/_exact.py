@@ -33,7 +33,7 @@ def softmax(
         c_n = \max_m q_n^\top k_m,
 
     (Vaswani et al. 2017, without the :math:`1/\sqrt d`: rfkit absorbs the
-    temperature into ``Q`` and ``K``, see DESIGN.md). The max shift keeps every
+    temperature into ``Q`` and ``K``, see the docs page *Attention estimators*, "Conventions"). The max shift keeps every
     exponent <= 0, so logits of any size (well beyond 50) give finite results in
     float64 and float32.
 
@@ -81,7 +81,7 @@ def softmax(
     nt = threads_of(check_threads(n_threads, "softmax"), "softmax")
     x = check_qkv(Q, K, V, "softmax", causal=causal, key_padding_mask=key_padding_mask, refuse_hidden=False)
     bk, xp = x.bk, x.xp
-    B, n, M, dv = x.n_slices, x.n, x.m, x.dv
+    B, n, M, dv = x.n_slices, x.n_queries, x.n_keys, x.value_dim
     out = bk.empty((B, n, dv), x.dtype)
     qc = chunk if chunk is not None else max(1, min(n, CHUNK_ELEMS // M))
     qc = min(qc, n)

@@ -1,4 +1,4 @@
-r"""Linear Randomized Attention (LARA; Zheng, Wang, Kong, ICML 2022): multiple importance sampling."""
+r"""Linear Randomized Attention (LARA; Zheng, Wang & Kong (ICML 2022)): multiple importance sampling."""
 
 from __future__ import annotations
 
@@ -13,36 +13,26 @@ from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int, check_option, check_real
 from ..exceptions import InvalidParameterError
-from ..projections import PROJECTIONS
 from ._common import (
     QKV,
     blocks_per_job,
     budget,
-    check_bool,
-    check_chunk_size,
     check_qkv,
-    check_threads,
-    finish_ratio,
+    check_shared_options,
     row_blocks,
     shifted_sum,
     threads_of,
 )
-from ._result import AttentionResult
-from ._snis import (
+from ._importance import (
     IS_BLOCK_ELEMS,
     ISJob,
-    causal_offsets,
     causal_sample_attention,
-    check_means,
-    chunk_edges,
-    chunk_means,
-    gauss_logits,
     importance_sampling,
-    mixture_log_corr,
-    noise,
-    slice_groups,
-    warn_nonpositive,
+    jobs_of,
+    sampled_result,
 )
+from ._proposals import check_means, chunk_means, mixture_offsets, mixture_samples, noise
+from ._result import AttentionResult
 
 __all__ = ["LARA"]
 
@@ -82,8 +72,8 @@ class LARA:
     :math:`c = 1..C`, where :math:`\tilde q_c, \tilde k_c` are the means of the
     queries and of the keys in the ``c``-th of ``C`` contiguous chunks of the
     sequence. ``k`` samples per proposal, shared by all queries (linear cost
-    :math:`O((n+M)Ckd)`), and (Zheng, Wang, Kong, "Linear Complexity Randomized
-    Self-attention Mechanism", ICML 2022; THEORY.md §8)
+    :math:`O((n+M)Ckd)`), and (Zheng, Wang & Kong (ICML 2022), "Linear Complexity Randomized
+    Self-attention Mechanism")
 
     .. math::
 
@@ -168,8 +158,7 @@ class LARA:
     causal : bool, default=False
         Query ``i`` attends to keys ``0..i`` (needs ``n == M`` and ``weights="balance"``).
     n_threads : int, optional
-        Threads of the NumPy backend (default: ``rk.threads(...)``, else
-        ``RFKIT_NUM_THREADS``, else every CPU). Results do not depend on it.
+        NumPy threads (see :class:`RFA`); the result is the same for every value.
 
     Returns (from ``__call__``)
     ---------------------------
@@ -183,7 +172,7 @@ class LARA:
     Notes
     -----
     LARA beats RFA with the same number of samples on locally structured sequences
-    with peaked attention, not on i.i.d. tokens (THEORY.md §8, "Measured behaviour").
+    with peaked attention, not on i.i.d. tokens (docs page *Attention estimators*, LARA).
 
     Examples
     --------
@@ -219,13 +208,7 @@ class LARA:
             object.__setattr__(
                 self, "alpha_floor", check_real(self.alpha_floor, "alpha_floor", "LARA", low=0.0, high=1.0)
             )
-        check_option(self.projection, "projection", "LARA", PROJECTIONS)
-        object.__setattr__(
-            self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "LARA")
-        )
-        object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "LARA"))
-        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "LARA"))
-        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "LARA"))
+        check_shared_options(self, "LARA")
         if self.causal and self.weights == "optimal":
             raise InvalidParameterError(
                 "The `weights` parameter of LARA must be 'balance' when causal=True: the 'optimal' weights' "
@@ -236,7 +219,7 @@ class LARA:
 
     def _n_proposals(self, x: QKV, means: Any) -> int:
         kept = min(x.kept_keys())
-        limit = x.n if self.causal else min(x.n, kept)
+        limit = x.n_queries if self.causal else min(x.n_queries, kept)
         if means is not None:
             C = int(means.shape[-2])
             if self.n_proposals is not None and self.n_proposals != C:
@@ -244,10 +227,10 @@ class LARA:
                     f"The `n_proposals` parameter of LARA ({self.n_proposals}) disagrees with "
                     f"`proposal_means`, which has C={C} rows."
                 )
-            if self.weights == "optimal" and C > x.n:
+            if self.weights == "optimal" and C > x.n_queries:
                 raise InvalidParameterError(
                     f"LARA(weights='optimal') needs C <= n query chunks; `proposal_means` has C={C} "
-                    f"rows but n={x.n}."
+                    f"rows but n={x.n_queries}."
                 )
             return C
         C = self.n_proposals if self.n_proposals is not None else min(8, limit)
@@ -299,30 +282,14 @@ class LARA:
                 mu = xp.concat([xp.zeros_like(mu_c[:, :1, :]), mu_c[:, : C - 1, :]], axis=1)
             else:
                 mu = qt + chunk_means(bk, x.K, C, keep)  # type: ignore[operator]
-            omega = xp.take(mu, bk.asarray(comp), axis=-2) + E  # (B, S, d)
-            lq = gauss_logits(bk, omega, mu)  # log q_c'(w_s) - log N(w_s; 0, I), (B, S, C)
+            omega, lq = mixture_samples(bk, mu, E, comp)  # (B, S, d); log q_c'(w_s) - log N(w_s; 0, I)
             log_counts = xp.full((C,), math.log(k), dtype=x.dtype, device=bk.device)
             n_floored = n_negative = 0
             if self.causal:
-                if means is None:
-                    qoff = causal_offsets(bk, lq, log_counts, comp, C)
-                else:
-                    qoff = mixture_log_corr(bk, lq, log_counts)[:, None, :]
-                edges = chunk_edges(x.n, int(qoff.shape[-2]))
-                log_scale, num, den, ess = causal_sample_attention(x, omega, qoff, edges, nt, self.chunk_size)
+                _, qoff = mixture_offsets(bk, lq, log_counts, comp, causal_chunks=means is None)
+                parts = causal_sample_attention(x, omega, qoff, nt, self.chunk_size)
             else:
-                jobs = [
-                    ISJob(
-                        sl,
-                        x.Q[sl, ...],
-                        x.K[sl, ...],
-                        x.V[sl, ...],
-                        None if x.mask is None else x.mask[sl, ...],
-                        omega[sl, ...],
-                        None,
-                    )
-                    for sl in slice_groups(x, S)
-                ]
+                jobs = jobs_of(x, omega, None)
                 if optimal:
                     B = x.n_slices
                     flat = bk.asarray(np.arange(S) * C + comp)
@@ -339,28 +306,23 @@ class LARA:
                         job.alpha = _optimal_alpha(bk, floor)
                     _column_logsumexp(bk, jobs, nt)
                 else:
-                    log_corr = mixture_log_corr(bk, lq, log_counts)  # balance: -log sum_c' k q_c'(w)/N(w;0,I)
+                    log_corr, _ = mixture_offsets(bk, lq, log_counts, comp, causal_chunks=False)  # balance
                     for job in jobs:
                         job.log_corr = log_corr[job.sl, ...]
                 log_scale, num, den, ess, n_negative, n_floored = importance_sampling(
                     jobs, x, nt, self.chunk_size
                 )
-        out, nbad = finish_ratio(log_scale, num, den, nt)
-        if nbad:
-            warn_nonpositive("LARA", nbad, (x.n_slices, x.n))
-        return AttentionResult(
-            output=x.unflatten(out),
-            method="LARA",
-            estimator=self,
-            log_scale=x.unflatten(log_scale),
-            numerator_values=x.unflatten(num),
-            denominator_values=x.unflatten(den),
-            n_nonpositive=nbad,
-            ess=x.unflatten(ess),
+                parts = (log_scale, num, den, ess)
+        return sampled_result(
+            "LARA",
+            self,
+            x,
+            parts,
+            nt,
+            mu,
             n_floored=n_floored if optimal and floor is not None else (0 if optimal else None),
             n_negative_alpha=n_negative if optimal else None,
             omega=x.unflatten(omega),
-            proposal_means=x.unflatten(mu),
         )
 
 

@@ -1,4 +1,4 @@
-r"""Randomized Attention (RA; Zheng, Wang, Kong, ICML 2022): unbiased, quadratic."""
+r"""Randomized Attention (RA; Zheng, Wang & Kong (ICML 2022)): unbiased, quadratic."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .._backend import Backend
 from .._parallel import threads
 from .._random import check_rng
 from .._validation import check_int
-from ._common import CHUNK_ELEMS, QKV, check_bool, check_chunk_size, check_qkv, check_threads, run, threads_of
+from ._common import CHUNK_ELEMS, QKV, check_qkv, check_shared_options, run, threads_of
 from ._result import AttentionResult
 
 __all__ = ["RA"]
@@ -40,7 +40,7 @@ def _ra_block(
     L = Qc @ xp.matrix_transpose(Kb)  # (c, M) logits
     drop = None
     if causal:
-        drop = bk.arange(x.m)[None, :] > bk.arange(x.n)[qs][:, None]
+        drop = bk.arange(x.n_keys)[None, :] > bk.arange(x.n_queries)[qs][:, None]
     if x.mask is not None:
         pm = x.mask[b, None, :]
         drop = pm if drop is None else (drop | pm)
@@ -54,7 +54,7 @@ def _ra_block(
     # pi = 0, a flat step of the CDF, and are never chosen)
     comp = xp.sum(xp.astype(cum[:, None, :-1] <= u[:, :, None], xp.int64), axis=-1)  # (c, S)
     c = int(Qc.shape[0])
-    d = x.d
+    d = x.dim
     Ksel = xp.reshape(xp.take(Kb, xp.reshape(comp, (-1,)), axis=0), (c, S, d))
     omega = Qc[:, None, :] + Ksel + bk.asarray(eps_np, x.dtype)  # (c, S, d), omega ~ p_n
     Lf = omega @ xp.matrix_transpose(Kb) - half_k  # (c, S, M)
@@ -72,8 +72,8 @@ def _ra_block(
 class RA:
     r"""Randomized Attention: an unbiased Monte Carlo estimator of softmax attention.
 
-    For each query :math:`q_n` (Zheng, Wang, Kong, "Linear Complexity Randomized
-    Self-attention Mechanism", ICML 2022; THEORY.md §8)
+    For each query :math:`q_n` (Zheng, Wang & Kong (ICML 2022), "Linear Complexity Randomized
+    Self-attention Mechanism")
 
     .. math::
 
@@ -131,9 +131,7 @@ class RA:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_samples", check_int(self.n_samples, "n_samples", "RA", low=1))
-        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "RA"))
-        object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "RA"))
-        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "RA"))
+        check_shared_options(self, "RA")
 
     def __call__(
         self, Q: Any, K: Any, V: Any, *, rng: Any = None, key_padding_mask: Any = None
@@ -147,7 +145,7 @@ class RA:
         nt = threads_of(self.n_threads, "RA")
         bk = x.bk
         S = self.n_samples
-        B, n, M, d, dv = x.n_slices, x.n, x.m, x.d, x.dv
+        B, n, M, d, dv = x.n_slices, x.n_queries, x.n_keys, x.dim, x.value_dim
         out = bk.empty((B, n, dv), x.dtype)
         mcse = bk.empty((B, n, dv), x.dtype)
         per_query = S * max(M, d, dv)

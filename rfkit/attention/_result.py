@@ -8,23 +8,9 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend
-from ..exceptions import NumericalOverflowError
+from .._validation import exp_checked
 
 __all__ = ["AttentionResult"]
-
-
-def _exp_checked(logabs: Any, what: str, alternative: str) -> Any:
-    bk = get_backend(("logabs", logabs))
-    xp = bk.xp
-    limit = float(np.log(float(xp.finfo(logabs.dtype).max)))
-    finite = xp.where(xp.isfinite(logabs), logabs, xp.full_like(logabs, -np.inf))
-    top = float(xp.max(finite)) if finite.ndim == 0 or all(int(s) for s in finite.shape) else -np.inf
-    if top > limit:
-        raise NumericalOverflowError(
-            f"AttentionResult.{what}: exp({top:.4g}) exceeds the {bk.dtype_name(logabs.dtype)} range; "
-            f"use `{alternative}` instead."
-        )
-    return xp.exp(logabs)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -124,7 +110,9 @@ class AttentionResult:
         """
         self._need_ratio("normalizer")
         assert self.log_scale is not None and self.denominator_values is not None
-        return self.denominator_values * _exp_checked(self.log_scale, "normalizer", "log_normalizer")
+        return self.denominator_values * exp_checked(
+            self.log_scale, "AttentionResult.normalizer", "`log_normalizer`"
+        )
 
     @property
     def numerator(self) -> Any:
@@ -133,5 +121,5 @@ class AttentionResult:
         Defined also in rows whose normaliser is <= 0 (where ``output`` is NaN).
         """
         self._need_ratio("numerator")
-        scale = _exp_checked(self.log_scale, "numerator", "log_scale and numerator_values")  # type: ignore[arg-type]
+        scale = exp_checked(self.log_scale, "AttentionResult.numerator", "`log_scale` and `numerator_values`")  # type: ignore[arg-type]
         return self.numerator_values * scale[..., None]  # type: ignore[operator]

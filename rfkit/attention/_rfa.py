@@ -15,16 +15,13 @@ from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
 from ..features import FeatureDraw, FeatureMap
-from ..features._exp import ExpDraw
 from ._causal import CausalJob, run_causal
 from ._common import (
     QKV,
     blocks_per_job,
     budget,
-    check_bool,
-    check_chunk_size,
     check_qkv,
-    check_threads,
+    check_shared_options,
     finish_ratio,
     nonpositive_message,
     row_blocks,
@@ -52,7 +49,7 @@ def fit_and_sample(
 
     With a key padding mask, the fit sees only the unmasked keys (padding = dropping keys).
     """
-    d = x.d
+    d = x.dim
     xp = x.xp
 
     def keys(sel: slice) -> Any:
@@ -81,39 +78,40 @@ def _rescale(old: Any, new: Any) -> Any:
 
 
 class _Featurizer:
-    r"""Scaled features of a draw, with an exact fast path for the exponential family.
+    r"""Scaled features of a draw, with an exact fast path for draws that have an exponential form.
 
-    For :class:`~rfkit.features._exp.ExpDraw` (PRF, hyperbolic, CEXP, HCEXP,
-    OPRF) the log-features are :math:`b\,\omega_i^\top u' + a\|\omega_i\|^2 + c - \|u'\|^2/2`
-    (``rfkit.features._exp``); computing them directly here saves several passes
-    over the (rows, m) arrays. Other maps (and batches of draws) go through the draw's
-    features. Inputs are (g, rows, d) arrays of the call's backend; outputs get the
-    draw's leading T axis when it has one. The draw's NumPy parameters are moved to the
-    backend's device once.
+    Every draw goes through the public draw protocol of :class:`~rfkit.features.FeatureDraw`.
+    When ``draw.exp_form()`` gives an :class:`~rfkit.features.ExpForm` (PRF, hyperbolic PRF,
+    CEXP, HCEXP, OPRF, ADERF, SADERF, GERF with ``s=1``) the log-features are
+    :math:`u W^\top + e + c - \|u\|^2/2` with :math:`u` the form's ``transform`` of the rows;
+    computing them directly here saves several passes over the (rows, m) arrays. Other maps
+    go through ``draw.features``. Inputs are (g, rows, d) arrays of the call's backend;
+    outputs get the draw's leading T axis when it has one. The form's NumPy parameters are
+    moved to the backend's device once per draw (``draw.param_on``).
     """
 
     def __init__(self, draw: FeatureDraw, dtype: Any, bk: Backend = NUMPY) -> None:
         self.draw = draw
         self.bk = bk
-        self.fast = isinstance(draw, ExpDraw)
-        if isinstance(draw, ExpDraw):
-            W, e, c = draw.log_linear_form()  # (D, d) / (T, D, d); (D,) / (T, D) or None; constant
+        form = draw.exp_form()
+        self.fast = form is not None
+        if form is not None:
+            W, e = form.W, form.offsets  # (D, d) / (T, D, d); (D,) / (T, D) or None
             WT = np.swapaxes(W, -1, -2)
             if W.ndim == 3:  # T draws: (T, 1, d, D) broadcasts against (g, rows, d) slices
                 WT = WT[:, None]
                 if e is not None:
                     e = e[:, None, None, :]
             # on the backend's device, once per draw (a draw reused across calls moves them once)
-            self.WT = bk.from_host(draw._params, "rfa_WT", np.ascontiguousarray(WT), dtype)
-            self.e = (
-                None if e is None else bk.from_host(draw._params, "rfa_e", np.ascontiguousarray(e), dtype)
-            )
-            self.c = c
+            self.WT = draw.param_on(bk, "rfa_WT", np.ascontiguousarray(WT), dtype)
+            self.e = None if e is None else draw.param_on(bk, "rfa_e", np.ascontiguousarray(e), dtype)
+            self.c = form.constant
+            self.transform = form.transform
 
     def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
         """(b W u' + e, row constant c - |u'|^2/2) for validated rows X."""
         xp = self.bk.xp
-        U = self.draw.transform(X, side)  # type: ignore[attr-defined]
+        U = self.transform(X, side)
         P = U @ self.WT
         if self.e is not None:
             P += self.e
@@ -125,7 +123,7 @@ class _Featurizer:
     def features(self, X: Any, side: str) -> tuple[Any, Any]:
         """(values (..., rows, D), log_scale (..., rows)) with phi = exp(log_scale) * values."""
         if not self.fast:
-            f = self.draw._features(X, side)  # validated rows of one backend: no second check
+            f = self.draw.features(X, side)  # validated rows of one backend: no second check
             return f.values, f.log_scale
         xp = self.bk.xp
         P, r = self.logits(X, side)
@@ -248,8 +246,8 @@ class RFA:
     features); with causal masking the sums run over :math:`m \le n` (prefix
     sums, Katharopoulos et al. 2020). With :class:`~rfkit.features.Positive`
     features it is self-normalised importance sampling with proposal
-    :math:`\mathcal N(0, I)` (Zheng et al., ICML 2022; THEORY.md §8): consistent,
-    with bias :math:`O(1/m)` (THEORY.md §9).
+    :math:`\mathcal N(0, I)` (Zheng, Wang & Kong (ICML 2022)): consistent,
+    with bias :math:`O(1/m)` (docs page *Theory*, section 3).
 
     Numerics: features are scaled, :math:`\phi(x) = e^{s(x)}u(x)`. The query
     scale :math:`e^{s(q_n)}` cancels in the ratio; the key scales are shifted by a
@@ -324,12 +322,7 @@ class RFA:
                 "The `feature_map` parameter of RFA must be an rfkit feature map "
                 f"(e.g. rk.features.Positive(256)). Got {self.feature_map!r} instead."
             )
-        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "RFA"))
-        object.__setattr__(
-            self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "RFA")
-        )
-        object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "RFA"))
-        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "RFA"))
+        check_shared_options(self, "RFA")
 
     def __call__(
         self,
@@ -375,10 +368,10 @@ class RFA:
         nt = threads_of(self.n_threads, "RFA")
         bk = x.bk
         if draw is not None:
-            if not isinstance(draw, FeatureDraw) or draw.dim != x.d:
+            if not isinstance(draw, FeatureDraw) or draw.dim != x.dim:
                 raise InvalidParameterError(
-                    f"The `draw` parameter of RFA must be a draw of its feature map for d={x.d} "
-                    f"(feature_map.sample({x.d}, rng=...)). Got {draw!r} instead."
+                    f"The `draw` parameter of RFA must be a draw of its feature map for d={x.dim} "
+                    f"(feature_map.sample({x.dim}, rng=...)). Got {draw!r} instead."
                 )
             if draw.spec.needs_data or type(draw.spec) is not type(self.feature_map):
                 raise InvalidParameterError(
@@ -395,9 +388,9 @@ class RFA:
                 specs, draws = fit_and_sample(
                     self.feature_map, x, check_rng(rng), self.shared_across_heads, T
                 )
-            B, n, M, dv = x.n_slices, x.n, x.m, x.dv
+            B, n, M, dv = x.n_slices, x.n_queries, x.n_keys, x.value_dim
             lead = 1 if T is None else T
-            D = specs[0].feature_dim(x.d)
+            D = specs[0].feature_dim(x.dim)
             pre = () if T is None else (T,)
             # Slices sharing a draw are processed together in groups small enough for the cache.
             g = max(1, budget(bk, _GROUP_ELEMS) // (lead * D * max(n, M)))

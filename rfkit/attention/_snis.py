@@ -1,381 +1,28 @@
-r"""RFA as self-normalised importance sampling (SNIS) with Gaussian proposals, and the shared core.
+r"""RFA as self-normalised importance sampling (SNIS) with Gaussian proposals.
 
-For a query :math:`q_n` the unnormalised target is
-:math:`\tilde p_n(\omega) = \mathcal N(\omega; 0, I)\,\xi(q_n,\omega)\sum_m\xi(k_m,\omega)`
-with :math:`\xi(x,\omega) = e^{\omega^\top x - \|x\|^2/2}`; it integrates to
-:math:`Z_n = \sum_m e^{q_n^\top k_m}`, and :math:`\mathrm{Attn}(q_n)` is the mean of
-:math:`f_n(\omega) = \sum_m \mathrm{softmax}_m(\omega^\top k_m - \frac12\|k_m\|^2)v_m`
-under :math:`\tilde p_n / Z_n` (Zheng et al., ICML 2022; THEORY.md §8). With samples
-:math:`\omega_s` shared by all queries and weights
-:math:`w_{ns} = c_s\,\tilde p_n(\omega_s)/q_s(\omega_s)` every estimator here is
-
-.. math:: \widehat{\mathrm{Attn}}(q_n) = \frac{\sum_s w_{ns} f_n(\omega_s)}{\sum_s w_{ns}},
-
-computed in log space: :math:`\log w_{ns} = \omega_s^\top q_n - \frac12\|q_n\|^2
-+ \log\sum_m \xi(k_m,\omega_s) + \log\frac{\mathcal N(\omega_s;0,I)}{q_s(\omega_s)} + \log c_s`
-(+ :math:`\log|\alpha_{ns}|` for LARA). :math:`f_n(\omega_s)` does not depend on
-:math:`n` (the :math:`\xi(q_n,\cdot)` factor cancels), so the cost is linear:
-:math:`O((n+M)Sd + MSd_v + nSd_v)`.
-
-**Causal form.** With keys restricted to :math:`m \le n`, the numerator is
-:math:`\sum_s \phi_s(q_n)\sum_{m\le n}\xi(k_m,\omega_s)v_m` with query "features"
-:math:`\phi_s(q) = c_s\,\xi(q,\omega_s)\,\mathcal N(\omega_s;0,I)/q_s(\omega_s)`: causal
-RFA whose columns are the samples. It runs through the same blocked prefix scan and
-shared-shift numerics as causal RFA (:mod:`rfkit.attention._causal`).
+The estimator and its numerics (shared samples, log-space weights, the causal form as
+causal RFA over the samples) are those of :mod:`rfkit.attention._importance`, which LARA
+shares; Zheng, Wang & Kong (ICML 2022), section 3.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .._backend import Backend
 from .._parallel import threads
 from .._random import check_rng
-from .._validation import check_int, check_option, check_points
-from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning, ShapeError
-from ..projections import PROJECTIONS
-from ._causal import CausalJob, run_causal
-from ._common import (
-    QKV,
-    blocks_per_job,
-    budget,
-    check_bool,
-    check_chunk_size,
-    check_qkv,
-    check_threads,
-    finish_ratio,
-    gaussian_noise,
-    nonpositive_message,
-    row_blocks,
-    run,
-    shifted_sum,
-    threads_of,
-    with_ones,
-)
+from .._validation import check_int, check_option
+from ..exceptions import InvalidParameterError
+from ._common import QKV, check_qkv, check_shared_options, threads_of
+from ._importance import causal_sample_attention, importance_sampling, jobs_of, sampled_result
+from ._proposals import check_means, chunk_means, mixture_offsets, mixture_samples, noise
 from ._result import AttentionResult
 
-__all__ = [
-    "SNIS",
-    "importance_sampling",
-    "ISJob",
-    "chunk_edges",
-    "chunk_means",
-    "check_means",
-    "gauss_logits",
-    "mixture_log_corr",
-    "causal_sample_attention",
-]
-
-# Row blocks of the linear passes hold about this many elements (1 MiB in float64).
-IS_BLOCK_ELEMS = 1 << 17
-# Slices processed together (batched matrix products) hold about this many elements.
-IS_GROUP_ELEMS = 1 << 19
-_CAUSAL_BLOCK = 128
-
-#: LARA's query-specific weights: ``alpha(job, rows) -> (log|alpha|, sign or None, n_negative, n_floored)``.
-AlphaFn = Callable[[Any, slice], tuple[Any, Any, int, int]]
-
-
-# ----------------------------------------------------------------------------- proposals
-def chunk_edges(n: int, C: int) -> list[int]:
-    """Boundaries of ``C`` contiguous chunks of ``n`` rows (``np.array_split`` sizes)."""
-    return [(c * n) // C for c in range(C + 1)]
-
-
-def chunk_means(bk: Backend, X: Any, C: int, keep: Any = None, *, ranked: bool = True) -> Any:
-    """Means of ``C`` contiguous chunks of the rows of ``X`` (B, n, d) -> (B, C, d).
-
-    ``keep`` (B, n) bool: only those rows count. ``ranked=True`` cuts the kept rows of
-    each slice into ``C`` chunks (the same as dropping the other rows first);
-    ``ranked=False`` keeps the positional chunks of all ``n`` rows and averages the
-    kept rows of each (0 for a chunk without any, used by the causal proposals).
-    """
-    xp = bk.xp
-    n = int(X.shape[-2])
-    if keep is None:
-        e = chunk_edges(n, C)
-        return xp.stack([xp.mean(X[:, e[c] : e[c + 1], :], axis=-2) for c in range(C)], axis=-2)
-    if ranked:
-        B = int(X.shape[0])
-        return xp.stack([chunk_means(bk, X[b, ...][keep[b, ...]][None, ...], C)[0, ...] for b in range(B)])
-    e = chunk_edges(n, C)
-    kf = xp.astype(keep, X.dtype)
-    parts = []
-    for c in range(C):
-        cnt = xp.sum(kf[:, e[c] : e[c + 1]], axis=-1)[:, None]
-        s = xp.sum(X[:, e[c] : e[c + 1], :] * kf[:, e[c] : e[c + 1], None], axis=-2)
-        parts.append(xp.where(cnt > 0, s / xp.where(cnt > 0, cnt, xp.ones_like(cnt)), xp.zeros_like(s)))
-    return xp.stack(parts, axis=-2)
-
-
-def check_means(means: Any, x: QKV, owner: str, name: str) -> Any:
-    """User-supplied proposal means (C, d) or (..., C, d) -> (B, C, d) on the call's backend."""
-    arr = check_points(means, name, backend=x.bk)
-    shape = tuple(arr.shape)
-    if shape[-1] != x.d:
-        raise ShapeError(
-            f"`{name}` of {owner} must have shape (C, d) or (..., C, d) with d={x.d} (the query "
-            f"dimension); got shape {shape}."
-        )
-    try:
-        full = tuple(np.broadcast_shapes(shape[:-2], x.batch_shape))
-    except ValueError:
-        full = None
-    if full != x.batch_shape:
-        raise ShapeError(
-            f"`{name}` of {owner} has batch shape {shape[:-2]}, which does not broadcast to the "
-            f"batch shape {x.batch_shape} of Q, K, V."
-        )
-    xp = x.xp
-    arr = xp.astype(arr, x.dtype, copy=False)
-    arr = xp.broadcast_to(arr, x.batch_shape + shape[-2:])
-    return xp.reshape(arr, (x.n_slices,) + shape[-2:])
-
-
-def gauss_logits(bk: Backend, omega: Any, means: Any) -> Any:
-    r""":math:`\log\mathcal N(\omega_s;\mu_c,I) - \log\mathcal N(\omega_s;0,I) = \omega_s^\top\mu_c - \tfrac12\|\mu_c\|^2`.
-
-    ``omega`` (B, S, d), ``means`` (B, C, d) -> (B, S, C). Exact (no cancellation of
-    :math:`\|\omega\|^2` terms) and formed by one matrix product.
-    """
-    xp = bk.xp
-    return omega @ xp.matrix_transpose(means) - 0.5 * xp.vecdot(means, means, axis=-1)[..., None, :]
-
-
-def mixture_log_corr(bk: Backend, lq: Any, log_counts: Any) -> Any:
-    r""":math:`-\log\sum_c n_c\,\mathcal N(\omega_s;\mu_c,I)/\mathcal N(\omega_s;0,I)`: ``lq`` (B, S, C) -> (B, S).
-
-    With ``n_c`` the number of samples from component ``c`` this is the weight
-    :math:`\mathcal N(\omega;0,I)/(S\,q(\omega))` of the deterministic mixture (or the
-    balance heuristic with ``n_c`` samples per proposal).
-    """
-    return -bk.logsumexp(lq + log_counts, axis=-1)
-
-
-def noise(gen: np.random.Generator, x: QKV, n_samples: int, projection: str, shared: bool) -> Any:
-    """Standard-normal rows on the backend: (1, S, d) shared by all slices, or (B, S, d), one per head."""
-    bk, xp = x.bk, x.xp
-    k = 1 if shared else x.n_heads
-    E = np.stack([gaussian_noise(gen, n_samples, x.d, projection) for _ in range(k)])
-    Ed = bk.asarray(E, x.dtype)
-    if k == 1:
-        return Ed
-    return xp.take(Ed, bk.asarray(np.arange(x.n_slices) % k), axis=0)
-
-
-def warn_nonpositive(owner: str, nbad: int, shape: tuple[int, ...], stacklevel: int = 3) -> None:
-    warnings.warn(
-        nonpositive_message(owner, nbad, shape, "Negative MIS weights or underflow of every weight."),
-        NonPositiveNormalizerWarning,
-        stacklevel=stacklevel,
-    )
-
-
-# ----------------------------------------------------------------------------- bidirectional core
-@dataclasses.dataclass
-class ISJob:
-    """A group of slices ``sl`` with samples ``omega`` (g or 1, S, d) and ``log_corr`` (g or 1, S)."""
-
-    sl: slice
-    Q: Any
-    K: Any
-    V: Any
-    pad: Any
-    omega: Any
-    log_corr: Any
-    alpha: AlphaFn | None = None
-    ctx: dict[str, Any] = dataclasses.field(default_factory=dict)
-    F: Any = None
-    base: Any = None
-
-
-def _is_key_block(job: ISJob, ks: slice, bk: Backend) -> tuple[Any, Any]:
-    xp = bk.xp
-    Kb = job.K[:, ks, :]
-    L = Kb @ xp.matrix_transpose(job.omega) - 0.5 * xp.vecdot(Kb, Kb, axis=-1)[..., None]  # (g, c, S)
-    keep = None
-    if job.pad is not None:
-        pad = job.pad[:, ks]
-        L = xp.where(pad[..., None], xp.asarray(-math.inf, dtype=L.dtype, device=bk.device), L)
-        keep = xp.astype(~pad, L.dtype)
-    t = xp.max(L, axis=-2)  # one shift per sample, common to every key (never per key)
-    L -= (t if keep is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None, :]
-    GH = xp.matrix_transpose(bk.exp_(L)) @ with_ones(bk, job.V[:, ks, :], keep)  # (g, S, dv + 1)
-    return t, GH
-
-
-def _is_query_block(job: ISJob, qs: slice, bk: Backend, out: dict[str, Any]) -> tuple[int, int]:
-    xp = bk.xp
-    Qb = job.Q[:, qs, :]
-    lw = Qb @ xp.matrix_transpose(job.omega) - 0.5 * xp.vecdot(Qb, Qb, axis=-1)[..., None]
-    lw += job.base[..., None, :]
-    sign = None
-    n_neg = n_floor = 0
-    if job.alpha is not None:
-        la, sign, n_neg, n_floor = job.alpha(job, qs)
-        lw += la
-    mx = xp.max(lw, axis=-1)
-    mx = xp.where(xp.isfinite(mx), mx, xp.zeros_like(mx))
-    w = bk.exp_(lw - mx[..., None])
-    if sign is not None:
-        w = w * sign
-    rows = (job.sl, qs)
-    out["num"][rows[0], rows[1], :] = w @ job.F
-    out["den"][rows[0], rows[1]] = xp.sum(w, axis=-1)
-    aw = xp.abs(w)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        s1 = xp.sum(aw, axis=-1)
-        out["ess"][rows[0], rows[1]] = s1 * s1 / xp.sum(aw * aw, axis=-1)
-    out["log_scale"][rows[0], rows[1]] = mx
-    return n_neg, n_floor
-
-
-def importance_sampling(
-    jobs: list[ISJob], x: QKV, n_threads: int, cap: int | None
-) -> tuple[Any, Any, Any, Any, int, int]:
-    """Bidirectional weighted importance sampling for every job (group of slices).
-
-    Key pass: fixed blocks, each with its own per-sample shift; block sums combined exactly
-    in block order. Query pass: independent blocks. Both on the thread pool (NumPy).
-
-    Returns
-    -------
-    log_scale (B, n), numerator values (B, n, dv), denominator values (B, n), ess (B, n),
-    number of negative and of floored LARA weights.
-    """
-    bk, xp = x.bk, x.xp
-    B, n, M, dv = x.n_slices, x.n, x.m, x.dv
-    S = int(jobs[0].omega.shape[-2])
-    kt = [
-        (ji, ks)
-        for ji, job in enumerate(jobs)
-        for ks in row_blocks(M, S * int(job.Q.shape[0]), budget=budget(bk, IS_BLOCK_ELEMS), cap=cap)
-    ]
-    per_job = blocks_per_job(bk, lambda t: _is_key_block(jobs[t[0]], t[1], bk), kt, len(jobs), n_threads)
-    for job, blocks in zip(jobs, per_job):
-        top, GH = shifted_sum(xp, blocks, lambda f: f[..., None])
-        H = GH[..., dv]  # type: ignore[index]
-        job.F = GH[..., :dv] / H[..., None]  # type: ignore[index]  # f(w_s), (g, S, dv)
-        job.base = top + xp.log(H) + job.log_corr
-    out = {
-        "log_scale": bk.empty((B, n), x.dtype),
-        "num": bk.empty((B, n, dv), x.dtype),
-        "den": bk.empty((B, n), x.dtype),
-        "ess": bk.empty((B, n), x.dtype),
-    }
-    qt = [
-        (ji, qs)
-        for ji, job in enumerate(jobs)
-        for qs in row_blocks(n, S * int(job.Q.shape[0]), budget=budget(bk, IS_BLOCK_ELEMS), cap=cap)
-    ]
-    counts = run(bk, lambda t: _is_query_block(jobs[t[0]], t[1], bk, out), qt, n_threads)
-    n_neg = sum(c[0] for c in counts)
-    n_floor = sum(c[1] for c in counts)
-    return out["log_scale"], out["num"], out["den"], out["ess"], n_neg, n_floor
-
-
-def slice_groups(x: QKV, S: int) -> list[slice]:
-    """Contiguous groups of slices processed together (sizes only)."""
-    g = max(1, budget(x.bk, IS_GROUP_ELEMS) // (max(x.n, x.m) * max(S, 1)))
-    return [slice(s, min(x.n_slices, s + g)) for s in range(0, x.n_slices, g)]
-
-
-# ----------------------------------------------------------------------------- causal core
-class SampleFeaturizer:
-    """Causal SNIS/LARA as causal RFA: the samples are the feature columns.
-
-    Query log-features :math:`\\omega_s^\\top q - \\|q\\|^2/2 + o_{cs}` with the offsets
-    ``qoff`` (g, chunks, S) of the query's chunk (``-inf`` for samples it may not use);
-    key log-features :math:`\\omega_s^\\top k - \\|k\\|^2/2`.
-    """
-
-    fast = True
-
-    def __init__(self, bk: Backend, omega: Any, qoff: Any) -> None:
-        xp = bk.xp
-        self.bk = bk
-        self.omegaT = xp.matrix_transpose(omega)  # (g, d, S)
-        self.qoff = qoff
-        self.n_chunks = int(qoff.shape[-2])
-
-    def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
-        xp = self.bk.xp
-        P = X @ self.omegaT
-        if side == "query":
-            P += self.qoff[:, chunk : chunk + 1, :]
-        return P, -0.5 * xp.vecdot(X, X, axis=-1)
-
-    def features(self, X: Any, side: str) -> tuple[Any, Any]:  # pragma: no cover - fast only
-        raise NotImplementedError
-
-    def key_offset(self, chunk: int) -> Any:
-        """0 for the samples the queries of ``chunk`` may use, ``-inf`` for the others."""
-        if self.n_chunks == 1:
-            return None
-        xp = self.bk.xp
-        q = self.qoff[:, chunk, :]
-        return xp.where(xp.isfinite(q), xp.zeros_like(q), q)
-
-
-def causal_sample_attention(
-    x: QKV, omega: Any, qoff: Any, edges: list[int], n_threads: int, block: int | None
-) -> tuple[Any, Any, Any, Any]:
-    """Causal SNIS/LARA for every slice: ``omega`` (B or 1, S, d), ``qoff`` (B or 1, chunks, S).
-
-    Returns log_scale (B, n), numerator values (B, n, dv), denominator values (B, n), ess (B, n).
-    """
-    bk = x.bk
-    B, n, dv = x.n_slices, x.n, x.dv
-    S = int(omega.shape[-2])
-    jobs, slots = [], []
-    for sl in slice_groups(x, S):
-        g = sl.stop - sl.start
-        om = omega if int(omega.shape[0]) == 1 else omega[sl, ...]
-        qo = qoff if int(qoff.shape[0]) == 1 else qoff[sl, ...]
-        fz = SampleFeaturizer(bk, om, qo)
-        pad = None if x.mask is None else x.mask[sl, ...]
-        jobs.append(
-            CausalJob(fz, x.Q[sl, ...], x.K[sl, ...], x.V[sl, ...], pad, (g,), S, tuple(edges), want_ess=True)
-        )
-        slots.append(sl)
-    run_causal(jobs, bk, block or _CAUSAL_BLOCK, n_threads)
-    log_scale = bk.empty((B, n), x.dtype)
-    nd = bk.empty((B, n, dv + 1), x.dtype)
-    ess = bk.empty((B, n), x.dtype)
-    for job, sl in zip(jobs, slots):
-        log_scale[sl, :] = job.log_scale
-        nd[sl, :, :] = job.nd
-        ess[sl, :] = job.ess
-    return log_scale, nd[..., :dv], nd[..., dv], ess
-
-
-def causal_offsets(bk: Backend, lq: Any, log_counts: Any, comp: np.ndarray, n_chunks: int) -> Any:
-    r"""Query offsets of causal chunk-mean proposals, (B, chunks, S).
-
-    Component ``p`` (``p = 0``: :math:`\mathcal N(0, I)`; ``p >= 1``: built from chunk
-    ``p - 1``) may be used by the queries of chunks ``c >= p``. For chunk ``c`` and a usable
-    sample ``s`` the offset is the balance-heuristic weight over the usable components,
-    :math:`-\log\sum_{p\le c} n_p\,\mathcal N(\omega_s;\mu_p,I)/\mathcal N(\omega_s;0,I)`;
-    ``-inf`` for the others. ``lq`` (B, S, C) from :func:`gauss_logits`, ``comp`` the
-    component of every sample.
-    """
-    xp = bk.xp
-    terms = lq + log_counts  # (B, S, C)
-    run_ = terms[..., 0]
-    rows = []
-    neg = xp.asarray(-math.inf, dtype=lq.dtype, device=bk.device)
-    for c in range(n_chunks):
-        if c > 0:
-            run_ = xp.logaddexp(run_, terms[..., c])
-        usable = bk.asarray(comp <= c)
-        rows.append(xp.where(usable, -run_, neg))
-    return xp.stack(rows, axis=-2)
+__all__ = ["SNIS"]
 
 
 # ----------------------------------------------------------------------------- SNIS
@@ -389,7 +36,7 @@ class SNIS:
         w_{ns} = \frac{\tilde p_n(\omega_s)}{q(\omega_s)},\qquad
         q(\omega) = \sum_c \lambda_c\,\mathcal N(\omega; \mu_c, I),
 
-    with :math:`\tilde p_n, f_n` as in THEORY.md §8 (Zheng, Wang, Kong, ICML 2022,
+    with :math:`\tilde p_n, f_n` as in :mod:`rfkit.attention._importance` (Zheng, Wang & Kong (ICML 2022),
     §3: "RFA is SNIS with proposal :math:`\mathcal N(0, I)`"). Samples are shared by
     all queries (linear cost). Sample ``s`` comes from component ``s mod C`` and
     :math:`\lambda_c` is the fraction of samples from component ``c``
@@ -416,7 +63,7 @@ class SNIS:
         RFA with :class:`~rfkit.features.Positive` features (identical up to
         round-off, bidirectional and causal). ``"chunk-mean"``: :math:`\mu_c =
         \tilde q_c + \tilde k_c`, the means of ``n_chunks`` contiguous chunks of the
-        queries and of the keys (LARA's proposals, THEORY.md §8; with a key padding
+        queries and of the keys (LARA's proposals; with a key padding
         mask, chunks of the unmasked keys). An array of shape (C, d) or (..., C, d):
         explicit means (of the inputs' library and device).
     n_samples : int, default=64
@@ -435,8 +82,7 @@ class SNIS:
     causal : bool, default=False
         Query ``i`` attends to keys ``0..i`` (needs ``n == M``).
     n_threads : int, optional
-        Threads of the NumPy backend (default: ``rk.threads(...)``, else
-        ``RFKIT_NUM_THREADS``, else every CPU). Results do not depend on it.
+        Threads of the NumPy backend, chosen as for :class:`RFA`; results do not depend on it.
 
     Returns (from ``__call__``)
     ---------------------------
@@ -486,17 +132,11 @@ class SNIS:
                     "The `n_chunks` parameter of SNIS applies only to proposal='chunk-mean'. "
                     f"Got n_chunks={self.n_chunks} with proposal={self.proposal!r}."
                 )
-        check_option(self.projection, "projection", "SNIS", PROJECTIONS)
-        object.__setattr__(
-            self, "shared_across_heads", check_bool(self.shared_across_heads, "shared_across_heads", "SNIS")
-        )
-        object.__setattr__(self, "chunk_size", check_chunk_size(self.chunk_size, "SNIS"))
-        object.__setattr__(self, "causal", check_bool(self.causal, "causal", "SNIS"))
-        object.__setattr__(self, "n_threads", check_threads(self.n_threads, "SNIS"))
+        check_shared_options(self, "SNIS")
 
     def _n_chunks(self, x: QKV) -> int:
         kept = min(x.kept_keys())
-        limit = min(x.n, kept)
+        limit = min(x.n_queries, kept)
         C = self.n_chunks if self.n_chunks is not None else min(self.n_samples, limit, 8)
         if C > limit:
             what = "min(n, M)" if x.mask is None else "min(n, unmasked keys of a slice)"
@@ -550,46 +190,15 @@ class SNIS:
                 counts = np.bincount(comp, minlength=C)
                 with np.errstate(divide="ignore"):
                     log_counts = bk.asarray(np.log(counts), x.dtype)
-                omega = xp.take(means, bk.asarray(comp), axis=-2) + E
-                lq = gauss_logits(bk, omega, means)
-                if chunked:
-                    qoff = causal_offsets(bk, lq, log_counts, comp, C)
-                else:
-                    log_corr = mixture_log_corr(bk, lq, log_counts)
-                    qoff = log_corr[:, None, :]
+                omega, lq = mixture_samples(bk, means, E, comp)
+                log_corr, qoff = mixture_offsets(bk, lq, log_counts, comp, causal_chunks=chunked)
             if self.causal:
-                edges = chunk_edges(x.n, int(qoff.shape[-2]))
-                log_scale, num, den, ess = causal_sample_attention(x, omega, qoff, edges, nt, self.chunk_size)
+                parts = causal_sample_attention(x, omega, qoff, nt, self.chunk_size)
             else:
-                jobs = []
-                for sl in slice_groups(x, S):
-                    jobs.append(
-                        ISJob(
-                            sl,
-                            x.Q[sl, ...],
-                            x.K[sl, ...],
-                            x.V[sl, ...],
-                            None if x.mask is None else x.mask[sl, ...],
-                            omega if int(omega.shape[0]) == 1 else omega[sl, ...],
-                            log_corr if int(log_corr.shape[0]) == 1 else log_corr[sl, ...],
-                        )
-                    )
-                log_scale, num, den, ess, _, _ = importance_sampling(jobs, x, nt, self.chunk_size)
-        out, nbad = finish_ratio(log_scale, num, den, nt)
-        if nbad:
-            warn_nonpositive("SNIS", nbad, (x.n_slices, x.n))
-        shared_omega = int(omega.shape[0]) == 1
-        return AttentionResult(
-            output=x.unflatten(out),
-            method="SNIS",
-            estimator=self,
-            log_scale=x.unflatten(log_scale),
-            numerator_values=x.unflatten(num),
-            denominator_values=x.unflatten(den),
-            n_nonpositive=nbad,
-            ess=x.unflatten(ess),
-            omega=omega[0, ...]
-            if shared_omega
-            else x.unflatten(xp.broadcast_to(omega, (x.n_slices, S, x.d))),
-            proposal_means=None if means is None else x.unflatten(means),
-        )
+                log_scale, num, den, ess, _, _ = importance_sampling(
+                    jobs_of(x, omega, log_corr), x, nt, self.chunk_size
+                )
+                parts = (log_scale, num, den, ess)
+        shared = int(omega.shape[0]) == 1  # one draw of samples for every slice
+        omega_out = omega[0, ...] if shared else x.unflatten(xp.broadcast_to(omega, (x.n_slices, S, x.dim)))
+        return sampled_result("SNIS", self, x, parts, nt, means, omega=omega_out)

@@ -27,24 +27,30 @@ map                       estimator                                            c
 A map of your own subclasses :class:`FeatureMap` (``feature_dim`` and the hook
 ``_sample_one(dim, rng)``) with a :class:`FeatureDraw` implementing ``_log_features``;
 :func:`check_feature_map` checks it, :class:`StackedDraw` batches its draws (docs page
-"Bring your own estimator").
+"Bring your own estimator"). What a draw exposes to attention code (``features``,
+``log_features``, ``param_on``, ``exp_form`` returning an :class:`ExpForm`) is documented on
+:class:`FeatureDraw`.
 """
 
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
-from ._base import FeatureDraw, FeatureMap, Features
-from ._derf import ADERF, SDERF, aderf_optimal, sderf_eig, sderf_optimal_A
+from ._base import FeatureMap
+from ._derf import ADERF, SDERF, sderf_eig
+from ._derf_optimal import aderf_optimal, sderf_optimal_A
 from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polynomial
+from ._draw import ExpForm, FeatureDraw, Features
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
 from ._gerf import GERF, SADERF, saderf_parameters
 from ._optimal import gerf_optimal_A
-from ._protocol import StackedDraw, check_feature_map
+from ._protocol import check_feature_map
 from ._sketch import RandomMaclaurin, TensorSketch
+from ._stacked import StackedDraw
 from ._trig import Trig
 
 __all__ = [
     "Features",
     "FeatureMap",
     "FeatureDraw",
+    "ExpForm",
     "StackedDraw",
     "check_feature_map",
     "Trig",

@@ -2,8 +2,8 @@ r"""Data-adaptive parameters: the CEXP/HCEXP matrix :math:`A` and OPRF's :math:`
 
 CEXP/HCEXP estimate :math:`\mathrm{SM}(x, y)` with :math:`\phi^{+}` / :math:`\phi^{++}`
 applied to :math:`Ax` and :math:`A^{-\top}y` (unbiased for any invertible
-:math:`A`); the MSE grows with :math:`\|Ax + A^{-\top}y\|^2` (seed 004 Lemma 3.1,
-THEORY.md §4), so :math:`A` is chosen to make it small on the data.
+:math:`A`); the MSE grows with :math:`\|Ax + A^{-\top}y\|^2` (Blackwelder (2024),
+Lemma 3.1), so :math:`A` is chosen to make it small on the data.
 """
 
 from __future__ import annotations
@@ -58,15 +58,15 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
     rule : {"mean", "variance", "identity"}
         ``"mean"``: :math:`A_{ii} = \sqrt{|\mu_{y,i}| / |\mu_{x,i}|}`, the exact
         minimiser of :math:`\|A\mu_x + A^{-\top}\mu_y\|^2` over positive diagonal
-        :math:`A` (seed 004 / HRF; derivation THEORY.md §4; the reciprocal rule is
+        :math:`A` (Blackwelder (2024); Choromanski et al. (ICLR 2022); the reciprocal rule is
         wrong). ``"variance"``: :math:`A_{ii} = \big((\sigma^2_{y,i}+\mu^2_{y,i}) /
         (\sigma^2_{x,i}+\mu^2_{x,i})\big)^{1/4}`, the minimiser of
-        :math:`\mathbb E\|Ax\|^2 + \mathbb E\|A^{-\top}y\|^2` (seed 004 Lemma 3.4;
+        :math:`\mathbb E\|Ax\|^2 + \mathbb E\|A^{-\top}y\|^2` (Blackwelder (2024), Lemma 3.4;
         it minimises the expected exponent, not the expected MSE). Here
         :math:`x` are queries and :math:`y` keys; :math:`\sigma^2` are the
         per-coordinate sample variances (divisor ``n - ddof``).
     ddof : int, default=1
-        Delta degrees of freedom of the variance estimate (seed 004 uses the
+        Delta degrees of freedom of the variance estimate (Blackwelder (2024) uses the
         unbiased estimator, ``ddof=1``).
 
     Returns
@@ -99,21 +99,33 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
         num = ssy / (ny - ddof) + my**2
         den = ssx / (nx - ddof) + mx**2
         what = "second moment"
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = (num / den) ** 0.25
-    bad = np.flatnonzero(~np.isfinite(a) | (a == 0))
-    if bad.size:
-        i = int(bad[0])
-        raise SingularMatrixError(
+        a = fourth_root_ratio(num, den)
+    return check_nondegenerate(
+        a,
+        lambda i: (
             f"adaptive_A(rule={rule!r}) is degenerate at coordinate {i}: query {what} "
             f"{den[i]:.3g}, key {what} {num[i]:.3g}; A_ii would be {a[i]!r} (A singular). "
             "rfkit does not clip; pass an explicit A or use another rule."
-        )
-    return a
+        ),
+    )
+
+
+def fourth_root_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``(num / den) ** (1/4)`` per coordinate (inf or NaN where ``den`` is 0: see :func:`check_nondegenerate`)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (num / den) ** 0.25
+
+
+def check_nondegenerate(diag: np.ndarray, message: Any) -> np.ndarray:
+    """``diag`` if every entry is finite and non-zero, else SingularMatrixError(``message(i)``) at the first bad ``i``."""
+    bad = np.flatnonzero(~np.isfinite(diag) | (diag == 0))
+    if bad.size:
+        raise SingularMatrixError(message(int(bad[0])))
+    return diag
 
 
 def oprf_optimal_A(Q: Any, K: Any) -> float:
-    r"""Data-averaged optimal OPRF/FAVOR++ parameter :math:`A^*` (THEORY.md §6).
+    r"""Data-averaged optimal OPRF/FAVOR++ parameter :math:`A^*` (Likhosherstov et al. (NeurIPS 2022)).
 
     .. math::
 
@@ -133,26 +145,38 @@ def oprf_optimal_A(Q: Any, K: Any) -> float:
     return float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)
 
 
-def validate_A(A: Any, owner: str, name: str = "A") -> np.ndarray:
-    """Validate an explicit CEXP matrix: diagonal (d,) or full (d, d), finite, invertible."""
+def host_matrix(A: Any, owner: str, name: str, what: str, *, scalar: bool = False) -> np.ndarray:
+    """A matrix parameter as a float64 NumPy array: a diagonal (d,) or a square (d, d).
+
+    ``A`` may be an array of any supported library (a validated float array, finite);
+    ``scalar=True`` also lets a 0-d array through. Other shapes raise a
+    :class:`~rfkit.exceptions.ShapeError` saying that ``name`` of ``owner`` must be ``what``.
+    """
     arr = np.asarray(to_numpy(A)) if not isinstance(A, np.ndarray) and hasattr(A, "shape") else A
     arr = as_float_array(arr, name)
+    if scalar and arr.ndim == 0:
+        return np.array(arr, dtype=np.float64)
     if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
-        raise ShapeError(
-            f"The `{name}` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; "
-            f"got shape {arr.shape}."
-        )
-    arr = np.array(arr, dtype=np.float64)
-    if arr.ndim == 1:
-        mags = np.abs(arr)
-        smin, smax = float(mags.min()), float(mags.max())
-    else:
-        sv = np.linalg.svd(arr, compute_uv=False)
-        smin, smax = float(sv.min()), float(sv.max())
-    rcond = smin / smax if smax > 0 else 0.0
+        raise ShapeError(f"The `{name}` parameter of {owner} must be {what}; got shape {arr.shape}.")
+    return np.array(arr, dtype=np.float64)
+
+
+def validate_A(
+    A: Any, owner: str, name: str = "A", need: str = "the estimator needs its inverse"
+) -> np.ndarray:
+    """Validate an explicit invertible matrix (CEXP's ``A``, ADERF's ``G``): diagonal (d,) or (d, d), finite.
+
+    Raises :class:`~rfkit.exceptions.SingularMatrixError` (saying what ``need`` s the inverse)
+    when the reciprocal condition number is below machine epsilon, and warns
+    (:class:`~rfkit.exceptions.IllConditionedWarning`) below 1e-12. Read-only float64 result.
+    """
+    arr = host_matrix(A, owner, name, "a diagonal (d,) or a square (d, d) array")
+    sv = np.abs(arr) if arr.ndim == 1 else np.linalg.svd(arr, compute_uv=False)
+    smax = float(sv.max())
+    rcond = float(sv.min()) / smax if smax > 0 else 0.0
     if rcond <= np.finfo(np.float64).eps:
         raise SingularMatrixError(
-            f"`{name}` is singular (rcond={rcond:.3g}) in {owner}; the estimator needs its inverse. Pass an invertible {name}."
+            f"`{name}` is singular (rcond={rcond:.3g}) in {owner}; {need}. Pass an invertible {name}."
         )
     if rcond < 1e-12:
         warnings.warn(

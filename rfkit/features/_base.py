@@ -1,103 +1,25 @@
-r"""Scaled-feature representation, the feature-map base class and the draw object.
+r"""The feature-map base class: hyperparameters, ``fit`` and the ways to draw.
 
-Every feature map returns :class:`Features` ``(values, log_scale)`` meaning
-:math:`\phi(x) = e^{\text{log\_scale}(x)}\,\text{values}(x)` with
-:math:`\max_k |\text{values}_k(x)| \le 1` per row. Kernel estimates
-:math:`\hat K(x, y) = \phi(x)^\top\phi(y)` are formed by one matrix product of the
-values with the row scales folded in after a per-slice common maximum shift, so
-nothing overflows; entries whose folded product would underflow are recomputed
-exactly from log-features with a signed log-sum-exp.
-
-Backends: draws hold NumPy parameters (directions from NumPy Generators); every method
-takes arrays of any supported library (:mod:`rfkit._backend`: NumPy, PyTorch, CuPy,
-array_api_strict), moves the parameters to the input's device once (cached per draw)
-and returns arrays of the input's library, device and dtype. On NumPy the row blocks of
-the heavy steps run on rfkit's thread pool (:mod:`rfkit._parallel`), with results that
-do not depend on the number of threads.
+A :class:`FeatureMap` is a frozen specification; ``sample`` draws its random part and
+returns a :class:`~rfkit.features.FeatureDraw` (:mod:`rfkit.features._draw`), which holds
+the scaled-feature numerics. Maps of your own draw through the ``_sample_one`` hook and are
+batched by :mod:`rfkit.features._stacked`.
 """
 
 from __future__ import annotations
 
 import abc
-import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from .._backend import Backend, get_backend, prod
-from .._validation import (
-    check_broadcast,
-    check_int,
-    check_points,
-    check_same_dim,
-    check_square_norms,
-    float_dtype,
-)
-from ..exceptions import NumericalOverflowError, ShapeError
+from .._validation import check_int
+from ..exceptions import NotFittedError, ShapeError
+from ._draw import FeatureDraw, Features
+from ._stacked import sample_with_hook, stack_draws, streams_with_hook
 
+# Features and FeatureDraw are defined in ._draw and re-exported here (their historical home).
 __all__ = ["Features", "FeatureMap", "FeatureDraw"]
-
-# Work arrays in chunked reductions stay below this many elements (~16 MiB in float64).
-_CHUNK_ELEMS = 1 << 21
-
-
-@dataclasses.dataclass(frozen=True)
-class Features:
-    r"""Scaled features :math:`\phi(x) = \exp(\text{log\_scale})\cdot\text{values}`.
-
-    Attributes
-    ----------
-    values : ndarray of shape (..., n, D)
-        Feature values with :math:`|\text{values}| \le 1` (maximum 1 in every row
-        with a non-zero feature).
-    log_scale : ndarray of shape (..., n)
-        Natural log of the per-row scale.
-    """
-
-    values: np.ndarray
-    log_scale: np.ndarray
-
-    @property
-    def n_columns(self) -> int:
-        """Feature dimension ``D`` (``2m`` for trig and hyperbolic maps)."""
-        return int(self.values.shape[-1])
-
-    def dense(self) -> np.ndarray:
-        """Unscaled feature matrix :math:`\\phi(x)`, shape (..., n, D).
-
-        Raises
-        ------
-        NumericalOverflowError
-            If some scale exceeds the float range; keep the scaled form instead.
-        """
-        bk = get_backend(("values", self.values))
-        xp = bk.xp
-        limit = float(np.log(float(xp.finfo(self.values.dtype).max)))
-        top = float(xp.max(self.log_scale)) if prod(self.log_scale.shape) else -np.inf
-        if top > limit:
-            raise NumericalOverflowError(
-                f"Features.dense(): a row scale exp({top:.4g}) exceeds "
-                f"the {bk.dtype_name(self.values.dtype)} range (log max {limit:.4g}); use the scaled "
-                "representation (values, log_scale) or log-space estimates."
-            )
-        return xp.exp(self.log_scale)[..., None] * self.values
-
-    @classmethod
-    def from_log(cls, sign: Any | None, logabs: Any) -> Features:
-        """Build scaled features from ``sign`` (None: all positive) and ``log|phi|``."""
-        xp = get_backend(("logabs", logabs)).xp
-        if logabs.shape[-1]:
-            ls = xp.max(logabs, axis=-1)
-        else:
-            ls = xp.zeros_like(logabs[..., 0])
-        empty = ~xp.isfinite(ls)  # every feature exactly zero in that row
-        if bool(xp.any(empty)):
-            ls = xp.where(empty, xp.zeros_like(ls), ls)
-        values = xp.exp(logabs - ls[..., None])
-        if sign is not None:
-            values = values * sign
-        return cls(values=values, log_scale=ls)
 
 
 class FeatureMap(abc.ABC):
@@ -220,17 +142,16 @@ class FeatureMap(abc.ABC):
         if not streams:
             raise ShapeError(f"{self.name}.sample_streams() needs at least one stream in `rngs`.")
         if spec._uses_sample_hook():
-            from ._protocol import streams_with_hook
-
             return streams_with_hook(spec, d, streams)
         if not spec.is_random:
             return spec._from_projection(d, len(streams), None)
         return spec._from_projection(d, len(streams), spec._projection_streams(d, streams))
 
     def _raise_needs_data(self) -> None:
+        """Raise :class:`~rfkit.exceptions.NotFittedError` naming what :meth:`fit` resolves."""
         missing = [p for p in self._fitted_params if getattr(self, p) is None]
         names = " and ".join(missing) or "its parameters"
-        raise ShapeError(
+        raise NotFittedError(
             f"{self.name}({', '.join(f'{p}=None' for p in missing)}) resolves {names} from data: "
             f"call .fit(Q, K), pass data=(Q, K) to sample(), or give {names} explicitly."
         )
@@ -238,8 +159,6 @@ class FeatureMap(abc.ABC):
     def _sample(self, dim: int, *, rng: Any, n_draws: int | None) -> FeatureDraw:
         """Draw for a validated dimension."""
         if self._uses_sample_hook():
-            from ._protocol import sample_with_hook
-
             return sample_with_hook(self, dim, rng, n_draws)
         W = self._projection(dim, rng=rng, n_draws=n_draws) if self.is_random else None
         return self._from_projection(dim, n_draws, W)
@@ -260,7 +179,14 @@ class FeatureMap(abc.ABC):
 
         ``W`` has shape ``(m, d)`` for one draw or ``(n_draws, m, d)`` for a stack, as returned
         by :meth:`projection_streams`.
+
+        Raises
+        ------
+        NotFittedError
+            A data-dependent map whose parameters are not fitted yet (call :meth:`fit`).
         """
+        if self.needs_data:
+            self._raise_needs_data()
         return self._from_projection(dim, n_draws, W)
 
     # ---------------------------------------------------------------- extension hooks
@@ -284,8 +210,6 @@ class FeatureMap(abc.ABC):
         (:class:`rfkit.features.StackedDraw`); override it for speed. Draw ``t`` must depend on
         ``rngs[t]`` alone, so that a study's numbers do not depend on how trials are chunked.
         """
-        from ._protocol import stack_draws
-
         return stack_draws(self, dim, rngs)
 
     def _uses_sample_hook(self) -> bool:
@@ -309,305 +233,3 @@ class FeatureMap(abc.ABC):
             f"{self.name} implements neither the extension hook _sample_one(dim, rng) nor "
             "_projection/_from_projection: it cannot draw features"
         )
-
-
-class FeatureDraw(abc.ABC):
-    """One draw (or ``T`` independent draws) of a feature map.
-
-    Subclasses implement :meth:`_log_features` (sign and ``log|phi|`` of every
-    feature) and may override :meth:`_features` and :meth:`_slog_pairwise` with
-    faster exact paths. Inputs reaching these methods are validated arrays of one
-    library; :meth:`param` gives the draw's NumPy parameters on that library, device
-    and dtype.
-    """
-
-    def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None = None) -> None:
-        self.spec = spec
-        self.dim = dim
-        self.n_draws = n_draws
-        self._params: dict[tuple[Any, ...], Any] = {}
-
-    # ---------------------------------------------------------------- parameters
-    def param(self, key: str, value: np.ndarray, like: Any) -> Any:
-        """The NumPy parameter ``value`` on the library, device and dtype of ``like``.
-
-        NumPy: a cast (no copy when the dtype already matches). Other libraries: moved to
-        the device once per (library, device, dtype) and cached on the draw.
-        """
-        return get_backend(("X", like)).from_host(self._params, key, value, like.dtype)
-
-    # ---------------------------------------------------------------- subclass API
-    @abc.abstractmethod
-    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
-        """(sign or None, log|phi|) of shape ([T,] ..., n, D) for validated X."""
-
-    def _features(self, X: Any, side: str) -> Features:
-        sign, logabs = self._log_features(X, side)
-        return Features.from_log(sign, logabs)
-
-    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
-        """(sign, log|estimate|) for paired rows; generic path through the features."""
-        xp = get_backend(("X", X)).xp
-        fx = self._features(X, "query")
-        fy = self._features(Y, "key")
-        s = xp.sum(fx.values * fy.values, axis=-1)
-        with np.errstate(divide="ignore"):
-            out = xp.log(xp.abs(s)) + fx.log_scale + fy.log_scale
-        sign = xp.sign(s)
-        bad = xp.abs(s) < _tiny(xp, s.dtype)
-        if bool(xp.any(bad)):
-            sx, lx = self._log_features(X, "query")
-            sy, ly = self._log_features(Y, "key")
-            terms = lx + ly  # broadcast ([T,] ..., n, D)
-            sg = None
-            if sx is not None or sy is not None:
-                sg = (sx if sx is not None else 1.0) * (sy if sy is not None else 1.0)
-            fs, fl = get_backend(("X", X)).signed_logsumexp(terms, sg)
-            sign = xp.where(bad, fs, sign)
-            out = xp.where(bad, fl, out)
-        return sign, out
-
-    # ---------------------------------------------------------------- validation
-    @property
-    def owner(self) -> str:
-        return f"{self.spec.name} draw"
-
-    def _check(self, X: Any, name: str, bk: Backend | None = None) -> Any:
-        X = check_points(X, name, dim=self.dim, backend=bk)
-        check_square_norms(X, name, self.owner)
-        return X
-
-    def _check_pair(self, X: Any, Y: Any, *, paired: bool) -> tuple[Any, Any]:
-        bk = get_backend(("X", X), ("Y", Y))
-        X = self._check(X, "X", bk)
-        Y = self._check(Y, "Y", bk)
-        check_same_dim(X, Y, "X", "Y")
-        if paired:
-            if X.shape[-2] != Y.shape[-2]:
-                raise ShapeError(
-                    f"`X` and `Y` must have the same number of rows for pairwise(): "
-                    f"{X.shape[-2]} != {Y.shape[-2]} (X.shape={tuple(X.shape)}, Y.shape={tuple(Y.shape)})."
-                )
-            check_broadcast({"X": X.shape[:-1], "Y": Y.shape[:-1]})
-        else:
-            check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
-        if self.n_draws is not None and X.ndim != Y.ndim:
-            # the draw axis T leads every output: align the batch axes, not T with a batch axis
-            nd = max(X.ndim, Y.ndim)
-            xp = bk.xp
-            X = xp.reshape(X, (1,) * (nd - X.ndim) + tuple(X.shape))
-            Y = xp.reshape(Y, (1,) * (nd - Y.ndim) + tuple(Y.shape))
-        dt = float_dtype(X, Y)
-        return bk.xp.astype(X, dt, copy=False), bk.xp.astype(Y, dt, copy=False)
-
-    # ---------------------------------------------------------------- public API
-    def queries(self, X: Any) -> Features:
-        """Query-side features of the rows of ``X`` (..., n, d) -> ([T,] ..., n, D)."""
-        return self._features(self._check(X, "X"), "query")
-
-    def keys(self, Y: Any) -> Features:
-        """Key-side features of the rows of ``Y`` (..., n, d) -> ([T,] ..., n, D)."""
-        return self._features(self._check(Y, "Y"), "key")
-
-    def slog_kernel(self, X: Any, Y: Any) -> tuple[Any, Any]:
-        """Sign and log-magnitude of the kernel estimate, each ([T,] ..., n, m).
-
-        Like :func:`numpy.linalg.slogdet`: the estimate is ``sign * exp(logabs)``;
-        ``sign`` is 0 where the estimate is exactly 0 (``logabs = -inf``).
-        """
-        X, Y = self._check_pair(X, Y, paired=False)
-        fx, fy = self._features(X, "query"), self._features(Y, "key")
-        return self._combine(fx, fy, X, Y, log=True)  # type: ignore[return-value]
-
-    def log_kernel(self, X: Any, Y: Any) -> Any:
-        r"""Log of the kernel estimate :math:`\log\hat K(x_i, y_j)`, ([T,] ..., n, m).
-
-        Finite wherever the estimate is positive (always, for positive maps, even
-        when the estimate itself over- or underflows). Where a signed map (trig,
-        odd-degree Taylor) gives an estimate <= 0 the entry is NaN (0 gives
-        ``-inf``); use :meth:`slog_kernel` to see the sign.
-        """
-        sign, logabs = self.slog_kernel(X, Y)
-        return _log_where_positive(sign, logabs)
-
-    def kernel(self, X: Any, Y: Any) -> Any:
-        r"""Kernel estimate :math:`\hat K(x_i, y_j) = \phi(x_i)^\top\phi(y_j)`, ([T,] ..., n, m).
-
-        Raises
-        ------
-        NumericalOverflowError
-            If an estimate exceeds the float range (use :meth:`log_kernel`).
-        """
-        X, Y = self._check_pair(X, Y, paired=False)
-        fx, fy = self._features(X, "query"), self._features(Y, "key")
-        return self._combine(fx, fy, X, Y, log=False)  # type: ignore[return-value]
-
-    def slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
-        """Sign and log-magnitude of the paired estimates, each ([T,] ..., n)."""
-        X, Y = self._check_pair(X, Y, paired=True)
-        return self._slog_pairwise(X, Y)
-
-    def log_pairwise(self, X: Any, Y: Any) -> Any:
-        r"""Log of :math:`\hat K(x_i, y_i)` for paired rows (NaN where the estimate is < 0)."""
-        sign, logabs = self.slog_pairwise(X, Y)
-        return _log_where_positive(sign, logabs)
-
-    def pairwise(self, X: Any, Y: Any) -> Any:
-        r"""Estimate of :math:`\exp(x_i^\top y_i)` for paired rows, shape ([T,] ..., n).
-
-        For the exponential maps this uses one projection of :math:`x_i+y_i`
-        (half the work of building both feature sets) and equals the diagonal of
-        :meth:`kernel` for the same draw up to round-off.
-        """
-        sign, logabs = self.slog_pairwise(X, Y)
-        return sign * _exp_checked(logabs, f"{self.owner}.pairwise", "log_pairwise")
-
-    # ---------------------------------------------------------------- combination
-    def _combine(self, fx: Features, fy: Features, X: Any, Y: Any, *, log: bool) -> Any:
-        bk = get_backend(("X", fx.values))
-        xp = bk.xp
-        dt = fx.values.dtype
-        lsx, lsy = fx.log_scale, fy.log_scale
-        if lsx.shape[-1]:
-            cx = xp.max(lsx, axis=-1, keepdims=True)
-        else:
-            cx = xp.zeros(tuple(lsx.shape[:-1]) + (1,), dtype=dt, device=bk.device)
-        if lsy.shape[-1]:
-            cy = xp.max(lsy, axis=-1, keepdims=True)
-        else:
-            cy = xp.zeros(tuple(lsy.shape[:-1]) + (1,), dtype=dt, device=bk.device)
-        C = (cx + cy)[..., None]  # (..., 1, 1): one common shift per slice
-        D = max(fx.n_columns, 1)
-        lim = float(np.log(float(xp.finfo(dt).max))) - float(np.log(D)) - 1.0
-        Cq = xp.zeros_like(C) if log else xp.clip(C, min=-lim, max=lim)
-        sx = xp.exp((lsx - cx)[..., :, None] + Cq)
-        sy = xp.exp((lsy - cy)[..., :, None])
-        K = bk.matmul(sx * fx.values, xp.matrix_transpose(sy * fy.values))
-        rest = C - Cq  # non-zero only where a slice's estimates may overflow (linear path)
-        thr = _tiny(xp, dt)
-        if prod(K.shape) == 0:
-            small = False
-        elif self.spec.is_positive:
-            small = float(xp.min(K)) < thr
-        else:
-            small = float(xp.min(xp.abs(K))) < thr
-        bad = None
-        if small:
-            bad = xp.abs(K) < thr  # the folded product may have lost precision to underflow
-        if log:
-            sign = xp.sign(K)
-            with np.errstate(divide="ignore"):
-                out = xp.log(xp.abs(K)) + C
-            if bad is not None:
-                sign, out = self._fix_entries(bk, bad, sign, out, X, Y)
-            return sign, out
-        if bad is None and not bool(xp.any(rest != 0)):
-            return K
-        # Slow path: some slices overflow the folded range or some entries underflowed.
-        sign = xp.sign(K)
-        with np.errstate(divide="ignore"):
-            out = xp.log(xp.abs(K)) + rest
-        if bad is not None:
-            sign, out = self._fix_entries(bk, bad, sign, out, X, Y)
-        return sign * _exp_checked(out, f"{self.owner}.kernel", "log_kernel")
-
-    def _fix_entries(self, bk: Backend, bad: Any, sign: Any, out: Any, X: Any, Y: Any) -> tuple[Any, Any]:
-        """Recompute flagged entries exactly (signed log-sum-exp over log-features)."""
-        xp = bk.xp
-        sx, lx = self._log_features(X, "query")
-        sy, ly = self._log_features(Y, "key")
-        lead = tuple(bad.shape[:-2])
-        n, m = bad.shape[-2:]
-        Dx = lx.shape[-1]
-        lx = xp.reshape(xp.broadcast_to(lx, lead + (n, Dx)), (-1, Dx))
-        ly = xp.reshape(xp.broadcast_to(ly, lead + (m, Dx)), (-1, Dx))
-        if sx is not None:
-            sx = xp.reshape(xp.broadcast_to(sx, lead + (n, Dx)), (-1, Dx))
-        if sy is not None:
-            sy = xp.reshape(xp.broadcast_to(sy, lead + (m, Dx)), (-1, Dx))
-        flat_bad = xp.reshape(bad, (-1,))
-        (pos,) = xp.nonzero(flat_bad)  # flat indices into (prod(lead), n, m)
-        b_idx = pos // (n * m)
-        i_idx = (pos // m) % n
-        j_idx = pos % m
-        rows_x = b_idx * n + i_idx
-        rows_y = b_idx * m + j_idx
-        sign_f = xp.reshape(sign, (-1,))
-        out_f = xp.reshape(out, (-1,))
-        fs_parts, fl_parts = [], []
-        for sl in iter_chunks(int(pos.shape[0]), Dx):
-            rx, ry = rows_x[sl], rows_y[sl]
-            terms = xp.take(lx, rx, axis=0) + xp.take(ly, ry, axis=0)
-            sg = None
-            if sx is not None or sy is not None:
-                sg = xp.ones_like(terms)
-                if sx is not None:
-                    sg = sg * xp.take(sx, rx, axis=0)
-                if sy is not None:
-                    sg = sg * xp.take(sy, ry, axis=0)
-            fs, fl = bk.signed_logsumexp(terms, sg)
-            fs_parts.append(fs)
-            fl_parts.append(fl)
-        if fs_parts:
-            full_s = xp.zeros_like(sign_f)
-            full_l = xp.zeros_like(out_f)
-            full_s[pos] = xp.concat(fs_parts)
-            full_l[pos] = xp.concat(fl_parts)
-            sign_f = xp.where(flat_bad, full_s, sign_f)
-            out_f = xp.where(flat_bad, full_l, out_f)
-        return xp.reshape(sign_f, tuple(sign.shape)), xp.reshape(out_f, tuple(out.shape))
-
-
-def _log_where_positive(sign: Any, logabs: Any) -> Any:
-    """``logabs`` where ``sign > 0``, ``-inf`` where 0, NaN where negative (dtype kept)."""
-    xp = get_backend(("logabs", logabs)).xp
-    out = xp.where(sign == 0, xp.full_like(logabs, -np.inf), logabs)
-    return xp.where(sign < 0, xp.full_like(logabs, np.nan), out)
-
-
-def _tiny(xp: Any, dtype: Any) -> float:
-    """Below this magnitude a folded product may have lost relative precision to underflow."""
-    fi = xp.finfo(dtype)
-    return float(fi.smallest_normal) / float(fi.eps)
-
-
-def _exp_checked(logabs: Any, where: str, alternative: str) -> Any:
-    bk = get_backend(("logabs", logabs))
-    xp = bk.xp
-    limit = float(np.log(float(xp.finfo(logabs.dtype).max)))
-    if prod(logabs.shape):
-        top = float(xp.max(logabs))
-        if top > limit:
-            raise NumericalOverflowError(
-                f"exp overflow in {where}: the largest log-estimate {top:.4g} exceeds "
-                f"log(max {bk.dtype_name(logabs.dtype)}) = {limit:.4g}; use {alternative}() instead."
-            )
-    return xp.exp(logabs)
-
-
-def project(U: Any, W: Any) -> Any:
-    """Projections ``U @ W.T`` with a leading draw axis when ``W`` is (T, m, d).
-
-    ``U`` (..., n, d), ``W`` (m, d) -> (..., n, m); ``W`` (T, m, d) -> (T, ..., n, m),
-    computed as one matrix product over all draws. ``W`` must already be on ``U``'s
-    library, device and dtype (:meth:`FeatureDraw.param`).
-    """
-    xp = get_backend(("U", U)).xp
-    if W.ndim == 2:
-        return U @ xp.matrix_transpose(W)
-    T, m, d = W.shape
-    P = xp.reshape(U, (-1, d)) @ xp.matrix_transpose(xp.reshape(W, (T * m, d)))
-    P = xp.reshape(P, tuple(U.shape[:-1]) + (T, m))
-    return xp.moveaxis(P, -2, 0)
-
-
-def iter_chunks(total: int, per_item: int, budget: int = _CHUNK_ELEMS) -> Iterator[slice]:
-    """Slices over ``range(total)`` so that each chunk holds at most ``budget`` elements."""
-    step = max(1, budget // max(per_item, 1))
-    for start in range(0, total, step):
-        yield slice(start, min(total, start + step))
-
-
-def fast_logsumexp(a: Any, axis: int = -1) -> Any:
-    """``log(sum(exp(a)))`` along ``axis`` for finite ``a`` (max-shifted; no SciPy overhead)."""
-    return get_backend(("a", a)).logsumexp(a, axis=axis)

@@ -9,16 +9,16 @@ Features: Sharp Positive Estimators of the Gaussian Kernel", NeurIPS 2023 (arXiv
     f^{(k)}(\omega, u) = D\exp\big(\omega^\top A\,\omega + \omega^\top B^{(k)}u + u^\top C^{(k)}u\big),
     \qquad \omega\sim\mathcal N(0, I_d),
 
-with :math:`A` symmetric. For the softmax kernel :math:`e^{x^\top y}` (derived in
-docs/theory.md §7, "The DERF family"): :math:`\mathbb E[f^{(1)}(\omega,x)f^{(2)}(\omega,y)] = e^{x^\top y}`
+with :math:`A` symmetric. For the softmax kernel :math:`e^{x^\top y}` (derived on the
+docs page *Theory*, section 1b): :math:`\mathbb E[f^{(1)}(\omega,x)f^{(2)}(\omega,y)] = e^{x^\top y}`
 iff :math:`I-4A \succ 0`, :math:`B^{(1)\top}(I-4A)^{-1}B^{(2)} = I`,
 :math:`C^{(k)} = -\tfrac12 B^{(k)\top}(I-4A)^{-1}B^{(k)}` and :math:`D = \det(I-4A)^{1/4}`;
 the variance is finite iff :math:`I - 8A \succ 0`.
 
 * **ADERF** (asymmetric): :math:`A = a I`, :math:`B^{(1)} = \sqrt{1-4a}\,G`,
   :math:`B^{(2)} = \sqrt{1-4a}\,G^{-\top}` for an invertible :math:`G`. This is exactly
-  OPRF (FAVOR++) applied to :math:`Gx` and :math:`G^{-\top}y`, so the draw is an
-  :class:`~rfkit.features.ExpDraw`.
+  OPRF (FAVOR++) applied to :math:`Gx` and :math:`G^{-\top}y`, so the draw is OPRF's
+  (it has an :class:`~rfkit.features.ExpForm`).
 * **SDERF** (symmetric): :math:`B^{(1)} = B^{(2)} = (I-4A)^{1/2}`, :math:`C = -\tfrac12 I`.
   With :math:`A = V\,\mathrm{diag}(a)\,V^\top` and :math:`\omega` rotated by :math:`V^\top`
   (which leaves :math:`\mathcal N(0, I)` unchanged),
@@ -27,7 +27,8 @@ the variance is finite iff :math:`I - 8A \succ 0`.
 
 The data-dependent optimum of each family (the minimiser of the log second moment averaged
 over all query-key pairs, the paper's objective) is in closed form:
-:func:`aderf_optimal` and :func:`sderf_optimal_A`. Features are built in log space.
+:func:`aderf_optimal` and :func:`sderf_optimal_A` (:mod:`rfkit.features._derf_optimal`).
+Features are built in log space.
 """
 
 from __future__ import annotations
@@ -38,184 +39,32 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import get_backend, prod, to_numpy
-from .._validation import as_float_array, check_int, check_option, check_real, check_same_dim
+from .._backend import get_backend
+from .._validation import (
+    check_n_features,
+    check_option,
+    check_real,
+    check_same_dim,
+)
 from ..exceptions import (
-    IllConditionedWarning,
     InvalidParameterError,
     RFKitWarning,
     ShapeError,
-    SingularMatrixError,
 )
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
-from ._base import FeatureDraw, FeatureMap, Features, fast_logsumexp, iter_chunks, project
+from ._adaptive import host_matrix, validate_A
+from ._base import FeatureMap
+from ._derf_optimal import aderf_optimal, oprf_root, sderf_optimal_A, second_moments
+from ._draw import FeatureDraw, Features
 from ._exp import _check_common, _ExpMap
+from ._ops import paired_logsumexp, project
 
 __all__ = ["ADERF", "SDERF", "SDERFDraw", "aderf_optimal", "sderf_optimal_A"]
 
 
-def _oprf_root(rho: np.ndarray | float) -> np.ndarray:
-    r""":math:`\tfrac1{16}\big(1-2\rho-\sqrt{(2\rho+1)^2+8\rho}\big)`, the minimiser of
-    :math:`\tfrac d2\log\frac{(1-4a)^2}{1-8a} + \frac{d\rho}{1-8a}` over :math:`a < 1/8` (THEORY.md §6)."""
-    r = np.asarray(rho, dtype=np.float64)
-    return (1.0 - 2.0 * r - np.sqrt((2.0 * r + 1.0) ** 2 + 8.0 * r)) / 16.0
-
-
-def _second_moments(Q: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Mean (d,) and uncentred second moment (d, d) of the rows, pooled over leading axes.
-
-    Computed in the array's own library and device; only the d-vector and the d x d matrix
-    come back to the host (float64 NumPy).
-    """
-    bk = get_backend((name, Q))
-    arr = as_float_array(Q, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).", backend=bk)
-    if arr.shape[-2] == 0 or prod(arr.shape) == 0:
-        raise ShapeError(f"`{name}` must contain at least one point; got shape {tuple(arr.shape)}.")
-    xp = bk.xp
-    X = xp.reshape(xp.astype(arr, xp.float64), (-1, arr.shape[-1]))
-    n = int(X.shape[0])
-    mean = xp.mean(X, axis=0)
-    M = (xp.matrix_transpose(X) @ X) / n
-    M = to_numpy(M)
-    return to_numpy(mean), 0.5 * (M + M.T)
-
-
-def _sym_sqrt(M: np.ndarray) -> np.ndarray:
-    """Symmetric square root of a symmetric positive semi-definite matrix (eigenvalues floored at 0).
-
-    Only round-off makes an eigenvalue of a Gram matrix negative; it is set to 0.
-    """
-    w, V = np.linalg.eigh(M)
-    return (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
-
-
-def _check_nonsingular(M: np.ndarray, name: str) -> None:
-    w = np.linalg.eigvalsh(M)
-    top = float(np.max(np.abs(w)))
-    rcond = float(np.min(w)) / top if top > 0 else 0.0
-    if rcond <= M.shape[0] * np.finfo(np.float64).eps:
-        raise SingularMatrixError(
-            f"The second-moment matrix of `{name}` (mean of x x^T over its rows) is singular "
-            f"(rcond={rcond:.3g}); ADERF's optimal G needs it invertible: pass at least d points "
-            "spanning R^d, or give G explicitly."
-        )
-
-
-def aderf_optimal(Q: Any, K: Any) -> tuple[float, np.ndarray]:
-    r"""Closed-form optimal ADERF parameters :math:`(a^*, G^*)` for queries ``Q`` and keys ``K``.
-
-    Minimises the paper's objective, the log second moment
-    :math:`\log\mathbb E[(f^{(1)}(\omega,x_i)f^{(2)}(\omega,y_j))^2]` averaged over all pairs
-    :math:`(i, j)` (Likhosherstov et al., NeurIPS 2023, their ADERF optimum, Thm. 4.2 as
-    numbered by public summaries; re-derived in docs/theory.md §7). With :math:`M_1 = \overline{xx^\top}`, :math:`M_2 = \overline{yy^\top}`
-    (uncentred second moments), :math:`S = G^\top G` must minimise
-    :math:`\mathrm{tr}(SM_1) + \mathrm{tr}(S^{-1}M_2)`, whose minimiser is the matrix
-    geometric mean
-
-    .. math::
-
-        S^* = M_1^{-1/2}\big(M_1^{1/2}M_2M_1^{1/2}\big)^{1/2}M_1^{-1/2},\qquad G^* = (S^*)^{1/2},
-
-    with minimum :math:`2\,\mathrm{tr}(M_1^{1/2}M_2M_1^{1/2})^{1/2} = 2\sum_l\sigma_l`
-    (:math:`\sigma_l` the singular values of :math:`M_2^{1/2}M_1^{1/2}`); then
-    :math:`a^* = \tfrac1{16}(1-2\rho-\sqrt{(2\rho+1)^2+8\rho})` with
-    :math:`\rho = (2\sum_l\sigma_l + 2\bar x^\top\bar y)/d`, OPRF's rule for the transformed
-    data :math:`G^*x`, :math:`G^{*-\top}y`. Since :math:`\sum_l\sigma_l \le
-    (\mathrm{tr}M_1 + \mathrm{tr}M_2)/2`, the objective is never above OPRF's.
-
-    Parameters
-    ----------
-    Q, K : array_like of shape (..., n, d)
-        Query and key samples (leading axes pooled), any supported array library.
-
-    Returns
-    -------
-    a : float
-        The scalar :math:`a^* \le 0` (the paper's :math:`A = a I`).
-    G : ndarray of shape (d, d)
-        Symmetric positive definite :math:`G^*` (float64 NumPy).
-
-    Raises
-    ------
-    SingularMatrixError
-        If :math:`M_1` or :math:`M_2` is singular (fewer than d points, or points in a
-        subspace): the optimum then does not exist (the infimum is approached by a
-        degenerate :math:`G`).
-    """
-    mx, M1 = _second_moments(Q, "Q")
-    my, M2 = _second_moments(K, "K")
-    check_same_dim(mx, my, "Q", "K")
-    d = mx.shape[-1]
-    _check_nonsingular(M1, "Q")
-    _check_nonsingular(M2, "K")
-    R1 = _sym_sqrt(M1)
-    w1, V1 = np.linalg.eigh(M1)
-    R1inv = (V1 / np.sqrt(w1)) @ V1.T
-    C = _sym_sqrt(R1 @ M2 @ R1)
-    S = R1inv @ C @ R1inv
-    G = _sym_sqrt(0.5 * (S + S.T))
-    rho = max(2.0 * float(np.trace(C)) + 2.0 * float(mx @ my), 0.0) / d  # >= 0 exactly (see docs)
-    return float(_oprf_root(rho)), G
-
-
-def sderf_optimal_A(Q: Any, K: Any) -> np.ndarray:
-    r"""Closed-form optimal SDERF matrix :math:`A^*` (symmetric, :math:`8A^* \prec I`) for queries and keys.
-
-    Minimises the log second moment averaged over all query-key pairs (Likhosherstov et al.,
-    NeurIPS 2023, their SDERF optimum, Thm. 4.3 as numbered by public summaries; re-derived in docs/theory.md §7). With
-    :math:`M_3 = \overline{(x_i+y_j)(x_i+y_j)^\top} = M_1 + M_2 + \bar x\bar y^\top + \bar y\bar x^\top
-    = V\Lambda V^\top`,
-
-    .. math::
-
-        A^* = V\,\mathrm{diag}(a_l)\,V^\top,\qquad
-        a_l = \tfrac1{16}\Big(1-2\lambda_l-\sqrt{(2\lambda_l+1)^2+8\lambda_l}\Big) \le 0,
-
-    i.e. OPRF's one-dimensional optimum along each eigen-direction of :math:`M_3`.
-
-    Parameters
-    ----------
-    Q, K : array_like of shape (..., n, d)
-
-    Returns
-    -------
-    ndarray of shape (d, d)
-        Symmetric :math:`A^*` (float64 NumPy).
-    """
-    mx, M1 = _second_moments(Q, "Q")
-    my, M2 = _second_moments(K, "K")
-    check_same_dim(mx, my, "Q", "K")
-    M3 = M1 + M2 + np.outer(mx, my) + np.outer(my, mx)
-    lam, V = np.linalg.eigh(0.5 * (M3 + M3.T))
-    a = _oprf_root(np.maximum(lam, 0.0))  # M3 is a Gram matrix: negative eigenvalues are round-off
-    return (V * a) @ V.T
-
-
 def _validate_G(G: Any, owner: str) -> np.ndarray:
     """An explicit ADERF matrix G: diagonal (d,) or full (d, d), finite and invertible."""
-    arr = np.asarray(to_numpy(G)) if not isinstance(G, np.ndarray) and hasattr(G, "shape") else G
-    arr = as_float_array(arr, "G")
-    if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
-        raise ShapeError(
-            f"The `G` parameter of {owner} must be a diagonal (d,) or a square (d, d) array; got shape {arr.shape}."
-        )
-    arr = np.array(arr, dtype=np.float64)
-    sv = np.abs(arr) if arr.ndim == 1 else np.linalg.svd(arr, compute_uv=False)
-    smax = float(sv.max())
-    rcond = float(sv.min()) / smax if smax > 0 else 0.0
-    if rcond <= np.finfo(np.float64).eps:
-        raise SingularMatrixError(
-            f"The `G` parameter of {owner} is singular (rcond={rcond:.3g}); the key side needs G^-T. "
-            "Pass an invertible G."
-        )
-    if rcond < 1e-12:
-        warnings.warn(
-            f"The `G` parameter of {owner} is ill-conditioned (rcond={rcond:.3g}); G^-T y may lose precision.",
-            IllConditionedWarning,
-            stacklevel=4,
-        )
-    arr.setflags(write=False)
-    return arr
+    return validate_A(G, owner, "G", "the key side needs G^-T")
 
 
 def _check_a(a: float, owner: str) -> float:
@@ -244,7 +93,7 @@ class ADERF(_ExpMap):
     Unbiased for :math:`a < 1/4` and every invertible :math:`G` (with ``projection`` "iid",
     "orthogonal" or "qmc"); relative variance of one feature
     :math:`\big(\tfrac{(1-4a)^2}{1-8a}\big)^{d/2}e^{\|z_G\|^2/(1-8a)} - 1`,
-    :math:`z_G = Gx + G^{-\top}y`, finite iff :math:`a < 1/8` (docs/theory.md §7, "The DERF family";
+    :math:`z_G = Gx + G^{-\top}y`, finite iff :math:`a < 1/8` (docs page *Theory*, section 1b;
     :func:`rfkit.theory.mse`).
 
     With ``A=None`` and/or ``G=None`` the paper's closed-form optimum (:func:`aderf_optimal`)
@@ -299,15 +148,15 @@ class ADERF(_ExpMap):
         if self.G is None:
             a, G = aderf_optimal(queries, keys)
             return dataclasses.replace(self, A=a if self.A is None else self.A, G=G)
-        mx, M1 = _second_moments(queries, "Q")
-        my, M2 = _second_moments(keys, "K")
+        mx, M1 = second_moments(queries, "Q")
+        my, M2 = second_moments(keys, "K")
         check_same_dim(mx, my, "Q", "K")
         Gm = np.diag(self.G) if self.G.ndim == 1 else self.G
         Ginv = np.linalg.inv(Gm)
         S = Gm.T @ Gm
         val = np.trace(S @ M1) + np.trace(Ginv @ Ginv.T @ M2) + 2.0 * mx @ my  # mean ||Gx + G^-T y||^2
         rho = max(float(val), 0.0) / mx.shape[-1]
-        return dataclasses.replace(self, A=float(_oprf_root(rho)))
+        return dataclasses.replace(self, A=float(oprf_root(rho)))
 
     def _oprf_a(self) -> float:
         return float(self.A)  # type: ignore[arg-type]
@@ -327,16 +176,9 @@ def _validate_sym(A: Any, owner: str) -> float | np.ndarray:
     """SDERF's A: a scalar, a diagonal (d,) or a symmetric (d, d); eigenvalues < 1/4 (warn >= 1/8)."""
     if isinstance(A, (int, float, np.integer, np.floating)) and not isinstance(A, bool):
         return _check_a(float(A), owner)
-    arr = np.asarray(to_numpy(A)) if not isinstance(A, np.ndarray) and hasattr(A, "shape") else A
-    arr = as_float_array(arr, "A")
+    arr = host_matrix(A, owner, "A", "a scalar, a diagonal (d,) or a symmetric (d, d) array", scalar=True)
     if arr.ndim == 0:
         return _check_a(float(arr), owner)
-    if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[0] != arr.shape[1]) or arr.size == 0:
-        raise ShapeError(
-            f"The `A` parameter of {owner} must be a scalar, a diagonal (d,) or a symmetric (d, d) array; "
-            f"got shape {arr.shape}."
-        )
-    arr = np.array(arr, dtype=np.float64)
     if arr.ndim == 2:
         scale = max(float(np.max(np.abs(arr))), np.finfo(np.float64).tiny)
         asym = float(np.max(np.abs(arr - arr.T)))
@@ -392,7 +234,7 @@ class SDERF(FeatureMap):
 
     .. math:: \prod_l\Big(\frac{(1-4a_l)^2}{1-8a_l}\Big)^{1/2}\exp\Big(\sum_l\frac{u_l^2}{1-8a_l}\Big) - 1,
 
-    finite iff every :math:`a_l < 1/8` (docs/theory.md §7, "The DERF family";
+    finite iff every :math:`a_l < 1/8` (docs page *Theory*, section 1b;
     :func:`rfkit.theory.mse`, iid directions). A scalar ``A`` is OPRF. The paper's general
     SDERF also allows :math:`B = (I-4A)^{1/2}O` with an orthogonal :math:`O`; the optimum has
     :math:`O = I`, so rfkit parametrises SDERF by :math:`A` alone.
@@ -419,7 +261,7 @@ class SDERF(FeatureMap):
     _fitted_params = ("A",)  # resolved by fit() when None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_features", check_int(self.n_features, "n_features", "SDERF", low=1))
+        object.__setattr__(self, "n_features", check_n_features(self.n_features, "SDERF"))
         check_option(self.projection, "projection", "SDERF", PROJECTIONS)
         if self.A is not None:
             object.__setattr__(self, "A", _validate_sym(self.A, "SDERF"))
@@ -512,31 +354,6 @@ class SDERFDraw(FeatureDraw):
         xp = bk.xp
         Z = self._rotate(X + Y)
         base = self._c_pair - 0.5 * (xp.sum(X * X, axis=-1) + xp.sum(Y * Y, axis=-1))
-        lead = tuple(Z.shape[:-1])
-        Zf = xp.reshape(Z, (-1, self.dim))
-        N = int(Zf.shape[0])
-        W = self.param("Weff", self._Weff, Z)
-        e = self.param("e", self._e, Z)
-        batched = W.ndim == 3
-        if not batched:
-            W, e = W[None, ...], e[None, ...]
-        T, m = int(W.shape[0]), int(W.shape[1])
-        if N == 0:
-            out = xp.zeros((T,) + lead, dtype=Z.dtype, device=bk.device) + base
-            return xp.ones_like(out if batched else out[0, ...]), out if batched else out[0, ...]
-        budget = bk.block_elems
-        rows = []
-        for ts in iter_chunks(T, N * m, budget=budget):
-            Wt, et = W[ts, ...], e[ts, ...]
-            t = int(Wt.shape[0])
-            cols = []
-            for ns in iter_chunks(N, m * t, budget=budget):
-                P = xp.reshape(
-                    Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m)
-                )
-                cols.append(xp.matrix_transpose(fast_logsumexp(P + 2.0 * et, axis=-1)))  # (t, Nc)
-            rows.append(xp.concat(cols, axis=-1))
-        out = xp.reshape(xp.concat(rows, axis=0), (T,) + lead) + base
-        if not batched:
-            out = out[0, ...]
+        W, e = self.param("Weff", self._Weff, Z), self.param("e", self._e, Z)
+        out = paired_logsumexp(bk, Z, W, 2.0 * e) + base
         return xp.ones_like(out), out

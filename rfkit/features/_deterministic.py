@@ -1,4 +1,4 @@
-r"""Deterministic polynomial maps: Taylor truncation and the limit definition (seed 003, THEORY.md §7).
+r"""Deterministic polynomial maps: Taylor truncation and the limit definition (docs page *Theory*, section 2).
 
 Both are *deterministic*: zero variance, the only error is the truncation bias.
 
@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend, is_array
-from .._validation import check_int, check_option, check_points, check_same_dim
+from .._validation import check_int, check_option, check_points, check_same_dim, exp_checked
 from ..exceptions import InvalidParameterError
-from ._base import FeatureDraw, FeatureMap, _exp_checked
+from ._base import FeatureMap
+from ._draw import FeatureDraw
 
 __all__ = ["Taylor", "Limit", "MonomialDraw", "taylor_polynomial", "slog_taylor_polynomial"]
 
@@ -165,12 +166,12 @@ class _MonomialMap(FeatureMap):
         ndarray of shape (..., n, m)
         """
         s, la = self.slog_exact_kernel(X, Y)
-        return s * _exp_checked(la, f"{self.name}.exact_kernel", "slog_exact_kernel")
+        return s * exp_checked(la, f"{self.name}.exact_kernel", "slog_exact_kernel()")
 
 
 @dataclasses.dataclass(frozen=True)
 class Taylor(_MonomialMap):
-    r"""Deterministic Taylor-truncation map of degree :math:`n` (seed 003; THEORY.md §7).
+    r"""Deterministic Taylor-truncation map of degree :math:`n` (docs page *Theory*, section 2).
 
     :math:`\phi_T(x)^\top\phi_T(y) = \sum_{j=0}^n (x^\top y)^j/j!`. Relative error
     :math:`|e^t - T_n(t)|/e^t \le \frac{|t|^{n+1}}{(n+1)!}e^{\max(-t, 0)}`.
@@ -212,7 +213,7 @@ class Taylor(_MonomialMap):
 
 @dataclasses.dataclass(frozen=True)
 class Limit(_MonomialMap):
-    r"""Deterministic limit-definition map :math:`(1 + x^\top y/n)^n` (seed 003; THEORY.md §7).
+    r"""Deterministic limit-definition map :math:`(1 + x^\top y/n)^n` (docs page *Theory*, section 2).
 
     Relative error for :math:`t > -n`:
     :math:`0 \le 1 - (1+t/n)^n e^{-t} \le t^2/(2(n + \min(t, 0)))`.

@@ -12,7 +12,7 @@ All share one form. With :math:`u' = Mu` (:math:`M = A` for queries,
 (:math:`a = 0` except OPRF, GERF and SADERF), and the hyperbolic variants use both signs
 :math:`\pm\omega_i^\top u'` with :math:`1/\sqrt{2m}`. Then
 :math:`\mathbb E[\phi(x)^\top\phi(y)] = \exp(x^\top y)` for every :math:`\omega_i \sim
-\mathcal N(0, I_d)` marginally (Performer Lemma 1; seed 004; THEORY.md §2, §4, §6).
+\mathcal N(0, I_d)` marginally (Choromanski et al. (ICLR 2021), Lemma 1; Choromanski et al. (ICLR 2022); Likhosherstov et al. (NeurIPS 2022)).
 Features are built in log space: nothing overflows for any input norm.
 """
 
@@ -25,11 +25,13 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend
-from .._validation import check_int, check_option, check_real
-from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError
+from .._validation import check_n_features, check_option, check_real
+from ..exceptions import InvalidParameterError, NotFittedError, RFKitWarning, ShapeError
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A, validate_A
-from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
+from ._base import FeatureMap
+from ._draw import ExpForm, FeatureDraw, Features
+from ._ops import block_projection, paired_logsumexp, project
 from ._optimal import gerf_optimal_A
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
@@ -37,7 +39,7 @@ __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
 def _check_common(spec: Any) -> None:
     owner = type(spec).__name__
-    object.__setattr__(spec, "n_features", check_int(spec.n_features, "n_features", owner, low=1))
+    object.__setattr__(spec, "n_features", check_n_features(spec.n_features, owner))
     check_option(spec.projection, "projection", owner, PROJECTIONS)
 
 
@@ -88,7 +90,7 @@ class Positive(_ExpMap):
     :math:`\Lambda = e^{-(\|x\|^2+\|y\|^2)/2}`. Unbiased and strictly positive for
     ``projection`` in {"iid", "orthogonal", "qmc"}; MSE
     :math:`\frac1m\Lambda^2(e^{2\|z\|^2} - e^{\|z\|^2})` for iid :math:`\omega`
-    (Choromanski et al. 2021, "Performer", Lemma 1-2; THEORY.md §2).
+    (Choromanski et al. (ICLR 2021), Lemmas 1-2).
 
     Parameters
     ----------
@@ -122,7 +124,7 @@ class Hyperbolic(_ExpMap):
         \qquad \widehat{\mathrm{SM}} = \Lambda\,\frac1m\sum_i\cosh(\omega_i^\top(x+y)).
 
     Feature dimension ``2m``; MSE :math:`\frac1{2m}\Lambda^2(e^{\|z\|^2}-1)^2`
-    (Performer Lemma 2; THEORY.md §2). Seed 004 calls this map "PRF"; PRF is
+    (Choromanski et al. (ICLR 2021), Lemma 2). Blackwelder (2024) calls this map "PRF"; PRF is
     :class:`Positive`.
 
     Parameters
@@ -155,7 +157,7 @@ class _AdaptiveExpMap(_ExpMap):
         return isinstance(self.A, str) and self.A != "identity"
 
     def _raise_needs_data(self) -> None:
-        raise ShapeError(
+        raise NotFittedError(
             f"{self.name}(A={self.A!r}) resolves A from data: call .fit(Q, K) first, pass "
             "data=(Q, K) to sample(), or give A explicitly (rk.features.adaptive_A)."
         )
@@ -174,14 +176,14 @@ class _AdaptiveExpMap(_ExpMap):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CEXP(_AdaptiveExpMap):
-    r"""CEXP: positive features of :math:`Ax` and :math:`A^{-\top}y` (HRF, seed 004).
+    r"""CEXP: positive features of :math:`Ax` and :math:`A^{-\top}y` (Choromanski et al. (ICLR 2022); Blackwelder (2024)).
 
     .. math:: \widehat{\mathrm{SM}}^{\rm cexp}_{A,m}(x, y) = \Psi^m_A(x)^\top\Psi^m_{A^{-\top}}(y),
         \quad \Psi^m_M(u) = \frac{e^{-\|Mu\|^2/2}}{\sqrt m}\big(e^{\omega_i^\top Mu}\big)_i .
 
     Unbiased for every invertible :math:`A` since :math:`(Ax)^\top A^{-\top}y = x^\top y`;
     MSE :math:`\frac1m e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})`,
-    :math:`z_A = Ax + A^{-\top}y` (seed 004 Lemma 3.1; THEORY.md §4).
+    :math:`z_A = Ax + A^{-\top}y` (Blackwelder (2024), Lemma 3.1).
 
     Parameters
     ----------
@@ -201,10 +203,10 @@ class CEXP(_AdaptiveExpMap):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HCEXP(_AdaptiveExpMap):
-    r"""HCEXP: hyperbolic features of :math:`Ax` and :math:`A^{-\top}y` (seed 004).
+    r"""HCEXP: hyperbolic features of :math:`Ax` and :math:`A^{-\top}y` (Blackwelder (2024)).
 
-    MSE :math:`\frac1{2m}e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})^2` (seed 004
-    Lemma 3.1; THEORY.md §4). Parameters as :class:`CEXP`; feature dimension ``2m``.
+    MSE :math:`\frac1{2m}e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})^2` (Blackwelder (2024),
+    Lemma 3.1). Parameters as :class:`CEXP`; feature dimension ``2m``.
     """
 
     n_features: int
@@ -215,7 +217,7 @@ class HCEXP(_AdaptiveExpMap):
 
 @dataclasses.dataclass(frozen=True)
 class OPRF(_ExpMap):
-    r"""Optimal positive random features (FAVOR++; Likhosherstov et al. 2022, THEORY.md §6).
+    r"""Optimal positive random features (FAVOR++; Likhosherstov et al. (NeurIPS 2022)).
 
     .. math:: \phi(u) = \frac{(1-4A)^{d/4}}{\sqrt m}
         \Big(\exp\big(A\|\omega_i\|^2 + \sqrt{1-4A}\,\omega_i^\top u - \tfrac12\|u\|^2\big)\Big)_{i\le m}.
@@ -229,7 +231,7 @@ class OPRF(_ExpMap):
     :math:`1/\sqrt{2m}`): :math:`\widehat{\mathrm{SM}} = \Lambda(1-4A)^{d/2}\frac1m\sum_i
     e^{2A\|\omega_i\|^2}\cosh(\sqrt{1-4A}\,\omega_i^\top(x+y))`, unbiased for :math:`A < 1/4`, with
     relative second moment :math:`\tfrac12\big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}\big(e^{-\|z\|^2} +
-    e^{\|z\|^2/(1-8A)}\big)` per direction (docs/theory.md, "Hyperbolic OPRF"; ``A=0`` is
+    e^{\|z\|^2/(1-8A)}\big)` per direction (docs page *Theory*, section 1a, "Hyperbolic OPRF"; ``A=0`` is
     :class:`Hyperbolic`). Its ``A=None`` optimum is not affine in the data and is found
     numerically by :func:`gerf_optimal_A` (``hyperbolic=True``).
 
@@ -347,6 +349,11 @@ class ExpDraw(FeatureDraw):
             self._llf = (W, e, float(self._c))
         return self._llf
 
+    def exp_form(self) -> ExpForm:
+        """The draw's :class:`~rfkit.features.ExpForm`: :meth:`log_linear_form` and :meth:`transform`."""
+        W, e, c = self.log_linear_form()
+        return ExpForm(W=W, offsets=e, constant=c, transform=self.transform)
+
     def linear_form_like(self, X: Any) -> tuple[Any, Any | None, float]:
         """:meth:`log_linear_form` on the library, device and dtype of ``X``."""
         W, e, c = self.log_linear_form()
@@ -373,14 +380,8 @@ class ExpDraw(FeatureDraw):
         xp = bk.xp
         U = self._map(X, side)
         W, e, c = self.linear_form_like(U)
-        lead = tuple(U.shape[:-1])
-        d = U.shape[-1]
-        Uf = xp.reshape(U, (-1, d))
+        Uf, WT, T, D, unflatten = block_projection(bk, U, W)
         N = int(Uf.shape[0])
-        batched = W.ndim == 3
-        T = int(W.shape[0]) if batched else 1
-        D = int(W.shape[-2])
-        WT = xp.matrix_transpose(xp.reshape(W, (T * D, d)) if batched else W)
         e3 = None if e is None else xp.reshape(e, (T, D))
         out = bk.empty((N, T, D), U.dtype)
         ls = bk.empty((N, T), U.dtype)
@@ -396,10 +397,7 @@ class ExpDraw(FeatureDraw):
             ls[rows, ...] = rm + (c - 0.5 * xp.sum(u * u, axis=-1))[:, None]
 
         bk.run_blocks(one, bk.row_blocks(N, T * D))
-        if not batched:
-            return Features(values=xp.reshape(out, lead + (D,)), log_scale=xp.reshape(ls, lead))
-        values = xp.moveaxis(xp.reshape(out, lead + (T, D)), -2, 0)
-        return Features(values=values, log_scale=xp.moveaxis(xp.reshape(ls, lead + (T,)), -1, 0))
+        return Features(values=unflatten(out), log_scale=unflatten(ls[..., None])[..., 0])
 
     def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
         xp = get_backend(("X", X)).xp
@@ -418,41 +416,7 @@ class ExpDraw(FeatureDraw):
         Xq, Yk = self._map(X, "query"), self._map(Y, "key")
         Z = Xq + Yk
         base = self._c_pair - 0.5 * (xp.sum(Xq * Xq, axis=-1) + xp.sum(Yk * Yk, axis=-1))  # (..., n)
-        lead = tuple(Z.shape[:-1])
-        Zf = xp.reshape(Z, (-1, self.dim))
-        N = int(Zf.shape[0])
         W = self.param("W", self.projection, Z)
-        sq = self.param("sqnorm", self._sqnorm, Z)
-        batched = W.ndim == 3
-        if not batched:
-            W, sq = W[None, ...], sq[None, ...]
-        T, m = int(W.shape[0]), int(W.shape[1])
-        two = 2 if self.hyperbolic else 1
-        b, a2 = self._b, 2.0 * self.a
-
-        def block(tn: tuple[slice, slice]) -> None:
-            ts, ns = tn
-            Wt = W[ts, ...]
-            t = Wt.shape[0]
-            P = xp.reshape(Zf[ns, ...] @ xp.matrix_transpose(xp.reshape(Wt, (t * m, self.dim))), (-1, t, m))
-            if b != 1.0:
-                P = P * b
-            if self.hyperbolic:
-                P = xp.concat([P, -P], axis=-1)
-            if self.a != 0.0:
-                e = a2 * sq[ts, ...]
-                P = P + (xp.concat([e, e], axis=-1) if self.hyperbolic else e)
-            out[ts, ns] = xp.matrix_transpose(bk.logsumexp(P, axis=-1))  # (t, Nc); exponents are finite
-
-        out = bk.empty((T, N), Z.dtype)
-        budget = bk.row_block_elems * 2
-        chunks = [
-            (ts, ns)
-            for ts in iter_chunks(T, N * m * two, budget=budget)
-            for ns in iter_chunks(N, m * two * (ts.stop - ts.start), budget=budget)
-        ]
-        bk.run_blocks(block, chunks)
-        logabs = xp.reshape(out, (T,) + lead) + base
-        if not batched:
-            logabs = logabs[0, ...]
+        e = 2.0 * self.a * self.param("sqnorm", self._sqnorm, Z) if self.a != 0.0 else None
+        logabs = paired_logsumexp(bk, Z, W, e, b=self._b, mirrored=self.hyperbolic) + base
         return xp.ones_like(logabs), logabs

@@ -10,7 +10,7 @@ for :math:`\omega \sim \mathcal N(0, I_d)`,
     f^{(2)}(\omega, y) = D\,e^{A\|\omega\|^2 + sB\omega^\top y + C\|y\|^2},
 
 with :math:`s \in \{+1, -1\}`, :math:`B = \sqrt{s(1-4A)}`, :math:`D = (1-4A)^{d/4}` and, for the
-softmax kernel, :math:`C = -s/2` (THEORY.md §6). rfkit implements real :math:`A`:
+softmax kernel, :math:`C = -s/2` (Likhosherstov et al. (NeurIPS 2022); docs page *Theory*, section 1a). rfkit implements real :math:`A`:
 
 * :math:`s = +1`: positive features; this is OPRF (:class:`~rfkit.features.OPRF`), the optimum
   :math:`A^*` having the closed form :func:`~rfkit.features.oprf_optimal_A`;
@@ -29,7 +29,7 @@ Dubey, Liu, Sarlos, Weller, "FAVOR#: Sharp Attention Kernel Approximations via N
 Positive Random Features", 2023): the positive GERF applied to :math:`\Psi x` and
 :math:`\Psi^{-1}y` with a diagonal :math:`\Psi` (unbiased since :math:`(\Psi x)^\top\Psi^{-1}y = x^\top y`).
 Both :math:`\Psi` and :math:`A` are fitted to the data by minimising the mean over query/key pairs
-of :math:`\log\mathbb E[(f^{(1)}f^{(2)})^2]`; the objective separates (docs/theory.md, "SADERF"):
+of :math:`\log\mathbb E[(f^{(1)}f^{(2)})^2]`; the objective separates (docs page *Theory*, section 1a, "SADERF"):
 :math:`\Psi_{ll}^4 = \overline{y_l^2}/\overline{x_l^2}` for every :math:`A`, then :math:`A^*` from the
 transformed data.
 """
@@ -44,10 +44,12 @@ import numpy as np
 
 from .._backend import get_backend
 from .._validation import check_real
-from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError, SingularMatrixError
-from ._adaptive import _pair_moments, validate_A
-from ._base import FeatureDraw, FeatureMap, Features, project
+from ..exceptions import InvalidParameterError, RFKitWarning, ShapeError
+from ._adaptive import _pair_moments, check_nondegenerate, fourth_root_ratio, validate_A
+from ._base import FeatureMap
+from ._draw import FeatureDraw, Features
 from ._exp import ExpDraw, _check_common, _ExpMap
+from ._ops import project
 from ._optimal import check_sign, gerf_optimal_A
 
 __all__ = ["GERF", "SADERF", "GERFTrigDraw", "saderf_parameters"]
@@ -80,7 +82,7 @@ class GERF(_ExpMap):
     directions is :math:`\frac1m\big(K(A)\,e^{\|x+y\|^2/(1-8A)} - 1\big)` (``s=1``) and
     :math:`\frac1m\big(\tfrac12K(A)(e^{\|x-y\|^2} + e^{-\|x-y\|^2/(1-8A)}) - 1\big)` (``s=-1``), with
     :math:`K(A) = \big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}`, finite iff :math:`A < 1/8`
-    (:func:`rfkit.theory.mse`; derivation in docs/theory.md, "GERF").
+    (:func:`rfkit.theory.mse`; derivation on the docs page *Theory*, section 1a, "GERF").
 
     Parameters
     ----------
@@ -219,7 +221,7 @@ def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.nda
     :math:`\tfrac d2\log\frac{(1-4A)^2}{1-8A} + \frac{1}{1-8A}\big(\overline{\|\Psi x\|^2}+\overline{\|\Psi^{-1}y\|^2}\big)
     + \dots` with the remaining terms free of :math:`\Psi`, so :math:`\Psi` minimises
     :math:`\overline{\|\Psi x\|^2}+\overline{\|\Psi^{-1}y\|^2}` for every :math:`A < 1/8` (FAVOR# eq. for
-    :math:`\Psi^*`; derivation in docs/theory.md, "SADERF"). :math:`O(nd)`, computed on the data's device.
+    :math:`\Psi^*`; derivation on the docs page *Theory*, section 1a, "SADERF"). :math:`O(nd)`, computed on the data's device.
 
     Parameters
     ----------
@@ -236,15 +238,14 @@ def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.nda
     d = mx.shape[-1]
     qx = ssx / nx + mx**2  # mean of x_l^2
     qy = ssy / ny + my**2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        psi = (qy / qx) ** 0.25
-    bad = np.flatnonzero(~np.isfinite(psi) | (psi == 0))
-    if bad.size:
-        i = int(bad[0])
-        raise SingularMatrixError(
+    psi = fourth_root_ratio(qy, qx)
+    check_nondegenerate(
+        psi,
+        lambda i: (
             f"SADERF: coordinate {i} has mean square {qx[i]:.3g} in the queries and {qy[i]:.3g} in the keys; "
             f"Psi_ii would be {psi[i]!r} (Psi singular). rfkit does not clip; pass psi explicitly."
-        )
+        ),
+    )
     if A is not None:
         return psi, float(A)
     s = np.sum(psi**2 * qx) + np.sum(qy / psi**2) + 2.0 * float(mx @ my)

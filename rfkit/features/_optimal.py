@@ -10,7 +10,7 @@ variants are not affine, and are solved here numerically (exactly, for the avera
   :math:`\mathbb E[(\widehat{\mathrm{SM}}/\mathrm{SM})^2] = \tfrac12 K(A)\big(e^{\|\Delta\|^2} + e^{-\|\Delta\|^2/(1-8A)}\big)`,
 
 with :math:`K(A) = \big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}`, :math:`z = x+y`, :math:`\Delta = x-y`
-(derivations: docs/theory.md, "GERF"). In :math:`u = 1/(1-8A) \in (0, \infty)` (i.e.
+(derivations: docs page *Theory*, section 1a, "GERF"). In :math:`u = 1/(1-8A) \in (0, \infty)` (i.e.
 :math:`A < 1/8`, the finite-variance domain), :math:`K = \big(\frac{(u+1)^2}{4u}\big)^{d/2}` and the
 objective, the mean over all query/key pairs of the log second moment (the criterion of
 Likhosherstov et al. 2022/2023 for OPRF and SADERF),

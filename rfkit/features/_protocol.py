@@ -31,10 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import get_backend
-from .._random import check_rng
+from .._backend import to_numpy
 from ..exceptions import InvalidParameterError
-from ._base import FeatureDraw, FeatureMap, Features
+from ._base import FeatureMap
+from ._draw import FeatureDraw, Features
+from ._stacked import (
+    DOCS,
+    ProtocolViolation,
+    StackedDraw,
+    class_name,
+    sample_with_hook,
+    stack_draws,
+    streams_with_hook,
+    violation,
+)
 
 __all__ = ["StackedDraw", "check_feature_map", "sample_with_hook", "streams_with_hook", "stack_draws"]
 
@@ -42,134 +52,6 @@ __all__ = ["StackedDraw", "check_feature_map", "sample_with_hook", "streams_with
 _SEED_A = 0x5EED_0A11
 _SEED_B = 0x5EED_0B22
 _SEED_DATA = 0x5EED_0D47
-_DOCS = "see the docs page 'Bring your own estimator'"
-
-
-def _cls(obj: Any) -> str:
-    return type(obj).__qualname__
-
-
-class _ProtocolViolation(InvalidParameterError):
-    """A map that does not follow the protocol (an InvalidParameterError; private marker class)."""
-
-
-def _violation(fm: Any, what: str, got: str) -> InvalidParameterError:
-    return _ProtocolViolation(
-        f"{_cls(fm)} does not follow the rfkit feature-map protocol: {what}. Got {got} instead ({_DOCS})."
-    )
-
-
-# ----------------------------------------------------------------------------- batching fallback
-def _one(fm: FeatureMap, dim: int, gen: np.random.Generator) -> FeatureDraw:
-    draw = fm._sample_one(dim, gen)
-    if not isinstance(draw, FeatureDraw):
-        raise _violation(
-            fm,
-            "_sample_one(dim, rng) must return one rk.features.FeatureDraw",
-            f"{type(draw).__name__} {draw!r:.80}",
-        )
-    if draw.n_draws is not None or draw.dim != dim:
-        raise _violation(
-            fm,
-            f"_sample_one(dim={dim}, rng) must return a single draw for dim={dim} (n_draws=None)",
-            f"a draw with dim={draw.dim}, n_draws={draw.n_draws}",
-        )
-    return draw
-
-
-def stack_draws(fm: FeatureMap, dim: int, rngs: list[np.random.Generator]) -> FeatureDraw:
-    """``len(rngs)`` single draws, draw ``t`` from ``rngs[t]``, stacked (the default ``_sample_many``)."""
-    return StackedDraw(fm, dim, [_one(fm, dim, g) for g in rngs])
-
-
-def _many(fm: FeatureMap, dim: int, gens: list[np.random.Generator]) -> FeatureDraw:
-    draw = fm._sample_many(dim, gens)
-    if not isinstance(draw, FeatureDraw) or draw.n_draws != len(gens) or draw.dim != dim:
-        got = (
-            f"a draw with dim={draw.dim}, n_draws={draw.n_draws}"
-            if isinstance(draw, FeatureDraw)
-            else f"{type(draw).__name__}"
-        )
-        raise _violation(
-            fm,
-            f"_sample_many(dim={dim}, rngs) must return one FeatureDraw with n_draws=len(rngs)={len(gens)}",
-            got,
-        )
-    return draw
-
-
-def sample_with_hook(fm: FeatureMap, dim: int, rng: Any, n_draws: int | None) -> FeatureDraw:
-    """``fm.sample`` for maps with the ``_sample_one`` hook.
-
-    One draw from ``rng``; or ``n_draws=T`` draws from the ``T`` independent child streams
-    ``Generator.spawn(T)`` (so the same int seed gives the same batch, and a Generator passed
-    twice gives new draws).
-    """
-    gen = check_rng(rng)
-    if n_draws is None:
-        return _one(fm, dim, gen)
-    return _many(fm, dim, gen.spawn(n_draws))
-
-
-def streams_with_hook(fm: FeatureMap, dim: int, rngs: list[Any]) -> FeatureDraw:
-    """``fm.sample_streams`` for maps with the ``_sample_one`` hook: draw ``t`` from ``rngs[t]`` only."""
-    return _many(fm, dim, [check_rng(r, "rngs") for r in rngs])
-
-
-class StackedDraw(FeatureDraw):
-    """``T`` single draws of one map behaving as one batched draw (leading axis ``T`` on every output).
-
-    The fallback for maps without a vectorised ``_sample_many``: each method evaluates the
-    ``T`` draws one after another and stacks the results, so it is exact, and slower than a
-    vectorised draw by the Python loop over draws.
-
-    Parameters
-    ----------
-    spec : FeatureMap
-        The map the draws come from.
-    dim : int
-        Input dimension.
-    draws : list of FeatureDraw
-        Single draws (``n_draws=None``), one per stream.
-    """
-
-    def __init__(self, spec: FeatureMap, dim: int, draws: list[FeatureDraw]) -> None:
-        if not draws:
-            raise InvalidParameterError(f"StackedDraw of {spec.name} needs at least one draw. Got none.")
-        super().__init__(spec, dim, len(draws))
-        self.draws = list(draws)
-
-    @property
-    def owner(self) -> str:
-        return f"{self.spec.name} draws"
-
-    def _features(self, X: Any, side: str) -> Features:
-        xp = get_backend(("X", X)).xp
-        fs = [d._features(X, side) for d in self.draws]
-        for f in fs:
-            if not isinstance(f, Features):
-                raise _violation(
-                    self.spec,
-                    f"the draw's {'queries' if side == 'query' else 'keys'} must be rk.features.Features"
-                    "(values, log_scale)",
-                    f"{type(f).__name__}",
-                )
-        return Features(
-            values=xp.stack([f.values for f in fs]), log_scale=xp.stack([f.log_scale for f in fs])
-        )
-
-    def _log_features(self, X: Any, side: str) -> tuple[Any | None, Any]:
-        xp = get_backend(("X", X)).xp
-        parts = [d._log_features(X, side) for d in self.draws]
-        logabs = xp.stack([la for _, la in parts])
-        if all(s is None for s, _ in parts):
-            return None, logabs
-        return xp.stack([s if s is not None else xp.ones_like(la) for s, la in parts]), logabs
-
-    def _slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
-        xp = get_backend(("X", X)).xp
-        parts = [d._slog_pairwise(X, Y) for d in self.draws]
-        return xp.stack([s for s, _ in parts]), xp.stack([la for _, la in parts])
 
 
 # ----------------------------------------------------------------------------- protocol check
@@ -177,22 +59,20 @@ def _call(fm: Any, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run user code; anything it raises becomes an error that says which call failed."""
     try:
         return fn(*args, **kwargs)
-    except _ProtocolViolation:
+    except ProtocolViolation:
         raise
     except Exception as exc:  # noqa: BLE001 - user code may raise anything
-        raise InvalidParameterError(f"{_cls(fm)}: {what} raised {type(exc).__name__}: {exc}") from exc
+        raise InvalidParameterError(f"{class_name(fm)}: {what} raised {type(exc).__name__}: {exc}") from exc
 
 
 def _as_np(a: Any) -> np.ndarray:
-    from .._backend import to_numpy
-
     return to_numpy(a)
 
 
 def _check_features(fm: Any, f: Any, call: str, lead: tuple[int, ...], n: int, D: int) -> Features:
     if not isinstance(f, Features):
         shape = getattr(f, "shape", None)
-        raise _violation(
+        raise violation(
             fm,
             f"{call} must return rk.features.Features(values, log_scale) "
             "(build it with rk.features.Features.from_log(sign, log_abs_phi))",
@@ -206,18 +86,16 @@ def _check_features(fm: Any, f: Any, call: str, lead: tuple[int, ...], n: int, D
             if values.shape[:-1] == want[:-1]
             else f"{call}.values must have shape {want}"
         )
-        raise _violation(fm, what, f"shape {values.shape}")
+        raise violation(fm, what, f"shape {values.shape}")
     if ls.shape != want[:-1]:
-        raise _violation(fm, f"{call}.log_scale must have shape {want[:-1]}", f"shape {ls.shape}")
+        raise violation(fm, f"{call}.log_scale must have shape {want[:-1]}", f"shape {ls.shape}")
     if values.dtype.kind != "f" or ls.dtype.kind != "f":
-        raise _violation(
-            fm, f"{call} must hold real floating arrays", f"dtypes {values.dtype} and {ls.dtype}"
-        )
+        raise violation(fm, f"{call} must hold real floating arrays", f"dtypes {values.dtype} and {ls.dtype}")
     if not (np.all(np.isfinite(values)) and np.all(np.isfinite(ls))):
-        raise _violation(fm, f"{call} must be finite for finite inputs", "NaN or inf")
+        raise violation(fm, f"{call} must be finite for finite inputs", "NaN or inf")
     top = float(np.max(np.abs(values))) if values.size else 0.0
     if top > 1.0 + 1e-6:
-        raise _violation(
+        raise violation(
             fm,
             f"{call}.values must satisfy |values| <= 1 (the scale belongs in log_scale; "
             "Features.from_log(sign, log_abs_phi) normalises)",
@@ -281,7 +159,7 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
     if not isinstance(fm, FeatureMap):
         raise InvalidParameterError(
             "The `fm` parameter of check_feature_map must be an rk.features.FeatureMap (a subclass "
-            f"implementing feature_dim and _sample_one; {_DOCS}). Got {type(fm).__name__} {fm!r:.80} instead."
+            f"implementing feature_dim and _sample_one; {DOCS}). Got {type(fm).__name__} {fm!r:.80} instead."
         )
     if data is not None:
         QF, KF = (np.asarray(a, dtype=np.float64) for a in data)
@@ -296,17 +174,17 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
     spec = _call(fm, "fit(Q, K)", fm.fit, QF, KF) if fm.needs_data else fm
     D = _call(spec, f"feature_dim({d})", spec.feature_dim, d)
     if isinstance(D, bool) or not isinstance(D, numbers.Integral) or D < 1:
-        raise _violation(spec, f"feature_dim({d}) must return an int >= 1", repr(D))
+        raise violation(spec, f"feature_dim({d}) must return an int >= 1", repr(D))
     D = int(D)
     sa, sb = np.random.SeedSequence(_SEED_A), np.random.SeedSequence(_SEED_B)
     draw = _call(spec, f"sample({d}, rng=...)", spec.sample, d, rng=sa)
     if not isinstance(draw, FeatureDraw):
-        raise _violation(spec, "sample() must return an rk.features.FeatureDraw", type(draw).__name__)
+        raise violation(spec, "sample() must return an rk.features.FeatureDraw", type(draw).__name__)
     fq = _check_features(spec, _call(spec, "draw.queries(X)", draw.queries, X), "draw.queries(X)", (), n, D)
     _check_features(spec, _call(spec, "draw.keys(Y)", draw.keys, Y), "draw.keys(Y)", (), n, D)
     again = _call(spec, f"sample({d}, rng=...)", spec.sample, d, rng=np.random.SeedSequence(_SEED_A))
     if not _same(fq, _call(spec, "draw.queries(X)", again.queries, X)):
-        raise _violation(
+        raise violation(
             spec,
             "the same seed must give the same features (draw every random number from the `rng` "
             "Generator passed to _sample_one: no np.random.* global functions, no state kept between draws)",
@@ -315,7 +193,7 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
     if spec.is_random:
         other = _call(spec, f"sample({d}, rng=...)", spec.sample, d, rng=sb)
         if _same(fq, _call(spec, "draw.queries(X)", other.queries, X)):
-            raise _violation(
+            raise violation(
                 spec,
                 "a random map must use `rng`: two different seeds must give different features "
                 "(set is_random = False for a deterministic map)",
@@ -327,7 +205,7 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
     )
     pb = _as_np(_call(spec, "pairwise(X, Y) of n_draws=2", batch.pairwise, X, Y))
     if pb.shape != (2, n):
-        raise _violation(spec, f"pairwise(X, Y) of n_draws=2 must have shape (2, {n})", f"shape {pb.shape}")
+        raise violation(spec, f"pairwise(X, Y) of n_draws=2 must have shape (2, {n})", f"shape {pb.shape}")
     both = _call(spec, "sample_streams(d, [a, b])", spec.sample_streams, d, [sa, sb])
     alone = _call(spec, "sample_streams(d, [b])", spec.sample_streams, d, [np.random.SeedSequence(_SEED_B)])
     fb2 = _check_features(
@@ -340,7 +218,7 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
     )
     fb1 = _call(spec, "queries(X) of sample_streams", alone.queries, X)
     if not _same(fb2, fb1, 1, 0, exact=False):
-        raise _violation(
+        raise violation(
             spec,
             "draw t of sample_streams(d, rngs) must depend on rngs[t] alone (else a study's numbers "
             "depend on how its trials are chunked)",
@@ -350,18 +228,18 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
     if callable(own):  # an optional closed form: one finite, non-negative value per pair
         value = np.asarray(_call(spec, "mse(x, y)", own, X, Y), dtype=np.float64)
         if value.shape != (n,) or not np.all(np.isfinite(value)) or np.any(value < 0):
-            raise _violation(
+            raise violation(
                 spec,
                 f"mse(x, y) must return one finite value >= 0 per pair, shape ({n},)",
                 f"{value!r:.120}",
             )
     p = _as_np(_call(spec, "draw.pairwise(X, Y)", draw.pairwise, X, Y))
     if p.shape != (n,):
-        raise _violation(spec, f"draw.pairwise(X, Y) must have shape ({n},)", f"shape {p.shape}")
+        raise violation(spec, f"draw.pairwise(X, Y) must have shape ({n},)", f"shape {p.shape}")
     k = np.diagonal(_as_np(_call(spec, "draw.kernel(X, Y)", draw.kernel, X, Y)))
     scale = float(np.max(np.abs(k))) if k.size else 0.0
     if not np.allclose(p, k, rtol=1e-6, atol=1e-9 * scale):
-        raise _violation(
+        raise violation(
             spec,
             "draw.pairwise(X, Y) must equal the diagonal of draw.kernel(X, Y) (an override of "
             "_slog_pairwise disagrees with the features)",

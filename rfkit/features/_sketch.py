@@ -24,7 +24,7 @@ concatenates independent sketches of every degree :math:`j \le n` scaled by
 :math:`T_n(x^\top y) = \sum_{j\le n}(x^\top y)^j/j!`.
 
 Both maps are signed: features are returned as sign and log-magnitude (in log space for
-any input norm). Exact variances: docs/theory.md and :func:`rfkit.theory.mse`.
+any input norm). Exact variances: docs page *Theory*, section 1c, and :func:`rfkit.theory.mse`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ import numpy as np
 
 from .._backend import get_backend
 from .._random import check_rng
-from .._validation import check_int, check_option, check_real
-from ._base import FeatureDraw, FeatureMap, project
+from .._validation import check_int, check_n_features, check_option, check_real
+from ._base import FeatureMap
+from ._draw import FeatureDraw
+from ._ops import project
 
 __all__ = ["RandomMaclaurin", "TensorSketch", "MaclaurinDraw", "TensorSketchDraw", "DISTRIBUTIONS"]
 
@@ -72,7 +74,7 @@ class RandomMaclaurin(FeatureMap):
 
     .. math:: m\,\mathrm{Var}\,\hat K = \frac{I_0\big(2\sqrt{\kappa/r}\big)}{1-r} - e^{2x^\top y}
 
-    (:math:`I_0` the modified Bessel function; derived in docs/theory.md §8). With
+    (:math:`I_0` the modified Bessel function; derived on the docs page *Theory*, section 1c). With
     ``max_degree=K`` the measure is truncated to :math:`n \le K` (renormalised) and the map is
     unbiased for :math:`T_K(x^\top y) = \sum_{n\le K}(x^\top y)^n/n!` instead of
     :math:`e^{x^\top y}` (its MSE for :math:`e^{x^\top y}` then includes the truncation bias).
@@ -103,9 +105,7 @@ class RandomMaclaurin(FeatureMap):
     is_positive = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "n_features", check_int(self.n_features, "n_features", "RandomMaclaurin", low=1)
-        )
+        object.__setattr__(self, "n_features", check_n_features(self.n_features, "RandomMaclaurin"))
         object.__setattr__(self, "p", check_real(self.p, "p", "RandomMaclaurin", low=1.0, closed="neither"))
         if self.max_degree is not None:
             object.__setattr__(
@@ -287,7 +287,7 @@ class TensorSketch(FeatureMap):
     :math:`j` independent count sketches of :math:`x` (fully random hashes
     :math:`h:[d]\to[D]` and signs), independent across degrees. Unbiased for
     :math:`T_n`; as an estimator of :math:`e^{x^\top y}` it carries the truncation bias
-    :math:`T_n(t) - e^t`. Exact variance (derived in docs/theory.md §8; it depends on
+    :math:`T_n(t) - e^t`. Exact variance (derived on the docs page *Theory*, section 1c; it depends on
     the parity of :math:`D`): :math:`\mathrm{Var} = \sum_{j=1}^n V_j/(j!)^2` with
 
     .. math:: V_j = \frac{(c+w_3)^j + (c+w_4)^j - 2c^j}{D}
@@ -314,9 +314,7 @@ class TensorSketch(FeatureMap):
     degree: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "n_features", check_int(self.n_features, "n_features", "TensorSketch", low=1)
-        )
+        object.__setattr__(self, "n_features", check_n_features(self.n_features, "TensorSketch"))
         object.__setattr__(self, "degree", check_int(self.degree, "degree", "TensorSketch", low=0))
 
     @property

@@ -1,4 +1,4 @@
-r"""Trigonometric random features for the softmax kernel (Performer eq. 5, THEORY.md §1).
+r"""Trigonometric random features for the softmax kernel (Rahimi & Recht (NeurIPS 2007); Choromanski et al. (ICLR 2021), eq. (5)).
 
 .. math::
 
@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from .._backend import get_backend
-from .._validation import check_int, check_option
+from .._validation import check_n_features, check_option
 from ..projections import PROJECTIONS, sample_projection, sample_projection_streams
-from ._base import FeatureDraw, FeatureMap, Features, iter_chunks, project
+from ._base import FeatureMap
+from ._draw import FeatureDraw, Features
+from ._ops import block_projection, iter_chunks, project
 
 __all__ = ["Trig", "TrigDraw"]
 
@@ -49,7 +51,7 @@ class Trig(FeatureMap):
     shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_features", check_int(self.n_features, "n_features", "Trig", low=1))
+        object.__setattr__(self, "n_features", check_n_features(self.n_features, "Trig"))
         check_option(self.projection, "projection", "Trig", PROJECTIONS)
 
     def feature_dim(self, dim: int) -> int:
@@ -85,13 +87,8 @@ class TrigDraw(FeatureDraw):
         xp = bk.xp
         W = self.param("W", self.projection, X)
         lead = tuple(X.shape[:-1])
-        d = X.shape[-1]
-        Xf = xp.reshape(X, (-1, d))
+        Xf, WT, T, m, unflatten = block_projection(bk, X, W)
         N = int(Xf.shape[0])
-        batched = W.ndim == 3
-        T = int(W.shape[0]) if batched else 1
-        m = int(W.shape[-2])
-        WT = xp.matrix_transpose(xp.reshape(W, (T * m, d)) if batched else W)
         values = bk.empty((N, T, 2 * m), X.dtype)
         ls = bk.empty((N,), X.dtype)
 
@@ -103,9 +100,9 @@ class TrigDraw(FeatureDraw):
             ls[rows] = 0.5 * xp.sum(x * x, axis=-1) - self._logm
 
         bk.run_blocks(one, bk.row_blocks(N, T * 3 * m))
-        if not batched:
-            return Features(values=xp.reshape(values, lead + (2 * m,)), log_scale=xp.reshape(ls, lead))
-        vals = xp.moveaxis(xp.reshape(values, lead + (T, 2 * m)), -2, 0)
+        vals = unflatten(values)
+        if W.ndim == 2:
+            return Features(values=vals, log_scale=xp.reshape(ls, lead))
         log_scale = xp.broadcast_to(xp.reshape(ls, lead), (T,) + lead) + xp.zeros_like(vals[..., 0])
         return Features(values=vals, log_scale=log_scale)
 

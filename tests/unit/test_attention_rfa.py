@@ -11,6 +11,7 @@ import rfkit as rk
 from rfkit import attention as att
 from rfkit.attention import _rfa
 from rfkit.exceptions import InvalidParameterError, NonPositiveNormalizerWarning, ShapeError
+from rfkit.features._exp import ExpDraw
 
 FIXED_MAPS = [
     rk.features.Positive(24),
@@ -92,7 +93,9 @@ def test_fast_path_equals_generic_path(fm, monkeypatch):
     for causal, n_draws in [(False, None), (True, None), (False, 3), (True, 3)]:
         fast = att.RFA(fm, causal=causal, chunk_size=4)(Q, K, V, rng=5, n_draws=n_draws)
         with monkeypatch.context() as mp:
-            mp.setattr(_rfa, "ExpDraw", type("NotExpDraw", (), {}))
+            mp.setattr(rk.features.FeatureDraw, "exp_form", lambda self: None)
+            mp.setattr(ExpDraw, "exp_form", lambda self: None)
+            assert not _rfa._Featurizer(fast.draw, np.dtype(np.float64)).fast  # the generic path
             slow = att.RFA(fm, causal=causal, chunk_size=4)(Q, K, V, rng=5, n_draws=n_draws)
         np.testing.assert_allclose(fast.output, slow.output, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(fast.log_normalizer, slow.log_normalizer, rtol=1e-12, atol=1e-12)

@@ -92,7 +92,9 @@ def test_infinite_variance_warns():
 
 
 def test_singular_inputs():
-    with pytest.raises(SingularMatrixError, match="The `G` parameter of ADERF is singular"):
+    with pytest.raises(
+        SingularMatrixError, match=r"`G` is singular \(rcond=.*\) in ADERF; the key side needs G\^-T"
+    ):
         F.ADERF(4, G=np.array([1.0, 0.0, 2.0]))
     with pytest.raises(SingularMatrixError, match="second-moment matrix of `Q`"):
         F.ADERF(4).fit(QD[:3], KD)  # 3 points cannot span R^5

@@ -245,3 +245,101 @@ def test_import_rfkit_loads_neither_pandas_nor_matplotlib():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- the public draw protocol
+EXP_FORM_MAPS = [
+    F.Positive(8),
+    F.Hyperbolic(8),
+    F.CEXP(8, A=np.array([1.0, 0.5, 2.0])),
+    F.HCEXP(8, A=np.array([[1.0, 0.2, 0.0], [0.0, 1.0, 0.1], [0.0, 0.0, 0.5]])),
+    F.OPRF(8, A=-0.05),
+    F.GERF(8, A=-0.05),
+]
+NO_EXP_FORM_MAPS = [
+    F.Trig(8),
+    F.GERF(8, A=-0.05, s=-1),
+    F.Taylor(2),
+    F.RandomMaclaurin(8),
+    F.SDERF(8, A=0.05),
+]
+
+
+@pytest.mark.parametrize("fm", EXP_FORM_MAPS, ids=lambda f: f.name)
+@pytest.mark.parametrize("n_draws", [None, 3])
+def test_exp_form_gives_the_draws_features(fm, n_draws):
+    """log phi_k(x) = W_k.u + e_k + c - |u|^2/2 with u = transform(x, side), for both sides."""
+    draw = fm.sample(3, rng=1, n_draws=n_draws)
+    form = draw.exp_form()
+    assert isinstance(form, F.ExpForm)
+    X = 0.4 * np.random.default_rng(2).standard_normal((5, 3))
+    for side in ("query", "key"):
+        U = form.transform(X, side)
+        # (5, D), or (T, 5, D) for T draws
+        logphi = U @ np.swapaxes(form.W, -1, -2) + form.constant - 0.5 * np.sum(U * U, axis=-1)[..., None]
+        if form.offsets is not None:
+            logphi = logphi + (form.offsets if n_draws is None else form.offsets[:, None, :])
+        f = draw.features(X, side)
+        np.testing.assert_allclose(np.exp(f.log_scale)[..., None] * f.values, np.exp(logphi), rtol=1e-12)
+        sign, logabs = draw.log_features(X, side)
+        assert sign is None
+        np.testing.assert_allclose(logabs, logphi, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("fm", NO_EXP_FORM_MAPS, ids=lambda f: f.name)
+def test_maps_without_exponential_form_say_so_and_expose_features(fm):
+    draw = fm.sample(3, rng=1)
+    assert draw.exp_form() is None
+    X = 0.4 * np.random.default_rng(2).standard_normal((5, 3))
+    a, b = draw.features(X, "query"), draw.queries(X)
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.log_scale, b.log_scale)
+
+
+def test_param_on_caches_per_backend_and_dtype():
+    draw = F.Positive(4).sample(3, rng=0)
+    bk = rk._backend.get_backend(("X", np.zeros((1, 3))))
+    W = np.arange(12.0).reshape(4, 3)
+    a = draw.param_on(bk, "mine_W", W, np.float32)
+    assert a.dtype == np.float32
+    np.testing.assert_array_equal(a, W.astype(np.float32))
+    np.testing.assert_array_equal(draw.param(key="mine_W", value=W, like=np.zeros((1, 3))), W)
+
+
+def test_rfa_uses_the_public_protocol_for_a_user_map_with_an_exp_form():
+    """A map of your own that returns an ExpForm takes RFA's fast path and gives its generic result."""
+
+    class ScaledDraw(rk.features.FeatureDraw):
+        def __init__(self, spec, dim, W):
+            super().__init__(spec, dim)
+            self.W = W
+
+        def _log_features(self, X, side):
+            m = self.W.shape[0]
+            return None, X @ self.W.T - 0.5 * np.sum(X * X, axis=-1)[..., None] - 0.5 * np.log(m)
+
+        def exp_form(self):
+            return F.ExpForm(
+                W=self.W, offsets=None, constant=-0.5 * np.log(self.W.shape[0]), transform=lambda X, s: X
+            )
+
+    @dataclasses.dataclass(frozen=True)
+    class MyPositive(rk.features.FeatureMap):
+        n_features: int = 16
+
+        def feature_dim(self, dim):
+            return self.n_features
+
+        def _sample_one(self, dim, rng):
+            return ScaledDraw(self, dim, rng.standard_normal((self.n_features, dim)))
+
+    Q, K, V = 0.3 * np.random.default_rng(0).standard_normal((3, 6, 3))
+    draw = MyPositive().sample(3, rng=4)
+    fast = rk.attention.RFA(MyPositive())(Q, K, V, draw=draw)
+    plain = ScaledDraw.exp_form
+    try:
+        ScaledDraw.exp_form = lambda self: None  # the generic path through draw.features
+        slow = rk.attention.RFA(MyPositive())(Q, K, V, draw=draw)
+    finally:
+        ScaledDraw.exp_form = plain
+    np.testing.assert_allclose(fast.output, slow.output, rtol=1e-12)

@@ -61,7 +61,7 @@ def test_orthogonal_directions_uniform_haar_sign_fix():
 
 
 def test_without_sign_fix_qr_is_not_uniform():
-    """Documents the pitfall the Haar fix avoids (QR without sign fix; docs page *Theory*, section 5)."""
+    """Documents the pitfall the Haar fix avoids (docs page *Theory*, section 5: QR without the sign correction)."""
     G = np.random.default_rng(3).standard_normal((2000, 5, 5))
     Q, _ = np.linalg.qr(G)
     assert np.all(Q[:, 0, 0] < 0)
