@@ -14,6 +14,10 @@ import numpy as np
 from .._random import check_rng
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
+from ._minilm import minilm_qk
+from ._passages import PASSAGES
+from ._smollm import smollm2_qk
+from ._synthetic import hard_qk, pairs_with_norms
 
 __all__ = ["BENCHMARK_SETS", "kernel_benchmark_pairs", "real_pairs"]
 
@@ -58,8 +62,6 @@ def real_pairs(
     n = check_int(n_pairs, "n_pairs", owner, low=1)
     check_option(model, "model", owner, ("minilm", "smollm2"))
     gen = check_rng(rng)
-    from . import PASSAGES, minilm_qk, smollm2_qk
-
     texts = None if n_texts is None else list(PASSAGES[: check_int(n_texts, "n_texts", owner, low=1)])
     res = (minilm_qk if model == "minilm" else smollm2_qk)(texts, max_len=max_len, scale="symmetric")
     q, k, mask = res.q, res.k, res.mask  # (texts, layers, heads, tokens, d), (texts, tokens)
@@ -97,8 +99,6 @@ def kernel_benchmark_pairs(
     InvalidParameterError
         An unknown set, or ``"minilm"`` with ``dim != 32``.
     """
-    from . import hard_qk, pairs_with_norms
-
     name = check_option(set, "set", "kernel_benchmark_pairs", BENCHMARK_SETS)
     n = check_int(n_pairs, "n_pairs", "kernel_benchmark_pairs", low=1)
     d = check_int(dim, "dim", "kernel_benchmark_pairs", low=1)
