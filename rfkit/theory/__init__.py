@@ -20,19 +20,12 @@ Bounds (§5)
 """
 
 from . import (
+    _deterministic,
     _gerf,  # noqa: F401  (registers the closed forms of GERF and SADERF)
     bounds,
 )
 from ._check import CheckResult, check
-from ._deterministic import (
-    NegativeRegion,
-    deterministic_feature_dim,
-    negative_region,
-    relative_truncation_error,
-    taylor_real_root,
-    truncated_kernel,
-    truncation_error_bound,
-)
+from ._deterministic import *  # noqa: F403  (the names of its __all__)
 from ._expected import EXPECTED_MSE_THRESHOLDS, expected_mse
 from ._kernel_mse import (
     CLOSED_FORM_PROJECTIONS,
@@ -58,19 +51,13 @@ __all__ = [
     "register_closed_form",
     "check",
     "CheckResult",
-    "truncated_kernel",
-    "relative_truncation_error",
-    "truncation_error_bound",
-    "deterministic_feature_dim",
-    "negative_region",
-    "taylor_real_root",
-    "NegativeRegion",
     "rfa_delta_method",
     "RFADeltaMethod",
     "ratio_bias_identity",
     "ra_mse",
     "attention_error_bound",
 ]
+__all__ += _deterministic.__all__
 
 # Imported for their side effect: they register the closed forms of ADERF, SDERF (DERF family),
 # RandomMaclaurin and TensorSketch with register_closed_form (issue 12).

@@ -28,6 +28,7 @@ space, so nothing overflows and nothing cancels catastrophically.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy.special import roots_legendre
@@ -89,6 +90,13 @@ def _log_two_sinh2(v: np.ndarray) -> np.ndarray:
     return np.where(a < 20.0, small, big)
 
 
+def _on_nodes(d: int, t: Any) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
+    """``t`` as floats, ``t[..., None]`` against the quadrature nodes, the simplex cosine, the nodes and log weights."""
+    t = np.asarray(t, dtype=np.float64)
+    S, lw = s_quadrature(d)
+    return t, t[..., None], simplex_cosine(d), S, lw
+
+
 def simplex_exp_pair_cov(d: int, z2: np.ndarray, hyperbolic: bool) -> tuple[np.ndarray, np.ndarray]:
     r"""Relative pair covariance :math:`\mathrm{Cov}(F_1,F_2)/\mathrm{SM}^2` of the exponential maps, simplex pair.
 
@@ -114,10 +122,7 @@ def simplex_exp_pair_cov(d: int, z2: np.ndarray, hyperbolic: bool) -> tuple[np.n
     sign, log|rho_C| : ndarray
         Shape of ``z2``. ``d >= 2``.
     """
-    z2 = np.asarray(z2, dtype=np.float64)
-    c = simplex_cosine(d)
-    S, lw = s_quadrature(d)
-    zz = z2[..., None]
+    z2, zz, c, S, lw = _on_nodes(d, z2)
     cs = c * S * zz  # <= 0
     with np.errstate(divide="ignore"):
         a = np.log(-np.expm1(cs))  # -inf at z2 = 0
@@ -149,10 +154,7 @@ def simplex_trig_pair_cov(d: int, D2: np.ndarray) -> tuple[np.ndarray, np.ndarra
     sign, log|rho_C| : ndarray
         Shape of ``D2``. ``d >= 2``.
     """
-    D2 = np.asarray(D2, dtype=np.float64)
-    c = simplex_cosine(d)
-    S, lw = s_quadrature(d)
-    dd = D2[..., None]
+    D2, dd, c, S, lw = _on_nodes(d, D2)
     cs = c * S * dd
     shp = np.broadcast_shapes(dd.shape, S.shape)
     sp, lp = trig_orf_pair_minus_sq(d, np.broadcast_to(dd * (1.0 + c * S), shp).copy())
