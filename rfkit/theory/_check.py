@@ -25,7 +25,8 @@ from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import InvalidParameterError, MonteCarloPrecisionWarning
 from ..features import FeatureMap, check_feature_map
-from ._kernel_mse import _REGISTRY, _exp, _pair_iv, _plan, bias, mse
+from ._closed_form import _REGISTRY, _exp, _pair_iv, _plan
+from ._kernel_mse import bias, mse
 
 __all__ = ["check", "CheckResult"]
 

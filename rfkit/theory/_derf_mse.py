@@ -30,7 +30,8 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError, ShapeError
 from ..features import ADERF, SDERF, sderf_eig
-from ._kernel_mse import CLOSED_FORM_PROJECTIONS, _log_relative, _parts, _Plan, register_closed_form
+from ._closed_form import CLOSED_FORM_PROJECTIONS, _log_relative, _Plan, register_closed_form
+from ._prf_parts import _parts
 from ._special import log_expm1
 
 __all__: list[str] = []

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 from ..features import GERF, SADERF
-from ._kernel_mse import CLOSED_FORM_PROJECTIONS, _log_relative, _parts, _Plan, register_closed_form
+from ._closed_form import CLOSED_FORM_PROJECTIONS, _log_relative, _Plan, register_closed_form
+from ._prf_parts import _parts
 
 __all__: list[str] = []
 

@@ -36,7 +36,7 @@ import numpy as np
 from scipy.special import i0e
 
 from ..features import RandomMaclaurin, TensorSketch, slog_taylor_polynomial
-from ._kernel_mse import register_closed_form
+from ._closed_form import register_closed_form
 from ._special import log_abs_expm1, signed_logsumexp
 
 __all__ = ["maclaurin_kappa", "tensorsketch_variance_terms"]
