@@ -1,27 +1,29 @@
 r"""Closed-form theory for rfkit's estimators: exact MSEs, bounds, conformance checks.
 
-Formulas, sources and derivations: ``docs/theory.md`` and THEORY.md. Nothing here
-samples except :func:`check` (which calls the estimators' own draws).
+Formulas, sources and derivations: docs page *Theory*; the papers are listed on the docs page
+*References*. Nothing here samples except :func:`check` (which calls the estimators' own draws).
 
-Kernel estimators (THEORY.md §1-§4, §6)
+Kernel estimators (docs page *Theory*, sections 1, 1a-1c)
     :func:`mse`, :func:`log_mse`, :func:`relative_mse`, :func:`bias`,
     :func:`performer_orthogonal_bound`, :func:`expected_mse`, :func:`check`.
-    ADERF, SDERF, RandomMaclaurin and TensorSketch plug into :func:`mse` and friends
-    through :func:`register_closed_form` (docs/theory.md §7-§8).
-Deterministic maps (§7)
+    GERF, SADERF, ADERF, SDERF, RandomMaclaurin and TensorSketch plug into :func:`mse` and
+    friends through :func:`register_closed_form`.
+Deterministic maps (section 2)
     :func:`truncated_kernel`, :func:`relative_truncation_error`,
     :func:`truncation_error_bound`, :func:`deterministic_feature_dim`,
     :func:`negative_region`, :func:`taylor_real_root`.
-Ratio estimators (§9, §10)
+Ratio estimators (section 3)
     :func:`rfa_delta_method`, :func:`ratio_bias_identity`, :func:`ra_mse`,
     :func:`attention_error_bound`.
-Bounds (§5)
+Bounds (section 4)
     :mod:`rfkit.theory.bounds`.
 """
 
 from . import (
+    _derf_mse,  # noqa: F401  (registers the closed forms of ADERF and SDERF)
     _deterministic,
     _gerf,  # noqa: F401  (registers the closed forms of GERF and SADERF)
+    _sketch_mse,  # noqa: F401  (registers the closed forms of RandomMaclaurin and TensorSketch)
     bounds,
 )
 from ._check import CheckResult, check
@@ -51,7 +53,3 @@ __all__ = [
     "attention_error_bound",
 ]
 __all__ += _deterministic.__all__
-
-# Imported for their side effect: they register the closed forms of ADERF, SDERF (DERF family),
-# RandomMaclaurin and TensorSketch with register_closed_form (issue 12).
-from . import _derf_mse, _sketch_mse  # noqa: E402, F401

@@ -81,7 +81,8 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
     -----
     :math:`\log\mathrm{MSE} = 2x^\top y + \log\big(\rho_V/m + (K/m^2)\rho_C + \rho_B^2\big)` with the
     relative variance :math:`\rho_V`, pair covariance :math:`\rho_C` and bias :math:`\rho_B`
-    (THEORY.md §1-§4, §6; Performer Lemma 2; seed 004 Lemma 3.1; Likhosherstov et al. 2022):
+    (Choromanski et al. (ICLR 2021), Lemma 2; Blackwelder (2024), Lemma 3.1; Likhosherstov et al.
+    (NeurIPS 2022); the orthogonal and fixed-norm forms derived in docs page *Theory*, section 1):
 
     * iid, PRF/CEXP: :math:`\rho_V = e^{\|z\|^2}-1`; hyperbolic/HCEXP :math:`2\sinh^2(\|z\|^2/2)`;
       trig :math:`2\sinh^2(\|\Delta\|^2/2)`; OPRF :math:`\big(\tfrac{(1-4A)^2}{1-8A}\big)^{d/2}e^{\|z\|^2/(1-8A)}-1`,
@@ -94,13 +95,13 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
       moment is :math:`\mathbb E_S\,{}_1F_1(d;\tfrac d2;(1+cS)\tfrac{\|z\|^2}2)`, :math:`c=-1/(d-1)`,
       :math:`S=\sin\psi`, :math:`\psi\propto\sin^{d-1}` on :math:`[0,\pi]` (hyperbolic maps and trig average
       :math:`\pm c`; trig with :math:`-\|\Delta\|^2`), evaluated by quadrature
-      (:mod:`rfkit.theory._simplex`; docs/theory.md §1a). Same :math:`K` as ``"orthogonal"``.
+      (:mod:`rfkit.theory._simplex`; docs page *Theory*, section 1a). Same :math:`K` as ``"orthogonal"``.
     * hyperbolic OPRF (``OPRF(hyperbolic=True)``): :math:`\rho_V = \tfrac12K(A)(e^{-\|z\|^2} +
-      e^{\|z\|^2/(1-8A)}) - 1`, :math:`K(A) = ((1-4A)^2/(1-8A))^{d/2}` (derived, docs/theory.md §1a).
+      e^{\|z\|^2/(1-8A)}) - 1`, :math:`K(A) = ((1-4A)^2/(1-8A))^{d/2}` (derived, docs page *Theory*, section 1a).
       GERF and SADERF are registered from :mod:`rfkit.theory._gerf`.
     * ``"orthogonal-fixed"`` (norms :math:`\sqrt d`): moments from
-      :math:`{}_0F_1(;\tfrac d2;\cdot)` (THEORY.md §3 table) and bias
-      :math:`\rho_B = \mathrm{SMREG}/\mathrm{SM} - 1` (Performer Thm 1).
+      :math:`{}_0F_1(;\tfrac d2;\cdot)` (docs page *Theory*, section 1) and bias
+      :math:`\rho_B = \mathrm{SMREG}/\mathrm{SM} - 1` (Choromanski et al. (ICLR 2021), Thm 1).
 
     Domain: any finite inputs; positive-series evaluation keeps relative error at
     a few :math:`10^{-13}` for :math:`\|z\|^2` up to ~1000 (series length grows like
@@ -158,7 +159,7 @@ def bias(fm: Any, x: Any, y: Any) -> np.ndarray:
     :math:`\omega_i\sim\mathcal N(0,I_d)` marginally). For ``"orthogonal-fixed"``
     (norms :math:`\sqrt d`): :math:`\mathrm{SMREG}(x,y)-\mathrm{SM}(x,y)` with
     :math:`\mathrm{SMREG}=\Lambda\,{}_0F_1(;\tfrac d2;\tfrac{d\|z\|^2}4)\le\mathrm{SM}`
-    for the exponential maps (Performer Thm 1; THEORY.md §3; OPRF: with the extra factor
+    for the exponential maps (Choromanski et al. (ICLR 2021), Thm 1; docs page *Theory*, section 1; OPRF: with the extra factor
     :math:`(1-4A)^{d/2}e^{2Ad}` and :math:`\|z\|^2(1-4A)`), and
     :math:`e^{(\|x\|^2+\|y\|^2)/2}{}_0F_1(;\tfrac d2;-\tfrac{d\|\Delta\|^2}4)-\mathrm{SM}` for trig.
 
@@ -189,14 +190,14 @@ def bias(fm: Any, x: Any, y: Any) -> np.ndarray:
 
 
 def performer_orthogonal_bound(x: Any, y: Any, n_features: int) -> np.ndarray:
-    r"""Performer Theorem 2 upper bound on the MSE of orthogonal positive features (FAVOR+).
+    r"""Choromanski et al. (ICLR 2021), Thm 2: upper bound on the MSE of orthogonal positive features (FAVOR+).
 
     .. math::
 
         \mathrm{MSE}(\widehat{\mathrm{SM}}^{\rm ort+}_m) \le \mathrm{MSE}(\widehat{\mathrm{SM}}^{+}_m)
         - \frac{2(m-1)}{m(d+2)}\Big(\mathrm{SM}(x,y) - e^{-\frac{\|x\|^2+\|y\|^2}2}\Big)^2
 
-    Source: Choromanski et al., ICLR 2021, Theorem 2 (THEORY.md §3). A *bound*, not the
+    Source: Choromanski et al. (ICLR 2021), Thm 2. A *bound*, not the
     exact value (use :func:`mse` with ``Positive(m, projection="orthogonal")``); it is
     tight to leading order :math:`\|x+y\|^4`.
 

@@ -1,4 +1,6 @@
-r"""Pair covariance of simplex-coupled directions (``projection="simplex"``; Reid et al., ICML 2023).
+r"""Pair covariance of simplex-coupled directions (``projection="simplex"``; Reid et al. (ICML 2023)).
+
+Derived here (docs page *Theory*, section 1a).
 
 Two directions of one simplex block are :math:`\omega_1 = \rho_1 u_1`, :math:`\omega_2 = \rho_2 u_2`
 with :math:`u_1^\top u_2 = c = -1/(d-1)`, a common Haar rotation and independent
@@ -8,7 +10,7 @@ density :math:`\propto \sin^{d-1}\psi`, and with :math:`S = \sin\psi`
 
 .. math:: \|\omega_1 \pm \omega_2\|^2 = R^2(1 \pm cS),
 
-with a uniform direction independent of the norm. The orthogonal-pair computation (THEORY.md §3:
+with a uniform direction independent of the norm. The orthogonal-pair computation (docs page *Theory*, section 1:
 :math:`\mathbb E_{\rm dir} e^{t\,\mathbf u^\top z} = {}_0F_1(;\tfrac d2;\tfrac{t^2\|z\|^2}4)`,
 :math:`\mathbb E R^{2k} = 2^k (d)_k`) then gives, for :math:`F(x) = {}_1F_1(d;\tfrac d2;x)`,
 
@@ -110,7 +112,7 @@ def simplex_exp_pair_cov(d: int, z2: np.ndarray, hyperbolic: bool) -> tuple[np.n
         \phi^{++},\ \text{HCEXP}:&\quad \rho_C = \mathbb E_S\big[\cosh(cSz^2) - 1\big]
             - \tfrac12\,\mathbb E_S\big[e^{-z^2}\big(G(z^2(1+cS)) + G(z^2(1-cS))\big)\big].
 
-    The OPRF parameter drops out (as for orthogonal pairs, THEORY.md §6): the pair moment is
+    The OPRF parameter drops out (as for orthogonal pairs, docs page *Theory*, section 1): the pair moment is
     :math:`(1-4A)^d\,\mathbb E[e^{2AR^2}F(\dots)]` and :math:`\mathbb E[R^{2k}e^{2AR^2}] = 2^k(d)_k(1-4A)^{-d-k}`.
     Because :math:`1 + cS \le 1`, :math:`F` is increasing and convex, the positive-map covariance
     is below the orthogonal one (:math:`-e^{-z^2}G(z^2)`) for every pair, while the hyperbolic
