@@ -15,7 +15,7 @@ pulls a deep-learning framework that is not needed here)::
 its tokenizer, and the public functions; text batches (``_texts``), the cache (``_cache``,
 ``_qk``) and the statistics (``_describe``) are shared with the other real-model loaders.
 
-Scaling convention (DESIGN.md: no hidden :math:`1/\sqrt d`): the model's attention
+Scaling convention (rfkit hides no :math:`1/\sqrt d` anywhere): the model's attention
 logits are :math:`\ell_{ij} = Q_i\cdot K_j/\sqrt{32}` with :math:`Q, K` the raw
 projections. :func:`minilm_qk` returns ``q`` and ``k`` with ``q_i · k_j = ℓ_ij``
 exactly. With ``scale="symmetric"`` (default) the factor is split as

@@ -18,7 +18,7 @@ model (dequantised exactly, then computed in float64 or float32): its attention 
 match Hugging Face ``transformers`` loading the same file (tested against stored reference
 values), not the original bfloat16 checkpoint.
 
-Scaling convention (DESIGN.md: no hidden :math:`1/\sqrt d`): the logits are
+Scaling convention (rfkit hides no :math:`1/\sqrt d` anywhere): the logits are
 :math:`\ell_{ij} = Q_i\cdot K_j/\sqrt{64}` with :math:`Q, K` the rotated projections;
 :func:`smollm2_qk` returns ``q`` and ``k`` with ``q_i · k_j = ℓ_ij`` exactly
 (``scale="symmetric"``: :math:`64^{-1/4}` on each side; ``scale="query"``: all on ``q``).
