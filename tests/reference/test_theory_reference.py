@@ -1,6 +1,6 @@
 """Closed forms pinned to rtol 1e-12 against independent mpmath computations written here.
 
-The mpmath side implements each formula from THEORY.md directly (hypergeometric functions,
+The mpmath side implements each formula of docs page *Theory* directly (hypergeometric functions,
 matrix algebra, series) at 50 significant digits; rfkit's side uses its log-space float64 code.
 """
 
@@ -32,7 +32,7 @@ def _K(m, d):
 
 
 def mp_mse(kind, proj, x, y, m, a=0.0):
-    """Exact MSE from THEORY.md §1-§3, §6 (s, g, u table and the boxed block formula)."""
+    """Exact MSE from docs page *Theory*, sections 1 and 1a (s, g, u table and the block formula)."""
     d = len(x)
     X, Y = _mpv(x), _mpv(y)
     a = mp.mpf(a)
@@ -64,7 +64,7 @@ def mp_mse(kind, proj, x, y, m, a=0.0):
             musq = (1 + mp.hyp0f1(b, d * z2)) / 2 if kind == "hyp" else mp.hyp0f1(b, d * bb * z2)
         else:
             if kind == "oprf":
-                # Var of one sample (Likhosherstov et al. 2022 / THEORY.md §6), expressed as s^2 (musq - mu1^2).
+                # Var of one sample (Likhosherstov et al. (NeurIPS 2022)), expressed as s^2 (musq - mu1^2).
                 var1 = ((1 - 4 * a) ** 2 / (1 - 8 * a)) ** b * mp.e ** (
                     2 * (1 - 4 * a) / (1 - 8 * a) * z2 - _dot(X, X) - _dot(Y, Y)
                 ) - sm**2
@@ -121,7 +121,7 @@ def test_cexp_full_and_diag_A_match_mpmath(proj, hyper):
 
 
 def mp_mse_transformed(kind, proj, xa, ya, m):
-    """As mp_mse but on exact mp vectors (CEXP = PRF on Ax and A^-T y, THEORY.md §4)."""
+    """As mp_mse but on exact mp vectors (CEXP = PRF on Ax and A^-T y, docs page *Theory*, section 1)."""
     X, Y = list(xa), list(ya)
     d = len(X)
     sm = mp.e ** _dot(X, Y)

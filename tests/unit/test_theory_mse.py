@@ -72,7 +72,7 @@ def test_orthogonal_one_block_gap_is_1f1_formula():
 
 
 def test_stacked_blocks_use_K_over_m2():
-    """m > d: only same-block pairs correlate; with full blocks K/m^2 = (d-1)/m (THEORY.md §3)."""
+    """m > d: only same-block pairs correlate; with full blocks K/m^2 = (d-1)/m (docs page *Theory*, section 1)."""
     d, m = 4, 12
     x, y = 0.3 * RNG.normal(size=(2, d))
     iid = th.mse(F.Positive(m), x, y)
