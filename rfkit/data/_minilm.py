@@ -41,7 +41,7 @@ import numpy as np
 from ..exceptions import CorruptWeightsError, InvalidParameterError, ModelNotInstalledError
 from . import _cache
 from ._bert import BertModel, forward, load_bert
-from ._qk import QKSource, TransformerQK, collect
+from ._qk import QKSource, TransformerQK
 from ._safetensors import parse_safetensors
 from ._texts import CHUNK_BUDGET, check_dtype, check_texts, chunks, pad
 from ._weights import WeightsPackage
@@ -301,11 +301,8 @@ def minilm_qk(
             on_attention=keep,
         )
 
-    q, k, v, a, mask = collect(encoded, tok.pad_id, f["layers"], f["heads"], HEAD_DIM, req.dtype, run)
     tokens = [[tok.inv_vocab[i] for i in e] for e in encoded]
-    res = MiniLMQK(q=q, k=k, v=v, attention=a, mask=mask, tokens=tokens, **f)
-    _SOURCE.store(req, res)
-    return res
+    return _SOURCE.extract(req, MiniLMQK, encoded, tok.pad_id, tokens, run)
 
 
 def embed(

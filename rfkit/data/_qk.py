@@ -261,3 +261,20 @@ class QKSource:
         """Write ``res`` to the cache entry of ``req`` (if any)."""
         if req.file is not None:
             cache_write(req.file, res)
+
+    def extract(
+        self,
+        req: Request,
+        cls: type[R],
+        encoded: list[list[int]],
+        pad_id: int,
+        tokens: list[list[str]],
+        run: Callable[[np.ndarray, np.ndarray, int, Any], None],
+    ) -> R:
+        """Run the model (``run``, as in :func:`collect`) on the token ids ``encoded``, keep the
+        requested layers and heads, and store the result in the cache entry of ``req``."""
+        f = req.fields
+        q, k, v, a, mask = collect(encoded, pad_id, f["layers"], f["heads"], self.head_dim, req.dtype, run)
+        res = cls(q=q, k=k, v=v, attention=a, mask=mask, tokens=tokens, **f)
+        self.store(req, res)
+        return res

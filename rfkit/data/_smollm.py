@@ -43,7 +43,7 @@ from ._bpe import ByteLevelBPE
 from ._gguf import parse_gguf
 from ._llama import LlamaConfig, LlamaWeights, forward
 from ._llama import logits as _llama_logits
-from ._qk import QKSource, TransformerQK, collect
+from ._qk import QKSource, TransformerQK
 from ._texts import check_dtype, check_texts, pad
 from ._weights import WeightsPackage
 
@@ -277,11 +277,8 @@ def smollm2_qk(
             on_attention=keep,
         )
 
-    q, k, v, a, mask = collect(encoded, 0, f["layers"], f["heads"], HEAD_DIM, req.dtype, run)
     tokens = [[tok.tokens[i] for i in e] for e in encoded]
-    res = SmolLM2QK(q=q, k=k, v=v, attention=a, mask=mask, tokens=tokens, **f)
-    _SOURCE.store(req, res)
-    return res
+    return _SOURCE.extract(req, SmolLM2QK, encoded, 0, tokens, run)
 
 
 def _logits(texts: Any, dtype: Any = np.float64, max_len: int | None = None) -> tuple[np.ndarray, np.ndarray]:

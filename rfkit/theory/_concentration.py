@@ -20,13 +20,13 @@ from scipy import stats
 
 from .._validation import as_float_array, check_int, check_option, check_real
 from ..exceptions import InvalidParameterError, ShapeError, SingularMatrixError
-from ._max_error import rel_rmse
+from ._max_error import BoundResult, rel_rmse
 
 __all__ = ["chi2_concentration", "hotelling_concentration", "ConcentrationBound"]
 
 
 @dataclasses.dataclass(frozen=True)
-class ConcentrationBound:
+class ConcentrationBound(BoundResult):
     """Result of :func:`chi2_concentration` / :func:`hotelling_concentration`.
 
     Attributes
@@ -71,10 +71,6 @@ class ConcentrationBound:
     n_features: int
     method: str
     assumptions: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain dict (JSON-serialisable)."""
-        return dataclasses.asdict(self)
 
 
 def _check_A(A: Any, d: int, owner: str) -> tuple[np.ndarray, np.ndarray]:

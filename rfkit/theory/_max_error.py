@@ -17,7 +17,16 @@ import numpy as np
 from .._validation import check_int, check_option, check_real
 from ..exceptions import NumericalOverflowError
 
-__all__ = ["W", "max_relative_error", "MaxRelativeErrorBound", "rel_rmse"]
+__all__ = ["W", "max_relative_error", "MaxRelativeErrorBound", "BoundResult", "rel_rmse"]
+
+
+class BoundResult:
+    """Base of the frozen result dataclasses of :mod:`rfkit.theory.bounds`."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict (JSON-serialisable)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
 
 _KINDS = ("hcexp", "cexp")
 
@@ -50,7 +59,7 @@ def rel_rmse(s2: float, m: int, kind: str) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class MaxRelativeErrorBound:
+class MaxRelativeErrorBound(BoundResult):
     """Result of :func:`max_relative_error`.
 
     Attributes
@@ -77,10 +86,6 @@ class MaxRelativeErrorBound:
     n_features: int
     kind: str
     assumptions: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain dict (JSON-serialisable)."""
-        return dataclasses.asdict(self)
 
 
 def max_relative_error(
