@@ -11,9 +11,10 @@ pulls a deep-learning framework that is not needed here)::
 
 ``model.safetensors`` is checked against its SHA-256 before use and parsed with NumPy
 (``_safetensors``); the forward pass is NumPy/SciPy only, vectorised over texts and heads
-(``_bert``). This module holds what is specific to MiniLM: locating and checking its files,
-its tokenizer, and the public functions; text batches (``_texts``), the cache (``_cache``,
-``_qk``) and the statistics (``_describe``) are shared with the other real-model loaders.
+(``_bert``). This module holds what is specific to MiniLM: its files, its tokenizer, and the
+public functions; locating and hash-checking installed weights (``_weights``), checking an
+extraction's arguments and its cache entry (``_qk``, ``_cache``), text batches (``_texts``)
+and the statistics (``_describe``) are shared with the other real-model loaders.
 
 Scaling convention (rfkit hides no :math:`1/\sqrt d` anywhere): the model's attention
 logits are :math:`\ell_{ij} = Q_i\cdot K_j/\sqrt{32}` with :math:`Q, K` the raw

