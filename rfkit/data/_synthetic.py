@@ -1,4 +1,5 @@
-"""Synthetic query/key data: pairs with given norms, anisotropic Gaussians, seed 004's hard set."""
+"""Synthetic query/key data: pairs with given norms, anisotropic Gaussians, and the anisotropic
+offset-mean pairs of Blackwelder (2024), Sec. 4 (:func:`hard_qk`)."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def gaussian_qk(
     return SyntheticQK(Q, K, mq, Cq, mk, Ck)
 
 
-#: Parameter sets of :func:`hard_qk`: seed 004's write-up (§4) and its companion notebook.
+#: Parameter sets of :func:`hard_qk`: Blackwelder (2024), Sec. 4, and the paper's companion notebook.
 HARD_REGIMES: dict[str, dict[str, Any]] = {
     "writeup": {
         "mean_scale": 50.0,
@@ -154,7 +155,7 @@ HARD_REGIMES: dict[str, dict[str, Any]] = {
         "covariance": "wishart",
     },
 }
-_WISHART_SCALE = 0.05  # seed 004's notebook: Wishart(df=d, scale=0.05 diag(v))
+_WISHART_SCALE = 0.05  # the companion notebook of Blackwelder (2024): Wishart(df=d, scale=0.05 diag(v))
 
 
 def hard_qk(
@@ -170,18 +171,19 @@ def hard_qk(
     norm_k: float | None = None,
     rng: Any = None,
 ) -> SyntheticQK:
-    r"""Seed 004's hard query/key data (Blackwelder): the write-up's set or its notebook's.
+    r"""The anisotropic offset-mean query/key pairs of Blackwelder (2024), Sec. 4, or of its notebook.
 
-    ``regime="writeup"`` (§4 of the write-up; the defaults): per set, means
+    ``regime="writeup"`` (Blackwelder (2024), Sec. 4; the defaults): per set, means
     :math:`\mu_{q,j}, \mu_{k,j} \sim \mathrm{Laplace}(0, 50)`, diagonal covariances with
     entries :math:`\sim \mathrm{Gamma}(0.02, 1)` (queries) and :math:`\mathrm{Gamma}(0.01, 1)`
     (keys); :math:`n` queries and :math:`n` keys drawn i.i.d.; then each sample is rescaled by
     one factor so that its mean norm is ``norm_q`` (about 5) and ``norm_k`` (about 0.5) —
-    "encouraged to have norms around 5 and 0.5" in the seed, which does not give the exact
+    "encouraged to have norms around 5 and 0.5" in the paper, which does not give the exact
     rule; a single factor keeps the sample Gaussian, and the returned moments are those of the
     rescaled distribution.
 
-    ``regime="notebook"`` (the data of the seed's companion notebook, ``Project Code.ipynb``):
+    ``regime="notebook"`` (the data of the paper's companion notebook, ``Project Code.ipynb`` in
+    the author's repository ``jblackwelder64/Adapting-Linear-Attention-to-Query-Key-Distributions``):
     means :math:`\mathrm{Laplace}(0, 0.01)`, variances :math:`v_{q,j} \sim \mathrm{Gamma}(0.1, 1)`,
     :math:`v_{k,j} \sim \mathrm{Gamma}(0.05, 1)`, and *full* covariances
     :math:`\Sigma \sim \mathrm{Wishart}(\text{df}=d, 0.05\,\mathrm{diag}(v))` (mean

@@ -1,48 +1,36 @@
 r"""Closed-form theory for rfkit's estimators: exact MSEs, bounds, conformance checks.
 
-Formulas, sources and derivations: ``docs/theory.md`` and THEORY.md. Nothing here
-samples except :func:`check` (which calls the estimators' own draws).
+Formulas, sources and derivations: docs page *Theory*; the papers are listed on the docs page
+*References*. Nothing here samples except :func:`check` (which calls the estimators' own draws).
 
-Kernel estimators (THEORY.md §1-§4, §6)
+Kernel estimators (docs page *Theory*, sections 1, 1a-1c)
     :func:`mse`, :func:`log_mse`, :func:`relative_mse`, :func:`bias`,
     :func:`performer_orthogonal_bound`, :func:`expected_mse`, :func:`check`.
-    ADERF, SDERF, RandomMaclaurin and TensorSketch plug into :func:`mse` and friends
-    through :func:`register_closed_form` (docs/theory.md §7-§8).
-Deterministic maps (§7)
+    GERF, SADERF, ADERF, SDERF, RandomMaclaurin and TensorSketch plug into :func:`mse` and
+    friends through :func:`register_closed_form`.
+Deterministic maps (section 2)
     :func:`truncated_kernel`, :func:`relative_truncation_error`,
     :func:`truncation_error_bound`, :func:`deterministic_feature_dim`,
     :func:`negative_region`, :func:`taylor_real_root`.
-Ratio estimators (§9, §10)
+Ratio estimators (section 3)
     :func:`rfa_delta_method`, :func:`ratio_bias_identity`, :func:`ra_mse`,
     :func:`attention_error_bound`.
-Bounds (§5)
+Bounds (section 4)
     :mod:`rfkit.theory.bounds`.
 """
 
 from . import (
+    _derf_mse,  # noqa: F401  (registers the closed forms of ADERF and SDERF)
+    _deterministic,
     _gerf,  # noqa: F401  (registers the closed forms of GERF and SADERF)
+    _sketch_mse,  # noqa: F401  (registers the closed forms of RandomMaclaurin and TensorSketch)
     bounds,
 )
 from ._check import CheckResult, check
-from ._deterministic import (
-    NegativeRegion,
-    deterministic_feature_dim,
-    negative_region,
-    relative_truncation_error,
-    taylor_real_root,
-    truncated_kernel,
-    truncation_error_bound,
-)
+from ._closed_form import CLOSED_FORM_PROJECTIONS, register_closed_form
+from ._deterministic import *  # noqa: F403  (the names of its __all__)
 from ._expected import EXPECTED_MSE_THRESHOLDS, expected_mse
-from ._kernel_mse import (
-    CLOSED_FORM_PROJECTIONS,
-    bias,
-    log_mse,
-    mse,
-    performer_orthogonal_bound,
-    register_closed_form,
-    relative_mse,
-)
+from ._kernel_mse import bias, log_mse, mse, performer_orthogonal_bound, relative_mse
 from ._ratio import RFADeltaMethod, attention_error_bound, ra_mse, ratio_bias_identity, rfa_delta_method
 
 __all__ = [
@@ -58,20 +46,10 @@ __all__ = [
     "register_closed_form",
     "check",
     "CheckResult",
-    "truncated_kernel",
-    "relative_truncation_error",
-    "truncation_error_bound",
-    "deterministic_feature_dim",
-    "negative_region",
-    "taylor_real_root",
-    "NegativeRegion",
     "rfa_delta_method",
     "RFADeltaMethod",
     "ratio_bias_identity",
     "ra_mse",
     "attention_error_bound",
 ]
-
-# Imported for their side effect: they register the closed forms of ADERF, SDERF (DERF family),
-# RandomMaclaurin and TensorSketch with register_closed_form (issue 12).
-from . import _derf_mse, _sketch_mse  # noqa: E402, F401
+__all__ += _deterministic.__all__

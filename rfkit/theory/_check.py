@@ -24,7 +24,9 @@ import numpy as np
 from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import InvalidParameterError, MonteCarloPrecisionWarning
-from ._kernel_mse import _REGISTRY, _exp, _pair_iv, _plan, bias, mse
+from ..features import FeatureMap, check_feature_map
+from ._closed_form import _REGISTRY, _exp, _pair_iv, _plan
+from ._kernel_mse import bias, mse
 
 __all__ = ["check", "CheckResult"]
 
@@ -258,8 +260,6 @@ def check(
     and the squared error has a finite variance (for PRF-type maps this needs
     roughly :math:`T \gg e^{3\|x+y\|^2}/m`).
     """
-    from ..features import FeatureMap, check_feature_map
-
     owner = "rfkit.theory.check"
     if not isinstance(fm, FeatureMap):
         raise InvalidParameterError(

@@ -3,15 +3,15 @@ r"""Exact MSE of the dense-exponential random features ADERF and SDERF (register
 Both are unbiased estimators :math:`\frac1m\sum_i f^{(1)}(\omega_i,x)f^{(2)}(\omega_i,y)` of
 :math:`\mathrm{SM}(x,y) = e^{x^\top y}`; the variance of one term follows from
 :math:`\mathbb E\,e^{\omega^\top M\omega + b^\top\omega} = \det(I-2M)^{-1/2}e^{\frac12 b^\top(I-2M)^{-1}b}`
-(:math:`I - 2M \succ 0`), as in Likhosherstov et al., NeurIPS 2023, their DERF variance theorem
-(Thm. 4.1 as numbered by public summaries; re-derived for the softmax kernel in docs/theory.md
-§7, "The DERF family").
+(:math:`I - 2M \succ 0`), as in Likhosherstov et al. (NeurIPS 2023), their DERF variance theorem
+(Thm 4.1 as numbered by public summaries; re-derived for the softmax kernel in docs page
+*Theory*, section 1b, "The DERF family").
 
 * **ADERF** (:math:`A = aI`, :math:`B^{(1)} = \sqrt{1-4a}\,G`, :math:`B^{(2)} = \sqrt{1-4a}\,G^{-\top}`) is
   OPRF applied to :math:`Gx` and :math:`G^{-\top}y`, so every OPRF closed form holds with
   :math:`z = Gx + G^{-\top}y`: iid :math:`\mathrm{MSE}/\mathrm{SM}^2 = \frac1m\big[\big(\tfrac{(1-4a)^2}{1-8a}\big)^{d/2}
   e^{\|z\|^2/(1-8a)} - 1\big]`, plus the orthogonal-block covariance and the fixed-norm forms
-  of :mod:`rfkit.theory._kernel_mse` (THEORY.md §3, §6). Domain: :math:`a < 1/8` (else
+  of :mod:`rfkit.theory._prf_parts` (docs page *Theory*, sections 1 and 1a). Domain: :math:`a < 1/8` (else
   :math:`+\infty`), any invertible :math:`G`.
 * **SDERF** (:math:`B = (I-4A)^{1/2}`, :math:`A = V\mathrm{diag}(a)V^\top`, :math:`u = V^\top(x+y)`), iid
   directions only:
@@ -30,7 +30,8 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError, ShapeError
 from ..features import ADERF, SDERF, sderf_eig
-from ._kernel_mse import CLOSED_FORM_PROJECTIONS, _log_relative, _parts, _Plan, register_closed_form
+from ._closed_form import CLOSED_FORM_PROJECTIONS, _log_relative, _Plan, register_closed_form
+from ._prf_parts import _parts
 from ._special import log_expm1
 
 __all__: list[str] = []

@@ -1,4 +1,4 @@
-r"""Deterministic maps (seed 003; THEORY.md §7): exact kernels, dimensions, truncation errors, signs.
+r"""Deterministic maps: exact kernels, dimensions, truncation errors, signs (docs page *Theory*, section 2).
 
 With :math:`t = x^\top y`, the Taylor map of degree :math:`n` computes
 :math:`T_n(t)=\sum_{j=0}^n t^j/j!` and the limit map of order :math:`n` computes
@@ -45,9 +45,10 @@ def _t(t: Any) -> np.ndarray:
 def truncated_kernel(fm: Any, t: Any) -> np.ndarray:
     r"""Exact kernel :math:`\phi(x)^\top\phi(y)` of a deterministic map as a function of :math:`t=x^\top y`.
 
-    Taylor: :math:`T_n(t) = \sum_{j=0}^n t^j/j!` (the series starts at :math:`j=0`;
-    seed 003's :math:`\sum_{m=1}^\infty` is a typo). Limit: :math:`L_n(t)=(1+t/n)^n`.
-    Source: seed 003; THEORY.md §7. Exact for every real ``t`` (may overflow to inf
+    Taylor: :math:`T_n(t) = \sum_{j=0}^n t^j/j!` (the series starts at :math:`j=0`; a
+    :math:`\sum_{m=1}^\infty` printed in the source of these maps is a typo, corrected here;
+    see docs page *Theory*, section 5). Limit: :math:`L_n(t)=(1+t/n)^n`.
+    Source: docs page *Theory*, section 2. Exact for every real ``t`` (may overflow to inf
     for huge :math:`|t|`).
     """
     kind, n = _kind(fm, "truncated_kernel")
@@ -58,7 +59,7 @@ def truncated_kernel(fm: Any, t: Any) -> np.ndarray:
 
 
 def relative_truncation_error(fm: Any, t: Any) -> np.ndarray:
-    r"""Signed relative error :math:`1 - K_n(t)/e^t` of a deterministic map (THEORY.md §7).
+    r"""Signed relative error :math:`1 - K_n(t)/e^t` of a deterministic map (docs page *Theory*, section 2).
 
     Taylor, :math:`t\ge0`: :math:`1-T_n(t)e^{-t} = P[\mathrm{Poisson}(t) > n]` computed as the
     regularised incomplete gamma :math:`P(n+1, t)` (no cancellation); :math:`t<0` via the
@@ -84,7 +85,7 @@ def relative_truncation_error(fm: Any, t: Any) -> np.ndarray:
 
 
 def truncation_error_bound(fm: Any, t: Any) -> np.ndarray:
-    r"""Upper bound on :math:`|e^t - K_n(t)|/e^t` (THEORY.md §7, verified on a grid).
+    r"""Upper bound on :math:`|e^t - K_n(t)|/e^t` (docs page *Theory*, section 2; verified on a grid).
 
     * Taylor (Lagrange remainder): :math:`\frac{|t|^{n+1}}{(n+1)!}e^{\max(-t,0)}` for all real ``t``.
     * Limit: :math:`\frac{t^2}{2(n+\min(t,0))}` for :math:`t>-n` (from
@@ -109,12 +110,12 @@ def truncation_error_bound(fm: Any, t: Any) -> np.ndarray:
 
 
 def deterministic_feature_dim(fm: Any, dim: int) -> dict[str, int]:
-    r"""Feature dimensions of a deterministic map for inputs of dimension ``dim`` (THEORY.md §7).
+    r"""Feature dimensions of a deterministic map for inputs of dimension ``dim`` (docs page *Theory*, section 2).
 
     Taylor: full tensors :math:`\sum_{j\le n}d^j`, symmetric (monomials)
     :math:`\binom{d+n}{n}`. Limit: full :math:`(d+1)^n`, symmetric :math:`\binom{d+n}{n}`.
-    Returns ``{"full": ..., "symmetric": ...}`` (exact Python ints). Seed 003's
-    "order of :math:`d^n`" is the asymptotic size.
+    Returns ``{"full": ..., "symmetric": ...}`` (exact Python ints). The "order of
+    :math:`d^n`" often quoted is the asymptotic size.
     """
     kind, n = _kind(fm, "deterministic_feature_dim")
     d = check_int(dim, "dim", "deterministic_feature_dim", low=1)
@@ -127,7 +128,7 @@ def taylor_real_root(degree: int) -> float | None:
     r"""The real root of :math:`T_n` (odd ``n``; exactly one, negative), None for even ``n``.
 
     :math:`T_n(t) > 0` for all real ``t`` iff ``n`` is even; for odd ``n`` it is negative
-    left of this root (-1, -1.5961, -2.1806, -2.7590 for n = 1, 3, 5, 7; THEORY.md §7).
+    left of this root (-1, -1.5961, -2.1806, -2.7590 for n = 1, 3, 5, 7; docs page *Theory*, section 2).
     """
     n = check_int(degree, "degree", "taylor_real_root", low=0)
     if n % 2 == 0:
@@ -162,7 +163,7 @@ def negative_region(fm: Any) -> NegativeRegion:
     Taylor: never for even ``n``; for odd ``n`` exactly for :math:`t` below the real root
     (:func:`taylor_real_root`). Limit: :math:`L_n(t)<0` iff ``n`` odd and :math:`t<-n`; for
     even ``n``, :math:`L_n\ge0` (zero at :math:`t=-n`) but non-monotone and exploding for
-    :math:`t<-2n`. Source: THEORY.md §7 (seed 003 omits it).
+    :math:`t<-2n`. Source: derived here (docs page *Theory*, sections 2 and 5).
     """
     kind, n = _kind(fm, "negative_region")
     if kind == "taylor":

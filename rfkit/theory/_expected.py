@@ -1,4 +1,7 @@
-r"""Input-averaged kernel MSE for Gaussian inputs :math:`x, y \stackrel{iid}\sim \mathcal N(0, \sigma^2 I_d)` (THEORY.md §10.1)."""
+r"""Input-averaged kernel MSE for Gaussian inputs :math:`x, y \stackrel{iid}\sim \mathcal N(0, \sigma^2 I_d)`.
+
+Derived here (docs page *Theory*, section 1, "Input-averaged MSE").
+"""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ def expected_mse(fm: Any, sigma2: float, dim: int) -> float:
         \mathbb E\,\mathrm{MSE}^{\rm trig} &= \tfrac1{2m}\big[(1-2\sigma^2)^{-d} - 2(1-4\sigma^4)^{-d/2}
             + ((1-2\sigma^2)(1+6\sigma^2))^{-d/2}\big].
 
-    Source: derived in THEORY.md §10.1 from the Performer Lemma 2 MSEs and
+    Source: derived here (docs page *Theory*, section 1) from the MSEs of Choromanski et al.
+    (ICLR 2021), Lemma 2, and
     :math:`\mathbb E e^{u^\top Mu} = \det(I - 2\sigma^2M)^{-1/2}`; iid directions only.
 
     Parameters

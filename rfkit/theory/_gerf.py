@@ -1,14 +1,14 @@
-r"""Closed-form MSE of GERF (Chefs' Random Tables) and SADERF (FAVOR#), registered with :mod:`rfkit.theory`.
+r"""Closed-form MSE of GERF (Likhosherstov et al. (NeurIPS 2022)) and SADERF (Likhosherstov et al. (2023)), registered with :mod:`rfkit.theory`.
 
-Both are sums :math:`\frac1m\sum_i F_i` of i.i.d. (or block-coupled) terms, so the boxed formula of
-THEORY.md §3 applies: :math:`\mathrm{MSE}/\mathrm{SM}^2 = \rho_V/m + (K/m^2)\rho_C + \rho_B^2`, with
+Both are sums :math:`\frac1m\sum_i F_i` of i.i.d. (or block-coupled) terms, so the formula of
+docs page *Theory*, section 1, applies: :math:`\mathrm{MSE}/\mathrm{SM}^2 = \rho_V/m + (K/m^2)\rho_C + \rho_B^2`, with
 
 * :math:`\rho_V = K(A)\,e^{\|z\|^2/(1-8A)} - 1` (GERF :math:`s=+1`, SADERF with
   :math:`z = \Psi x + \Psi^{-1}y`) and :math:`\rho_V = \tfrac12K(A)\big(e^{\|\Delta\|^2} +
   e^{-\|\Delta\|^2/(1-8A)}\big) - 1` (GERF :math:`s=-1`, :math:`\Delta = x - y`), where
   :math:`K(A) = \big(\frac{(1-4A)^2}{1-8A}\big)^{d/2}`; :math:`+\infty` for :math:`A \ge 1/8`.
-  Source: Likhosherstov et al., NeurIPS 2022, Thm 3.2 (variance of GERFs), rescaled from the
-  Gaussian to the softmax kernel; re-derived in docs/theory.md ("GERF"), where the
+  Source: Likhosherstov et al. (NeurIPS 2022), Thm 3.2 (variance of GERFs), rescaled from the
+  Gaussian to the softmax kernel; re-derived in docs page *Theory*, section 1a ("GERF"), where the
   :math:`s=-1` form is derived for real :math:`A`.
 * :math:`\rho_C`: the pair covariance of ``"orthogonal"`` / ``"simplex"`` directions, which does
   not depend on :math:`A` (the :math:`e^{2A(\rho_1^2+\rho_2^2)}` factor integrates out against
@@ -28,7 +28,8 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 from ..features import GERF, SADERF
-from ._kernel_mse import CLOSED_FORM_PROJECTIONS, _log_relative, _parts, _Plan, register_closed_form
+from ._closed_form import CLOSED_FORM_PROJECTIONS, _log_relative, _Plan, register_closed_form
+from ._prf_parts import _parts
 
 __all__: list[str] = []
 

@@ -1,4 +1,7 @@
-r"""Ratio (self-normalised importance sampling) estimators: RFA bias and variance (THEORY.md §9, §10).
+r"""Ratio (self-normalised importance sampling) estimators: RFA bias and variance.
+
+RFA of Peng et al. (ICLR 2021) read as self-normalised importance sampling as in Zheng, Wang &
+Kong (ICML 2022); the formulas are derived in docs page *Theory*, section 3.
 
 RFA with positive features :math:`\phi^+` and ``S`` directions is the SNIS estimate
 :math:`\hat R_S = \bar Y/\bar X` with :math:`X = \sum_m X_m`, :math:`Y=\sum_m X_m v_m`,
@@ -42,7 +45,8 @@ class RFADeltaMethod:
     moment_ratio : float
         :math:`\mathbb E[X^2]/\mathbb E[X]^2 = \mathbf 1^\top G\mathbf 1/Z^2`; the expansion needs
         :math:`S \gg` this (and control of higher moments: with log-normal weights
-        convergence is slow; THEORY.md §9 measured 12x the first-order bias at ratio 5.6, S=64).
+        convergence is slow: 12x the first-order bias was measured at ratio 5.6, S=64; docs page
+        *Theory*, section 3).
     """
 
     attention: np.ndarray
@@ -78,8 +82,8 @@ def rfa_delta_method(q: Any, K: Any, V: Any) -> RFADeltaMethod:
         \mathrm{Var}(\mathrm{RFA}_S) \approx \frac{(v-a\mathbf1)^\top G(v-a\mathbf 1)}{S Z^2},
 
     per output coordinate, with remainders :math:`O(S^{-2})` (ratio-estimator delta method,
-    e.g. Owen, *Monte Carlo theory, methods and examples*, ch. 9; closed form of :math:`G`
-    derived in THEORY.md §9; verified there for :math:`\mathbb E[X^2]/\mathbb E[X]^2 = 1.31`).
+    Owen (2013), ch. 9; closed form of :math:`G` derived in docs page *Theory*, section 3, and
+    verified by simulation for :math:`\mathbb E[X^2]/\mathbb E[X]^2 = 1.31`).
 
     Domain of validity: :math:`S \gg \mathbb E[X^2]/\mathbb E[X]^2` (reported as
     ``moment_ratio``); for heavier tails use :func:`ratio_bias_identity` on simulations.
@@ -121,7 +125,7 @@ def ratio_bias_identity(R_hat: Any, X_bar: Any, mu_X: float) -> np.ndarray:
     r"""Exact-identity bias estimate :math:`\mathbb E[\hat R_S]-R = -\mathrm{Cov}(\hat R_S,\bar X)/\mu_X`.
 
     Holds for every ``S`` and every distribution (from :math:`\mathbb E[\hat R_S\bar X]=\mu_Y`;
-    THEORY.md §9). Given ``T`` simulated replicates of :math:`\hat R_S` (shape (T, ...))
+    docs page *Theory*, section 3). Given ``T`` simulated replicates of :math:`\hat R_S` (shape (T, ...))
     and of the denominator mean :math:`\bar X` (shape (T,) or (T, ...)), returns the
     sample version (covariance with divisor ``T - 1``).
     """
@@ -144,7 +148,7 @@ def ratio_bias_identity(R_hat: Any, X_bar: Any, mu_X: float) -> np.ndarray:
 def ra_mse(variance_f: Any, n_samples: Any) -> np.ndarray:
     r"""MSE of randomized attention (RA): :math:`\mathrm{Var}_{p_n}(f_n)/S`, exact (unbiased, iid samples).
 
-    Source: Zheng et al., ICML 2022 (RA); THEORY.md §8, §10.2. ``variance_f`` is
+    Source: Zheng, Wang & Kong (ICML 2022) (RA); docs page *Theory*, section 3. ``variance_f`` is
     :math:`\mathrm{Var}_{p_n}(f_n)` per output coordinate (e.g. estimated once by sampling
     :math:`p_n`); ``S`` >= 1.
     """
@@ -160,7 +164,7 @@ def ra_mse(variance_f: Any, n_samples: Any) -> np.ndarray:
 
 
 def attention_error_bound(eps: Any, v_max: Any = 1.0) -> np.ndarray:
-    r"""Kernel-to-attention propagation bound (THEORY.md §10.3, derived and verified there).
+    r"""Kernel-to-attention propagation bound (derived and verified here; docs page *Theory*, section 3).
 
     If every kernel estimate is positive with :math:`|\hat K_{nm}/K_{nm}-1|\le\varepsilon<1`, then
     :math:`|\hat\pi_{nm}-\pi_{nm}|\le\frac{2\varepsilon}{1-\varepsilon}\pi_{nm}` and

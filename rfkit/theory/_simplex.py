@@ -1,4 +1,6 @@
-r"""Pair covariance of simplex-coupled directions (``projection="simplex"``; Reid et al., ICML 2023).
+r"""Pair covariance of simplex-coupled directions (``projection="simplex"``; Reid et al. (ICML 2023)).
+
+Derived here (docs page *Theory*, section 1a).
 
 Two directions of one simplex block are :math:`\omega_1 = \rho_1 u_1`, :math:`\omega_2 = \rho_2 u_2`
 with :math:`u_1^\top u_2 = c = -1/(d-1)`, a common Haar rotation and independent
@@ -8,7 +10,7 @@ density :math:`\propto \sin^{d-1}\psi`, and with :math:`S = \sin\psi`
 
 .. math:: \|\omega_1 \pm \omega_2\|^2 = R^2(1 \pm cS),
 
-with a uniform direction independent of the norm. The orthogonal-pair computation (THEORY.md §3:
+with a uniform direction independent of the norm. The orthogonal-pair computation (docs page *Theory*, section 1:
 :math:`\mathbb E_{\rm dir} e^{t\,\mathbf u^\top z} = {}_0F_1(;\tfrac d2;\tfrac{t^2\|z\|^2}4)`,
 :math:`\mathbb E R^{2k} = 2^k (d)_k`) then gives, for :math:`F(x) = {}_1F_1(d;\tfrac d2;x)`,
 
@@ -28,6 +30,7 @@ space, so nothing overflows and nothing cancels catastrophically.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy.special import roots_legendre
@@ -89,6 +92,13 @@ def _log_two_sinh2(v: np.ndarray) -> np.ndarray:
     return np.where(a < 20.0, small, big)
 
 
+def _on_nodes(d: int, t: Any) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
+    """``t`` as floats, ``t[..., None]`` against the quadrature nodes, the simplex cosine, the nodes and log weights."""
+    t = np.asarray(t, dtype=np.float64)
+    S, lw = s_quadrature(d)
+    return t, t[..., None], simplex_cosine(d), S, lw
+
+
 def simplex_exp_pair_cov(d: int, z2: np.ndarray, hyperbolic: bool) -> tuple[np.ndarray, np.ndarray]:
     r"""Relative pair covariance :math:`\mathrm{Cov}(F_1,F_2)/\mathrm{SM}^2` of the exponential maps, simplex pair.
 
@@ -102,7 +112,7 @@ def simplex_exp_pair_cov(d: int, z2: np.ndarray, hyperbolic: bool) -> tuple[np.n
         \phi^{++},\ \text{HCEXP}:&\quad \rho_C = \mathbb E_S\big[\cosh(cSz^2) - 1\big]
             - \tfrac12\,\mathbb E_S\big[e^{-z^2}\big(G(z^2(1+cS)) + G(z^2(1-cS))\big)\big].
 
-    The OPRF parameter drops out (as for orthogonal pairs, THEORY.md §6): the pair moment is
+    The OPRF parameter drops out (as for orthogonal pairs, docs page *Theory*, section 1): the pair moment is
     :math:`(1-4A)^d\,\mathbb E[e^{2AR^2}F(\dots)]` and :math:`\mathbb E[R^{2k}e^{2AR^2}] = 2^k(d)_k(1-4A)^{-d-k}`.
     Because :math:`1 + cS \le 1`, :math:`F` is increasing and convex, the positive-map covariance
     is below the orthogonal one (:math:`-e^{-z^2}G(z^2)`) for every pair, while the hyperbolic
@@ -114,10 +124,7 @@ def simplex_exp_pair_cov(d: int, z2: np.ndarray, hyperbolic: bool) -> tuple[np.n
     sign, log|rho_C| : ndarray
         Shape of ``z2``. ``d >= 2``.
     """
-    z2 = np.asarray(z2, dtype=np.float64)
-    c = simplex_cosine(d)
-    S, lw = s_quadrature(d)
-    zz = z2[..., None]
+    z2, zz, c, S, lw = _on_nodes(d, z2)
     cs = c * S * zz  # <= 0
     with np.errstate(divide="ignore"):
         a = np.log(-np.expm1(cs))  # -inf at z2 = 0
@@ -149,10 +156,7 @@ def simplex_trig_pair_cov(d: int, D2: np.ndarray) -> tuple[np.ndarray, np.ndarra
     sign, log|rho_C| : ndarray
         Shape of ``D2``. ``d >= 2``.
     """
-    D2 = np.asarray(D2, dtype=np.float64)
-    c = simplex_cosine(d)
-    S, lw = s_quadrature(d)
-    dd = D2[..., None]
+    D2, dd, c, S, lw = _on_nodes(d, D2)
     cs = c * S * dd
     shp = np.broadcast_shapes(dd.shape, S.shape)
     sp, lp = trig_orf_pair_minus_sq(d, np.broadcast_to(dd * (1.0 + c * S), shp).copy())

@@ -1,9 +1,9 @@
 r"""Exact MSE of random Maclaurin features and TensorSketch (registered with log_mse).
 
 Notation: :math:`t = x^\top y`, :math:`\mathrm{SM} = e^t`, :math:`T_K(t) = \sum_{n\le K}t^n/n!`.
-Derivations: docs/theory.md §8.
+Derivations: docs page *Theory*, section 1c.
 
-**Random Maclaurin** (Kar & Karnick, AISTATS 2012). One feature product is
+**Random Maclaurin** (Kar & Karnick (AISTATS 2012)). One feature product is
 :math:`F = \frac{a_N}{q_N}\prod_{j\le N}(w_j^\top x)(w_j^\top y)`, :math:`a_n = 1/n!`, with
 :math:`\mathbb E[(w^\top x)^2(w^\top y)^2] = \kappa = \|x\|^2\|y\|^2 + 2t^2 - 2\sum_ix_i^2y_i^2`
 (Rademacher :math:`w`; Gaussian :math:`w`: without the last term). Conditioning on :math:`N`,
@@ -16,7 +16,7 @@ with :math:`\mu = e^t` for the geometric measure :math:`q_n = (1-r)r^n` (:math:`
 and :math:`\mu = T_K(t)` for the measure truncated to :math:`n \le K` (a finite sum). Domain:
 all finite :math:`x, y`, any :math:`p > 1`.
 
-**TensorSketch** (Pham & Pagh, KDD 2013), degree-:math:`j` sketch of size :math:`D` with fully
+**TensorSketch** (Pham & Pagh (KDD 2013)), degree-:math:`j` sketch of size :math:`D` with fully
 random hashes. With :math:`c = t^2`, :math:`w_1 = \sum_ix_i^2y_i^2`, :math:`w_3 = \|x\|^2\|y\|^2 - w_1`,
 :math:`w_4 = t^2 - w_1` and :math:`g = \gcd(2, D)`,
 
@@ -36,7 +36,7 @@ import numpy as np
 from scipy.special import i0e
 
 from ..features import RandomMaclaurin, TensorSketch, slog_taylor_polynomial
-from ._kernel_mse import register_closed_form
+from ._closed_form import register_closed_form
 from ._special import log_abs_expm1, signed_logsumexp
 
 __all__ = ["maclaurin_kappa", "tensorsketch_variance_terms"]

@@ -175,7 +175,7 @@ def _log_one_minus_ck(d: int, k: np.ndarray) -> np.ndarray:
 def log_orf_gap_series(d: int, z2: np.ndarray) -> np.ndarray:
     r""":math:`\log S(z^2)`, :math:`S = e^{z^2} - {}_1F_1(d;\tfrac d2;\tfrac{z^2}2) = \sum_{k\ge2}\frac{z^{2k}}{k!}(1-c_k) \ge 0`.
 
-    The orthogonal-pair covariance of the positive estimators (THEORY.md §3) is
+    The orthogonal-pair covariance of the positive estimators (docs page *Theory*, section 1) is
     :math:`-\Lambda^2 S`; all terms are positive, so this is accurate for every
     :math:`z^2` (no cancellation between :math:`e^{z^2}` and :math:`{}_1F_1`).
     """
@@ -189,7 +189,7 @@ def trig_orf_pair_minus_sq(d: int, D2: np.ndarray) -> tuple[np.ndarray, np.ndarr
     r"""Sign and log of :math:`e^{\|\Delta\|^2}\big({}_1F_1(d;\tfrac d2;-\tfrac{\|\Delta\|^2}2) - e^{-\|\Delta\|^2}\big)`.
 
     This is the relative orthogonal-pair covariance of the trig estimator
-    (THEORY.md §3). Alternating series :math:`\sum_{k\ge2}\frac{(-\Delta^2)^k}{k!}(c_k-1)` for
+    (docs page *Theory*, section 1). Alternating series :math:`\sum_{k\ge2}\frac{(-\Delta^2)^k}{k!}(c_k-1)` for
     :math:`\|\Delta\|^2\le2`, SciPy's ``hyp1f1`` (checked against mpmath to ~1e-14
     relative for d <= 128, argument <= 300) otherwise; for :math:`\|\Delta\|^2>1400`
     the pair term underflows and is dropped (its size relative to the variance

@@ -1,10 +1,10 @@
-"""Closed forms of issue 12 pinned (rtol 1e-12) to values computed with mpmath.
+"""Closed forms of simplex random features, GERF and hyperbolic OPRF pinned (rtol 1e-12) to values computed with mpmath.
 
 The mpmath code (below, run once with mpmath 1.3, dps 60-80) evaluates the formulas by an
 independent route: the simplex pair moment as the exact power series
 ``sum_k x^k (d)_k / (k! (d/2)_k) E[(1 + cS)^k]`` with the binomial moments of ``S`` in closed form
 (rfkit uses log-space Gauss-Legendre quadrature over ``S``), and the GERF / hyperbolic-OPRF
-variances and orthogonal pair terms directly from docs/theory.md.
+variances and orthogonal pair terms directly from docs page *Theory*, section 1a.
 
 ```python
 import mpmath as mp

@@ -32,7 +32,7 @@ def _K(m, d):
 
 
 def mp_mse(kind, proj, x, y, m, a=0.0):
-    """Exact MSE from docs page *Theory*, section 1 (the s, g, u table and the block formula)."""
+    """Exact MSE from docs page *Theory*, sections 1 and 1a (s, g, u table and the block formula)."""
     d = len(x)
     X, Y = _mpv(x), _mpv(y)
     a = mp.mpf(a)
@@ -121,7 +121,7 @@ def test_cexp_full_and_diag_A_match_mpmath(proj, hyper):
 
 
 def mp_mse_transformed(kind, proj, xa, ya, m):
-    """As mp_mse but on exact mp vectors (CEXP = PRF on Ax and A^-T y, Blackwelder (2024), Lemma 3.1)."""
+    """As mp_mse but on exact mp vectors (CEXP = PRF on Ax and A^-T y, docs page *Theory*, section 1)."""
     X, Y = list(xa), list(ya)
     d = len(X)
     sm = mp.e ** _dot(X, Y)

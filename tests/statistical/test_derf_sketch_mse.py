@@ -1,4 +1,4 @@
-"""ADERF, SDERF, RandomMaclaurin, TensorSketch: unbiased, and closed-form MSE = simulation (issue 12).
+"""ADERF, SDERF, RandomMaclaurin, TensorSketch: unbiased, and closed-form MSE = simulation.
 
 One vectorised call per setting: ``fm.sample(d, n_draws=T).pairwise(X, Y)`` gives T independent
 estimates per pair. Unbiasedness: |mean - target| <= 5 SE; MSE: |mean e^2 - th.mse| <= 5 MCSE,

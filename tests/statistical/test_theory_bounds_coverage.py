@@ -33,7 +33,7 @@ def test_max_relative_error_attained_in_equality_case(d, m, r):
     b = B.max_relative_error(r, m).bound
     target = (b * res.kernel) ** 2
     assert abs(res.measured_mse - target) <= 5 * res.mse_mcse
-    # the seed's printed W is negative, i.e. cannot be an RMS error
+    # the W printed in Blackwelder (2024), Lemma 3.2, is negative, i.e. cannot be an RMS error
     assert np.exp(2 * r * r) * (1 - np.exp(4 * r * r)) < 0 < b
 
 

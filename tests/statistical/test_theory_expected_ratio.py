@@ -1,4 +1,4 @@
-"""Input-averaged MSE and ratio estimators (docs page *Theory*, sections 1 and 3) against simulation.
+"""Input-averaged MSE (docs page *Theory*, section 1) and ratio estimators (section 3) against simulation.
 
 Expected MSE: a crossed block design. Block b draws k input pairs (x, y ~ N(0, s^2 I)) and k feature
 draws, evaluates all k x k estimates with one ``pairwise`` call, and averages; blocks are
@@ -59,7 +59,7 @@ def test_rfa_delta_method_and_exact_identity(scale, S, T):
 
     The delta method gives bias = c_b/S + O(S^-2), variance = c_v/S + O(S^-2). Then
     (4 * (4S) * v(4S) - S * v(S)) / 3 = c_v + O(S^-2): the O(1/S) correction (measured at 6% for
-    S = 32, docs page *Theory*, section 3) cancels, so c_b and c_v can be pinned within 5 standard errors.
+    S = 32; docs page *Theory*, section 3) cancels, so c_b and c_v can be pinned within 5 standard errors.
     """
     rng = np.random.default_rng(9032115877)
     d, M = 4, 8
@@ -119,7 +119,7 @@ def test_ra_mse_identity(S):
 
 @pytest.mark.parametrize("m,scale", [(16, 0.3), (64, 0.5), (256, 0.4)])
 def test_attention_error_bound_holds_for_every_draw(m, scale):
-    """§10.3: if all kernel estimates are positive with relative error <= eps < 1, then the attention
+    """Docs page *Theory*, section 3: if all kernel estimates are positive with relative error <= eps < 1, then the attention
     error is <= 2 eps/(1 - eps) max ||v_m||. A deterministic inequality: it must hold for every draw."""
     rng = np.random.default_rng(1187700312 + m)
     d, M = 4, 10

@@ -112,7 +112,7 @@ def test_trig(proj, d, m, z2s, D2s, T):
 
 @pytest.mark.slow
 def test_trig_orthogonal_can_be_worse_than_iid():
-    """Docs page *Theory*, section 1: d = m = 4, ||x-y||^2 = 12: exact ORF MSE 51.18 > iid 50.43; data agree."""
+    """Docs page *Theory*, section 1: d = m = 4, ||x-y||^2 = 12: exact ORF MSE 51.18 > iid 50.43, and the data agree."""
     X, Y = make_pairs(4, [0.0], [12.0], seed=1)
     orth = th.mse(F.Trig(4, projection="orthogonal"), X, Y)
     iid = th.mse(F.Trig(4), X, Y)

@@ -1,4 +1,5 @@
-"""Seed 004's hard data: the write-up regime (unchanged) and the notebook regime (Wishart covariances)."""
+"""The anisotropic offset-mean pairs of Blackwelder (2024), Sec. 4: the paper's regime (unchanged) and the
+regime of its companion notebook (Wishart covariances)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,17 @@ def test_regime_overrides_and_errors():
     with pytest.raises(InvalidParameterError, match="`regime` parameter of hard_qk"):
         rk.data.hard_qk(10, 4, regime="paper")
     assert set(rk.data.HARD_REGIMES) == {"writeup", "notebook"}
+
+
+def test_benchmark_set_anisotropic_is_hard_qk_and_keeps_its_former_name():
+    """The benchmark set "anisotropic" is hard_qk's paper regime; its former name "seed004" still selects it."""
+    assert "anisotropic" in rk.data.BENCHMARK_SETS and "seed004" not in rk.data.BENCHMARK_SETS
+    q, k = rk.data.kernel_benchmark_pairs("anisotropic", 12, 5, rng=7)
+    s = rk.data.hard_qk(12, 5, rng=np.random.default_rng(7))
+    np.testing.assert_array_equal(q, s.q)
+    np.testing.assert_array_equal(k, s.k)
+    q_old, k_old = rk.data.kernel_benchmark_pairs("seed004", 12, 5, rng=7)
+    np.testing.assert_array_equal(q_old, q)
+    np.testing.assert_array_equal(k_old, k)
+    with pytest.raises(InvalidParameterError, match="`set` parameter of kernel_benchmark_pairs"):
+        rk.data.kernel_benchmark_pairs(["anisotropic"], 4)

@@ -1,4 +1,4 @@
-"""rfkit.theory.bounds: hand-computed values, the printed sign error of Blackwelder (2024), bad input."""
+"""rfkit.theory.bounds: hand-computed values, the sign error of the printed Lemma 3.2 of Blackwelder (2024), and bad input."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ B = th.bounds
 
 
 def test_W_hand_values():
-    # r = 0.5: e^{0.5}(1 - e^{-1}) = 1.0421906109874948 (so W/sqrt(128) = 0.0921175..., also simulated)
+    # r = 0.5: e^{0.5}(1 - e^{-1}) = 1.0421906109874948, so W/sqrt(128) = 0.0921175... (computed by hand)
     assert float(B.W(0.5)) == pytest.approx(math.exp(0.5) * (1 - math.exp(-1.0)), rel=1e-15)
     assert float(B.W(0.5)) == pytest.approx(2 * math.sinh(0.5), rel=1e-15)
     res = B.max_relative_error(0.5, 64)
@@ -26,17 +26,15 @@ def test_W_hand_values():
     assert float(B.W(0.0)) == 0.0
 
 
-def test_seed_printed_W_is_negative():
-    """Blackwelder (2024), Lemma 3.2 prints W(r) = e^{2r^2}(1 - e^{4r^2}): negative for every r > 0.
-
-    The correct factor is 1 - e^{-4r^2} (docs page *Theory*, section 5).
-    """
+def test_printed_W_of_lemma_3_2_is_negative():
+    """Blackwelder (2024), Lemma 3.2, prints W(r) = e^{2r^2}(1 - e^{4r^2}): negative for every r > 0
+    (docs page *Theory*, section 5)."""
     r = np.array([1e-3, 0.1, 0.4, 0.5, 0.6, 1.0, 2.0])
-    seed_W = np.exp(2 * r**2) * (1 - np.exp(4 * r**2))
-    assert np.all(seed_W < 0)
+    printed_W = np.exp(2 * r**2) * (1 - np.exp(4 * r**2))
+    assert np.all(printed_W < 0)
     assert np.all(B.W(r) > 0)
     # the printed W / sqrt(2m) = -0.2504 at r = 0.5, m = 64, while the corrected bound is 0.0921
-    assert seed_W[3] / math.sqrt(128) == pytest.approx(-0.25040134275088965, rel=1e-12)
+    assert printed_W[3] / math.sqrt(128) == pytest.approx(-0.25040134275088965, rel=1e-12)
 
 
 def test_variants():

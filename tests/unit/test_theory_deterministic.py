@@ -1,4 +1,4 @@
-"""Deterministic maps (docs page *Theory*, section 2): exact kernels, dimensions, bounds, negativity."""
+"""Deterministic maps (docs page *Theory*, section 2): exact kernels vs the maps, dimensions, bounds, negativity."""
 
 from __future__ import annotations
 

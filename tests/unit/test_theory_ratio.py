@@ -1,7 +1,4 @@
-"""Ratio-estimator helpers: delta method, exact identity, RA MSE, propagation bound.
-
-Formulas: docs page *Theory*, section 3.
-"""
+"""Ratio-estimator helpers (docs page *Theory*, section 3): delta method, exact identity, RA MSE, propagation bound."""
 
 from __future__ import annotations
 
@@ -30,8 +27,9 @@ def test_delta_method_scalar_and_vector_values():
     assert abs(const.bias_coef[0]) < 1e-12 and abs(const.var_coef[0]) < 1e-12
 
 
-def test_snippet12_values():
-    """The well-conditioned example (d=4, M=8, S=32): bias pred 7.3277e-4, var pred 7.7096e-4."""
+def test_delta_method_reference_values():
+    """Reference values computed once with an independent script (d=4, M=8, S=32): bias pred 7.3277e-4,
+    var pred 7.7096e-4."""
     rng = np.random.default_rng(0)
     d, M, S = 4, 8, 32
     q, K, v = 0.35 * rng.normal(size=d), 0.35 * rng.normal(size=(M, d)), rng.normal(size=M)
