@@ -28,6 +28,7 @@ lint: install
 	$(BIN)/ruff check rfkit tests benchmarks scripts
 	$(BIN)/ruff format --check rfkit tests benchmarks scripts
 	$(BIN)/mypy rfkit
+	$(BIN)/lint-imports
 
 # pytest runs last so its summary closes the output
 test: install lint docs
