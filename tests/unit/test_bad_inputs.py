@@ -1,23 +1,24 @@
-"""Bad input across every public entry point: one table, counted (issue 15).
+"""Bad input across every public entry point: tables of cases, counted.
 
 Each case calls one entry point with one bad input and states the ``rfkit.exceptions`` class
 it must raise, how the message names the argument and how it shows the value received.
-To add a case, append a ``Bad(...)`` to ``CASES`` (or a ``Cli(...)`` to ``CLI_CASES``): the
-callable gets a temporary folder for cases that need files. ``test_count`` prints how many
-cases the module holds and fails below ``MIN_CASES``.
+To add a case, append a ``Bad(...)`` to ``CASES`` (or a ``Cli(...)`` to ``CLI_CASES``) here or
+in a table module ``bad_cases_<area>.py`` beside this file (unlucky but legal inputs that must
+give a correct or flagged result go to its ``RESULT_CASES``): the callable gets a temporary
+folder for cases that need files. ``test_count`` prints how many cases the suite holds and
+fails below ``MIN_CASES``.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import importlib
 import re
-import textwrap
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from bad_input_kit import GOOD_TOML, Bad, Cli, Good, _design, _toml
 
 import rfkit as rk
 import rfkit.study as st
@@ -66,62 +67,6 @@ class _Alien:
 
 
 I2, Z2 = np.eye(2), np.zeros(2)
-
-
-@dataclasses.dataclass(frozen=True)
-class Bad:
-    """One bad input: ``call(tmp)`` must raise ``error`` whose message contains ``arg`` and ``value``."""
-
-    id: str
-    call: Callable[[Path], Any]
-    error: type[RFKitError]
-    arg: str  # how the message names the argument
-    value: str  # how the message shows the value received
-
-
-@dataclasses.dataclass(frozen=True)
-class Cli:
-    """One bad command line: exit status ``status``, stderr naming ``arg`` and ``value``, no traceback."""
-
-    id: str
-    argv: Callable[[Path], list[str]]
-    status: int
-    arg: str
-    value: str
-
-
-def _toml(tmp: Path, text: str, name: str = "s.toml") -> Path:
-    path = tmp / name
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-GOOD_TOML = """
-name = "t"
-trials = 4
-seed = 1
-[data]
-source = "pairs"
-n_pairs = 3
-dim = 2
-[grid]
-n_features = [2]
-[[estimators]]
-map = "Positive"
-"""
-
-
-def _design(**over: Any) -> st.Design:
-    kw: dict[str, Any] = dict(
-        name="t",
-        estimators=[{"map": "Positive"}],
-        grid={"n_features": [2]},
-        data={"source": "pairs", "n_pairs": 3, "dim": 2},
-        trials=4,
-        seed=1,
-    )
-    kw.update(over)
-    return st.Design(**kw)
 
 
 CASES: list[Bad] = [
@@ -857,6 +802,13 @@ CLI_CASES: list[Cli] = [
 ]
 
 
+# Tables of further areas live in bad_cases_<area>.py beside this file; each is collected here.
+_TABLES = [importlib.import_module(p.stem) for p in sorted(Path(__file__).parent.glob("bad_cases_*.py"))]
+CASES += [c for t in _TABLES for c in getattr(t, "CASES", [])]
+CLI_CASES += [c for t in _TABLES for c in getattr(t, "CLI_CASES", [])]
+RESULT_CASES: list[Good] = [c for t in _TABLES for c in getattr(t, "RESULT_CASES", [])]
+
+
 def _check_message(message: str, arg: str, value: str) -> None:
     assert arg in message, f"the message does not name the argument {arg!r}: {message}"
     assert value in message, f"the message does not show the value {value!r}: {message}"
@@ -879,13 +831,21 @@ def test_bad_command_line(case: Cli, tmp_path: Path, capsys: pytest.CaptureFixtu
     _check_message(err, case.arg, case.value)
 
 
+@pytest.mark.parametrize("case", RESULT_CASES, ids=[c.id for c in RESULT_CASES])
+def test_unlucky_input_gives_a_correct_or_flagged_result(case: Good, tmp_path: Path) -> None:
+    case.check(tmp_path)
+
+
 def test_count(capsys: pytest.CaptureFixture[str]) -> None:
-    ids = [c.id for c in CASES] + [f"cli:{c.id}" for c in CLI_CASES]
+    ids = (
+        [c.id for c in CASES] + [f"cli:{c.id}" for c in CLI_CASES] + [f"result:{c.id}" for c in RESULT_CASES]
+    )
     assert len(set(ids)) == len(ids), "case ids must be unique"
     entry_points = {re.split(r"[-.:]", i)[0] for i in ids}
     with capsys.disabled():
         print(
-            f"\nbad-input suite: {len(ids)} cases ({len(CASES)} calls, {len(CLI_CASES)} command lines) "
+            f"\nbad-input suite: {len(ids)} cases ({len(CASES)} calls, {len(CLI_CASES)} command lines, "
+            f"{len(RESULT_CASES)} correct-or-flagged results) "
             f"over {len(entry_points)} entry points"
         )
     assert len(ids) >= MIN_CASES
