@@ -17,7 +17,7 @@ from . import exceptions, features, projections
 from ._parallel import threads
 from .kernels import gaussian_kernel, log_gaussian_kernel, log_softmax_kernel, softmax_kernel
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _LAZY = ("theory", "attention", "data", "study", "plots", "tables")
 
