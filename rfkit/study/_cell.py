@@ -14,6 +14,7 @@ Runs inside workers: takes and returns plain, picklable data only.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -81,11 +82,14 @@ def run_unit(
     entropy: int,
     spawn_key: tuple[int, ...],
     on_error: str = "raise",
+    imports: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One work unit: the trials of chunk ``chunk`` of cell ``cell_index``, every estimator.
 
     Trial ``t`` uses the stream ``SeedSequence(entropy, spawn_key=spawn_key + (cell, t))``
     whatever unit computes it, so the tables do not depend on how units are distributed.
+    ``imports`` are modules to import first (those that register records of your own:
+    :func:`~rfkit.study._records.registered_modules`).
 
     Returns
     -------
@@ -95,6 +99,8 @@ def run_unit(
         ``data_stats``); otherwise the chunk's per-trial results (arrays and frames) that
         :func:`finalize_cell` merges, in chunk order, once every chunk of the cell is done.
     """
+    for module in imports:  # a worker process: the modules that register the user's records
+        importlib.import_module(module)
     design = Design.trusted(design_dict)  # validated once by run(); workers skip the checks
     unit = WorkUnit(design, cell_index, chunk, entropy, tuple(spawn_key), on_error)
     kind = _KINDS[design.kind]

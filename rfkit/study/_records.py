@@ -56,6 +56,7 @@ __all__ = [
     "data_source_record",
     "closed_form_record",
     "records",
+    "registered_modules",
     "n_features_budget",
 ]
 
@@ -493,6 +494,22 @@ def records(kind: str) -> tuple[Any, ...]:
     if kind not in _REGISTRIES:
         raise InvalidParameterError(f"`kind` must be one of {list(_REGISTRIES)}. Got {kind!r} instead.")
     return tuple(_REGISTRIES[kind].values())
+
+
+def registered_modules() -> tuple[str, ...]:
+    """Modules (other than rfkit's and ``__main__``) whose code registered records live in.
+
+    Worker processes import them before a run, so records registered by a module of yours are
+    known there too.
+    """
+    mods = []
+    for reg in _REGISTRIES.values():
+        for rec in reg.values():
+            fn = rec.mse if isinstance(rec, ClosedFormRecord) else getattr(rec, "factory", None)
+            mod = getattr(fn, "__module__", None)
+            if mod and mod != "__main__" and mod.split(".")[0] != "rfkit" and mod not in mods:
+                mods.append(mod)
+    return tuple(mods)
 
 
 def feature_map_record(name: Any) -> FeatureMapRecord:

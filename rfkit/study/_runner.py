@@ -21,6 +21,7 @@ from ..exceptions import InvalidParameterError, StudyError
 from ._cell import finalize_cell, n_chunks, replay_trial, run_unit
 from ._design import Design, load_design
 from ._plain import workers_can_import
+from ._records import registered_modules
 from ._results import StudyResult
 from ._storage import RunFolder
 
@@ -342,8 +343,9 @@ def run(
             for (c, k), (final, tables) in sorted(folder.resumed.items()):
                 merger.add(c, k, final, tables)
         n_resumed = len(merger.have)
+        imports = registered_modules() if executor != "serial" else ()
         tasks = [
-            (dd, c, k, entropy, spawn_key, on_error)
+            (dd, c, k, entropy, spawn_key, on_error, imports)
             for c in range(len(cells))
             for k in range(chunks)
             if (c, k) not in merger.have
