@@ -99,7 +99,7 @@ def run_unit(
         ``data_stats``); otherwise the chunk's per-trial results (arrays and frames) that
         :func:`finalize_cell` merges, in chunk order, once every chunk of the cell is done.
     """
-    for module in imports:  # a worker process: the modules that register the user's records
+    for module in (*imports, *design_dict.get("imports", ())):  # modules that register records of yours
         importlib.import_module(module)
     design = Design.trusted(design_dict)  # validated once by run(); workers skip the checks
     unit = WorkUnit(design, cell_index, chunk, entropy, tuple(spawn_key), on_error)

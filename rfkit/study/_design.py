@@ -58,6 +58,7 @@ from typing import Any
 from ..exceptions import InvalidParameterError
 from ._design_checks import BOUND_AXES, ESTIMATOR_AXES, check_design, design_error
 from ._estimators import build_feature_map, normalise_estimator, takes
+from ._plain import import_modules
 from ._records import KINDS, attention_estimator_record, data_source_record
 from ._views import DATA_SOURCES, DEFAULT_METRICS, FEATURE_MAPS, METRICS, METRICS_BY_KIND
 
@@ -93,6 +94,7 @@ _TOP_KEYS = {
     "estimators",
     "quick",
     "outputs",
+    "imports",
 }
 _err = design_error
 
@@ -146,6 +148,10 @@ class Design:
         What :func:`rfkit.study.run` does with a failing trial (or a data-dependent map that cannot
         be fitted to a cell's data) unless its own ``on_error`` says otherwise: stop, or record the
         trials as failed (``status="error:<Exception>"``, counted in ``n_failed``) and go on.
+    imports : list of str
+        Modules to import before the design is checked, here and in every worker process: those
+        that register records of your own (``imports = ["mymaps"]`` in a study file), so their
+        bare names resolve.
     source : str
         Where the design came from (file path or "python"), for messages.
     """
@@ -165,10 +171,12 @@ class Design:
     backend: str = "numpy"
     device: str | None = None
     on_error: str = "raise"
+    imports: list[str] = dataclasses.field(default_factory=list)
     source: str = "python"
 
     def __post_init__(self) -> None:
         src = self.source
+        import_modules(self.imports, src)  # they register records the design may name
         if isinstance(self.estimators, (list, tuple)) and self.kind in KINDS:
             axes = set(self.grid) if isinstance(self.grid, Mapping) else set()
             normal = []
@@ -383,6 +391,8 @@ class Design:
         d = self.to_dict()
         for key in ("quick", "description", "outputs", "backend", "device", "on_error"):  # not the numbers
             d.pop(key, None)
+        if not d["imports"]:  # designs without imports keep the hash they had before the key existed
+            d.pop("imports")
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     @classmethod

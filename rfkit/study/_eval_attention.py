@@ -15,7 +15,7 @@ from ..attention import RFA, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
 from ._estimators import build_attention_estimator, check_attention_output
-from ._units import WorkUnit, concat_chunks
+from ._units import WorkUnit, computed_metrics, concat_chunks
 
 if TYPE_CHECKING:
     from ._design import Design
@@ -143,6 +143,10 @@ def attention_finalize(
                         "max_abs_err": np.nanmax(np.abs(err), axis=(1, 2)),
                         "sq_dev": sq_dev,
                         "nonpositive_rows": all_nonpos[i],
+                        **{  # metrics of your own
+                            m.column: np.asarray(m.per_trial(output=outs, exact=exact2), dtype=float)  # type: ignore[misc]
+                            for m in computed_metrics(design)
+                        },
                     }
                 )
             )

@@ -19,7 +19,7 @@ from ._builtin_records import theory_mse
 from ._cell_data import cell_data, study_backend
 from ._estimators import build_feature_map
 from ._records import closed_form_record
-from ._units import WorkUnit, concat_chunks, frame
+from ._units import WorkUnit, computed_metrics, concat_chunks, frame
 
 if TYPE_CHECKING:
     from ._design import Design
@@ -188,6 +188,8 @@ def kernel_finalize(
                 "sq_dev": sq_dev,
             }
         )
+        for m in computed_metrics(design):  # metrics of your own
+            tf[m.column] = np.asarray(m.per_trial(ratio=ratio, truth=truth), dtype=float)  # type: ignore[misc]
         n_ok = int(ok.sum())
         nan = np.full(N, np.nan)  # per-pair moments of an estimator none of whose trials succeeded
         with np.errstate(over="ignore", invalid="ignore"):

@@ -34,6 +34,7 @@ __all__ = [
     "is_path",
     "describe",
     "import_object",
+    "import_modules",
     "class_ref",
     "plain",
     "decode",
@@ -94,6 +95,28 @@ def import_object(path: str, key: str) -> Any:
             )
         obj = getattr(obj, part)
     return obj
+
+
+def import_modules(names: Any, source: str) -> None:
+    """Import each module of a design's ``imports`` (executing its code, as any import does).
+
+    Raises
+    ------
+    InvalidParameterError
+        For a value that is not a list of module names, or a module that cannot be imported.
+    """
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+        raise InvalidParameterError(
+            f"{source}: `imports` must be a list of module names. Got {names!r} instead."
+        )
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - the module's own code may raise anything
+            raise InvalidParameterError(
+                f"{source}: `imports`: importing module {name!r} failed: {type(exc).__name__}: {exc}. Put the "
+                "folder that holds it on PYTHONPATH, or install its package."
+            ) from exc
 
 
 def class_ref(cls: Any, *, bare: bool) -> str:

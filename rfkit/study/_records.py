@@ -328,6 +328,12 @@ class MetricRecord:
         Which values are better (``"zero"``: closest to zero, as a bias).
     default : bool, default=True
         Part of the metrics a design of that kind gets when it names none.
+    per_trial : callable, optional
+        For a metric of your own: computes its column, one value per trial, in designs that
+        name it. Kernel designs call ``per_trial(ratio=..., truth=...)`` with the ratios
+        estimate/truth ``(trials, pairs)`` (NaN for failed trials) and the true kernel values
+        ``(pairs,)``; attention designs ``per_trial(output=..., exact=...)`` with the outputs
+        ``(trials, queries, d_v)`` and exact attention ``(queries, d_v)``.
     display_name, description, reference : str
     """
 
@@ -337,6 +343,7 @@ class MetricRecord:
     column: str
     better: str = "lower"
     default: bool = True
+    per_trial: Callable[..., np.ndarray] | None = None
     display_name: str = ""
     description: str = ""
     reference: str = ""

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ._design import Design
 from ._storage import atomic_parquet, atomic_text, verify_result_folder, write_result_manifest
+from ._views import METRIC_SOURCES  # summary metric -> (per-trial column, description), live
 
 __all__ = [
     "StudyResult",
@@ -27,31 +28,6 @@ __all__ = [
 #: default |z| above which :func:`compare` flags a difference (the project's 5-MCSE rule)
 COMPARE_Z = 5.0
 
-#: summary metric -> (per-trial column, description)
-METRIC_SOURCES = {
-    "mse": ("sq_err", "mean over pairs of E[(K_hat - K)^2]"),
-    "rel_mse": ("rel_sq_err", "mean over pairs of E[((K_hat - K)/K)^2]"),
-    "bias": ("err", "mean over pairs of E[K_hat - K]"),
-    "rel_bias": ("rel_err", "mean over pairs of E[(K_hat - K)/K]"),
-    "variance": ("sq_dev", "mean over pairs of Var[K_hat] (divisor T-1)"),
-    "mean_rel_err": ("abs_rel_err", "mean over pairs of E|K_hat - K|/K"),
-    "max_rel_err": ("max_rel_err", "E[max over pairs of |K_hat - K|/K]"),
-    "median_rel_sq_err": (
-        "med_rel_sq_err",
-        "E[median over pairs of ((K_hat - K)/K)^2] (robust to the few pairs whose error dominates the mean)",
-    ),
-    # attention designs: errors of the output against exact softmax attention
-    "mean_abs_err": ("abs_err", "mean over queries and value dims of E|A_hat - A|"),
-    "max_abs_err": ("max_abs_err", "E[max over queries and value dims of |A_hat - A|]"),
-    "nonpositive_rows": ("nonpositive_rows", "mean number of rows with a non-positive normaliser"),
-    # concentration designs (seed 004 Thm 3.3)
-    "coverage": ("covered", "fraction of data sets where max_ij sqrt(MSE)/SM <= the bound (theorem: >= p)"),
-    "rms_over_bound": ("rms_over_bound", "mean over data sets of max_ij sqrt(MSE)/SM divided by the bound"),
-    "realized_exceeds": (
-        "realized_exceeds",
-        "fraction of data sets where one draw's max realised relative error exceeds the bound",
-    ),
-}
 
 
 def mcse_summary(values: np.ndarray, confidence: float = 0.95) -> dict[str, float]:

@@ -16,11 +16,21 @@ import pandas as pd
 
 from .._random import trial_seed_sequence
 from ..exceptions import StudyError
+from ._records import MetricRecord, metric_record
 
 if TYPE_CHECKING:
     from ._design import Design
 
-__all__ = ["WorkUnit", "trial_streams", "n_chunks", "chunk_range", "concat_chunks", "frame", "trial_failure"]
+__all__ = [
+    "computed_metrics",
+    "WorkUnit",
+    "trial_streams",
+    "n_chunks",
+    "chunk_range",
+    "concat_chunks",
+    "frame",
+    "trial_failure",
+]
 
 
 def trial_streams(
@@ -116,3 +126,8 @@ def frame(parts: list[dict[str, Any]]) -> pd.DataFrame:
         for c in cols
     }
     return pd.DataFrame(data)
+
+
+def computed_metrics(design: Design) -> list[MetricRecord]:
+    """The design's metrics whose per-trial column the metric computes itself (``per_trial``)."""
+    return [m for m in map(metric_record, design.metrics) if m.per_trial is not None]
