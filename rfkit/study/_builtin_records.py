@@ -165,15 +165,24 @@ register_attention_estimator(
 
 # ----------------------------------------------------------------------------- metrics
 _K, _A, _KA, _C = ("kernel",), ("attention",), ("kernel", "attention"), ("concentration",)
+
+
+def _default_metric(*args: Any, **kwargs: Any) -> MetricRecord:
+    """rfkit's metrics are part of the defaults unless they say otherwise."""
+    return MetricRecord(*args, **{"default": True, **kwargs})
+
+
 for _metric in (
-    MetricRecord("mse", _KA, "sq_err", description="mean over pairs of E[(K_hat - K)^2]"),
-    MetricRecord("rel_mse", _K, "rel_sq_err", description="mean over pairs of E[((K_hat - K)/K)^2]"),
-    MetricRecord("bias", _KA, "err", better="zero", description="mean over pairs of E[K_hat - K]"),
-    MetricRecord("rel_bias", _K, "rel_err", better="zero", description="mean over pairs of E[(K_hat - K)/K]"),
-    MetricRecord("variance", _KA, "sq_dev", description="mean over pairs of Var[K_hat] (divisor T-1)"),
-    MetricRecord("mean_rel_err", _K, "abs_rel_err", description="mean over pairs of E|K_hat - K|/K"),
-    MetricRecord("max_rel_err", _K, "max_rel_err", description="E[max over pairs of |K_hat - K|/K]"),
-    MetricRecord(
+    _default_metric("mse", _KA, "sq_err", description="mean over pairs of E[(K_hat - K)^2]"),
+    _default_metric("rel_mse", _K, "rel_sq_err", description="mean over pairs of E[((K_hat - K)/K)^2]"),
+    _default_metric("bias", _KA, "err", better="zero", description="mean over pairs of E[K_hat - K]"),
+    _default_metric(
+        "rel_bias", _K, "rel_err", better="zero", description="mean over pairs of E[(K_hat - K)/K]"
+    ),
+    _default_metric("variance", _KA, "sq_dev", description="mean over pairs of Var[K_hat] (divisor T-1)"),
+    _default_metric("mean_rel_err", _K, "abs_rel_err", description="mean over pairs of E|K_hat - K|/K"),
+    _default_metric("max_rel_err", _K, "max_rel_err", description="E[max over pairs of |K_hat - K|/K]"),
+    _default_metric(
         "median_rel_sq_err",
         _K,
         "med_rel_sq_err",
@@ -183,33 +192,33 @@ for _metric in (
         ),
     ),
     # attention designs: errors of the output against exact softmax attention
-    MetricRecord(
+    _default_metric(
         "mean_abs_err", _A, "abs_err", description="mean over queries and value dims of E|A_hat - A|"
     ),
-    MetricRecord(
+    _default_metric(
         "max_abs_err", _A, "max_abs_err", description="E[max over queries and value dims of |A_hat - A|]"
     ),
-    MetricRecord(
+    _default_metric(
         "nonpositive_rows",
         _A,
         "nonpositive_rows",
         description="mean number of rows with a non-positive normaliser",
     ),
     # concentration designs: Blackwelder (2024), Thm 3.3
-    MetricRecord(
+    _default_metric(
         "coverage",
         _C,
         "covered",
         better="higher",
         description="fraction of data sets where max_ij sqrt(MSE)/SM <= the bound (theorem: >= p)",
     ),
-    MetricRecord(
+    _default_metric(
         "rms_over_bound",
         _C,
         "rms_over_bound",
         description="mean over data sets of max_ij sqrt(MSE)/SM divided by the bound",
     ),
-    MetricRecord(
+    _default_metric(
         "realized_exceeds",
         _C,
         "realized_exceeds",

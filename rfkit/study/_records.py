@@ -326,8 +326,9 @@ class MetricRecord:
         The per-trial column whose mean the metric is.
     better : {"lower", "higher", "zero"}
         Which values are better (``"zero"``: closest to zero, as a bias).
-    default : bool, default=True
-        Part of the metrics a design of that kind gets when it names none.
+    default : bool, default=False
+        Part of the metrics a design of that kind gets when it names none (rfkit's own; keep
+        yours False, so designs that name no metrics keep their hash).
     per_trial : callable, optional
         For a metric of your own: computes its column, one value per trial, in designs that
         name it. Kernel designs call ``per_trial(ratio=..., truth=...)`` with the ratios
@@ -342,7 +343,7 @@ class MetricRecord:
     kinds: tuple[str, ...]
     column: str
     better: str = "lower"
-    default: bool = True
+    default: bool = False
     per_trial: Callable[..., np.ndarray] | None = None
     display_name: str = ""
     description: str = ""

@@ -29,7 +29,6 @@ __all__ = [
 COMPARE_Z = 5.0
 
 
-
 def mcse_summary(values: np.ndarray, confidence: float = 0.95) -> dict[str, float]:
     """Mean of i.i.d. per-trial values with its Monte Carlo standard error and a t interval.
 
