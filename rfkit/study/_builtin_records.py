@@ -29,7 +29,6 @@ from ._records import (
 __all__ = ["theory_mse"]
 
 # ----------------------------------------------------------------------------- feature maps
-#: maps whose closed-form MSE rfkit.theory computes (Taylor and Limit are deterministic: no variance)
 _CLOSED_FORM = (
     "Trig",
     "Positive",
@@ -91,7 +90,7 @@ for _name in features.__all__:
             factory=_cls,
             capabilities=Capabilities(
                 positive=bool(_cls.is_positive),
-                closed_form=_name in _CLOSED_FORM,
+                closed_form=bool(_cls.is_random),  # rfkit.theory has the MSE of every random map
                 batched=bool(_cls.shares_projection),
                 data_dependent=_cls.fit is not features.FeatureMap.fit,
             ),
@@ -99,7 +98,7 @@ for _name in features.__all__:
             reference=_REFERENCES.get(_name, ""),
         )
     )
-    if _name in _CLOSED_FORM:
+    if _cls.is_random:  # deterministic maps (Taylor, Limit) have no variance: their error is the bias
         register_closed_form(
             ClosedFormRecord(
                 _name, theory_mse, description="rfkit.theory.mse", reference="docs page *Theory*"

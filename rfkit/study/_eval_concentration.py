@@ -27,7 +27,8 @@ def concentration_partial(unit: WorkUnit) -> dict[str, Any]:
     error :math:`\sqrt{\mathrm{MSE}}/\mathrm{SM}` (rk.theory, closed form) and compares it with
     the bound :math:`W(r)/\sqrt{2m}` (rk.theory.bounds.chi2_concentration); it also draws one
     feature set and records whether the *realised* max relative error exceeds the bound (the
-    theorem does not cover realised errors; see docs page *Theory*, section 5). Returns the chunk's trial rows.
+    theorem does not cover realised errors; docs page *Theory*, section 4). Returns the chunk's
+    trial rows.
     """
     design, cell, cell_index = unit.design, unit.cell, unit.cell_index
     p = float(cell["p"] if "p" in cell else design.data["p"])
