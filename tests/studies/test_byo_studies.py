@@ -567,3 +567,23 @@ def test_builtin_records_say_what_the_harness_needs():
         assert m.better in ("lower", "higher", "zero") and m.kinds
     assert st.metric_record("coverage").better == "higher" and st.metric_record("bias").better == "zero"
     assert st.data_source_record("minilm").plural_axes == {"layers": "layer", "heads": "head"}
+
+
+#: parameters besides the budget that a map needs to be built (the rest build from their budget alone)
+_EXTRA = {"Taylor": {"degree": 2}, "Limit": {"n": 2}, "TensorSketch": {"degree": 2}}
+
+
+@pytest.mark.parametrize("name", list(st.FEATURE_MAPS))
+def test_every_registered_map_builds_from_its_budget_and_follows_the_protocol(name):
+    rec = st.feature_map_record(name)
+    params = {**(rec.from_budget(4) if "n_features" in rec.params else {}), **_EXTRA.get(name, {})}
+    fm = rec.build(params)
+    assert isinstance(fm, rec.factory)
+    rk.features.check_feature_map(fm, 3)
+    assert fm.needs_data <= rec.capabilities.data_dependent  # a map fitted to data says so
+
+
+@pytest.mark.parametrize("name", ["RFA", "RA", "SNIS", "LARA"])
+def test_every_registered_attention_estimator_builds_from_a_budget_and_follows_the_protocol(name):
+    est = st.attention_estimator_record(name).build({"estimator": name, "samples": 4})
+    st.check_attention_estimator(est, 3)
