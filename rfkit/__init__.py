@@ -15,9 +15,8 @@ from typing import Any
 
 from . import exceptions, features, projections
 from ._parallel import threads
+from ._version import __version__
 from .kernels import gaussian_kernel, log_gaussian_kernel, log_softmax_kernel, softmax_kernel
-
-__version__ = "0.1.0"
 
 _LAZY = ("theory", "attention", "data", "study", "plots", "tables")
 

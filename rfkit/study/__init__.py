@@ -10,18 +10,42 @@ Example (not executed here)::
     again = rk.study.load("out/p")           # reopen a finished run
     rk.study.compare(before, after)          # metric differences with combined MCSE and z
 
-Feature maps and attention estimators of your own: ``map = "package.module:ClassName"`` in a
-study file (the module is imported), or classes / instances in a :class:`Design`; see the docs
-page "Bring your own estimator".
+Feature maps, attention estimators, metrics, data sources and closed forms each have a record
+(:class:`FeatureMapRecord`, ...) registered with ``register_*``; rfkit's own go through the same
+functions. A class of your own is also named ``map = "package.module:ClassName"`` in a study file
+(the module is imported), or passed as a class / instance in a :class:`Design`; see the docs page
+"Bring your own estimator".
 """
 
+from . import _builtin_records, _data_sources  # noqa: F401  (register rfkit's own records)
 from ._cli import builtin_study
-from ._design import DATA_SOURCES, FEATURE_MAPS, KINDS, METRICS, METRICS_BY_KIND, Design, load_design
+from ._design import Design, load_design
 from ._estimators import check_attention_estimator
+from ._records import (
+    KINDS,
+    AttentionEstimatorRecord,
+    Capabilities,
+    ClosedFormRecord,
+    DataSourceRecord,
+    FeatureMapRecord,
+    MetricRecord,
+    attention_estimator_record,
+    closed_form_record,
+    data_source_record,
+    feature_map_record,
+    metric_record,
+    records,
+    register_attention_estimator,
+    register_closed_form,
+    register_data_source,
+    register_feature_map,
+    register_metric,
+)
 from ._report import ranking_table
 from ._results import COMPARE_Z, StudyResult, compare, load, mcse_summary
 from ._runner import EXECUTORS, run, run_trial
 from ._storage import RunReport, verify_run
+from ._views import DATA_SOURCES, FEATURE_MAPS, METRICS, METRICS_BY_KIND
 
 __all__ = [
     "builtin_study",
@@ -44,4 +68,21 @@ __all__ = [
     "METRICS",
     "METRICS_BY_KIND",
     "FEATURE_MAPS",
+    "Capabilities",
+    "FeatureMapRecord",
+    "AttentionEstimatorRecord",
+    "MetricRecord",
+    "DataSourceRecord",
+    "ClosedFormRecord",
+    "register_feature_map",
+    "register_attention_estimator",
+    "register_metric",
+    "register_data_source",
+    "register_closed_form",
+    "feature_map_record",
+    "attention_estimator_record",
+    "metric_record",
+    "data_source_record",
+    "closed_form_record",
+    "records",
 ]

@@ -30,14 +30,15 @@ A design file looks like::
     grid = { n_features = [8, 64] }
 
 Cell ``c`` is the ``c``-th point of the grid product (axes in file order). Trial ``t``
-of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key + (c, t))``;
+of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key + (c, t))``
+(:func:`rfkit._random.trial_seed_sequence`);
 every estimator of a cell uses the same trial streams (common random numbers) and the same
 data, so comparisons inside a cell are sharper.
 
 Maps and attention estimators are named by a bare rfkit name or, explicitly, by
 ``"package.module:Name"`` (imported: the module's code runs); in Python a design also takes
 classes and dataclass instances, stored as the equivalent study-file entry
-(:mod:`rfkit.study._estimators`). Every feature map is checked against the extension protocol
+(:mod:`rfkit.study._plain`). Every feature map is checked against the extension protocol
 (:func:`rfkit.features.check_feature_map`) when the design is built.
 """
 
@@ -50,67 +51,33 @@ import itertools
 import json
 import sys
 from collections.abc import Mapping
+from math import comb
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import InvalidParameterError
-from ._estimators import ATTENTION_ESTIMATORS, FEATURE_MAPS, is_path, normalise_estimator
+from ._design_checks import BOUND_AXES, ESTIMATOR_AXES, check_design, design_error
+from ._estimators import build_feature_map, normalise_estimator, takes
+from ._plain import import_modules
+from ._records import KINDS, attention_estimator_record, data_source_record
+from ._views import DATA_SOURCES, DEFAULT_METRICS, FEATURE_MAPS, METRICS, METRICS_BY_KIND
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Design", "load_design", "KINDS", "DATA_SOURCES", "METRICS", "FEATURE_MAPS"]
+__all__ = [
+    "Design",
+    "load_design",
+    "KINDS",
+    "DATA_SOURCES",
+    "METRICS",
+    "METRICS_BY_KIND",
+    "DEFAULT_METRICS",
+    "FEATURE_MAPS",
+]
 
-KINDS = ("kernel", "attention", "concentration")
-#: seed entropy of the data on which attention estimators are checked when a design is built
-_PROBE_ENTROPY = 0x5EED_DA7A
-#: data parameters per source; ``dataset`` (any source) indexes independent data sets.
-DATA_SOURCES = {
-    "pairs": {"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine", "dataset"},
-    "gaussian": {"n_pairs", "dim", "mean_q", "cov_q", "mean_k", "cov_k", "scale_q", "scale_k", "dataset"},
-    "hard": {
-        "n_pairs",
-        "dim",
-        "regime",
-        "mean_scale",
-        "var_shape_q",
-        "var_shape_k",
-        "norm_q",
-        "norm_k",
-        "dataset",
-    },
-    # attention inputs (Q, K, V)
-    "sequence": {"n_tokens", "dim", "d_v", "structure", "scale", "n_clusters", "spread", "dataset"},
-    # real queries/keys/values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk);
-    # causal = true: those of the decoder SmolLM2-135M-Instruct (rk.data.smollm2_qk), with causal
-    # exact attention and `causal = true` passed to every estimator
-    "minilm": {"layer", "head", "layers", "heads", "n_texts", "max_len", "scale", "dim", "causal"},
-    # the pair sets of the softmax-kernel-estimators benchmark (rk.data.kernel_benchmark_pairs)
-    "benchmark": {"set", "n_pairs", "dim", "dataset"},
-}
-#: data sources that give (Q, K, V) sequences (kind = "attention") rather than pairs
-SEQUENCE_SOURCES = ("sequence", "minilm")
-#: metrics a design gets when it names none (kept as they were, so existing designs keep their hash)
-DEFAULT_METRICS = {
-    "kernel": ("mse", "rel_mse", "bias", "rel_bias", "variance", "mean_rel_err", "max_rel_err")
-}
-METRICS_BY_KIND = {
-    "kernel": (
-        "mse",
-        "rel_mse",
-        "bias",
-        "rel_bias",
-        "variance",
-        "mean_rel_err",
-        "max_rel_err",
-        "median_rel_sq_err",
-    ),
-    "attention": ("mse", "bias", "variance", "mean_abs_err", "max_abs_err", "nonpositive_rows"),
-    "concentration": ("coverage", "rms_over_bound", "realized_exceeds"),
-}
-METRICS = tuple(dict.fromkeys(m for ms in METRICS_BY_KIND.values() for m in ms))
 _TOP_KEYS = {
     "on_error",
     "backend",
@@ -127,16 +94,9 @@ _TOP_KEYS = {
     "estimators",
     "quick",
     "outputs",
+    "imports",
 }
-#: keys of an RFA estimator entry that belong to RFA, not to its feature map
-_RFA_KEYS = {"estimator", "map", "samples", "causal", "shared_across_heads", "chunk_size", "n_threads"}
-_ESTIMATOR_AXES = {"n_features", "feature_dim", "degree", "n", "projection", "samples", "weights"}
-#: axes of concentration designs that are neither data nor estimator parameters
-_BOUND_AXES = {"p"}
-
-
-def _err(source: str, key: str, rule: str, got: Any) -> InvalidParameterError:
-    return InvalidParameterError(f"{source}: `{key}` {rule}. Got {got!r} instead.")
+_err = design_error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +148,10 @@ class Design:
         What :func:`rfkit.study.run` does with a failing trial (or a data-dependent map that cannot
         be fitted to a cell's data) unless its own ``on_error`` says otherwise: stop, or record the
         trials as failed (``status="error:<Exception>"``, counted in ``n_failed``) and go on.
+    imports : list of str
+        Modules to import before the design is checked, here and in every worker process: those
+        that register records of your own (``imports = ["mymaps"]`` in a study file), so their
+        bare names resolve.
     source : str
         Where the design came from (file path or "python"), for messages.
     """
@@ -207,10 +171,12 @@ class Design:
     backend: str = "numpy"
     device: str | None = None
     on_error: str = "raise"
+    imports: list[str] = dataclasses.field(default_factory=list)
     source: str = "python"
 
     def __post_init__(self) -> None:
         src = self.source
+        import_modules(self.imports, src)  # they register records the design may name
         if isinstance(self.estimators, (list, tuple)) and self.kind in KINDS:
             axes = set(self.grid) if isinstance(self.grid, Mapping) else set()
             normal = []
@@ -220,217 +186,21 @@ class Design:
                 except InvalidParameterError as exc:
                     raise InvalidParameterError(f"{src}: `estimators[{i}]`: {exc}") from exc
             object.__setattr__(self, "estimators", normal)
-        if (
-            isinstance(self.data, Mapping)
-            and self.data.get("source") == "minilm"
-            and isinstance(self.grid, Mapping)
-        ):
-            # `data = {source = "minilm", layers = [...], heads = [...]}`: one cell per (layer, head)
+        source = self.data.get("source") if isinstance(self.data, Mapping) else None
+        if source in DATA_SOURCES and isinstance(self.grid, Mapping):
+            plural_axes = data_source_record(source).plural_axes
+            # e.g. `data = {source = "minilm", layers = [...], heads = [...]}`: one cell per (layer, head)
             data, grid = dict(self.data), dict(self.grid)
             front = {}
-            for plural, axis in (("layers", "layer"), ("heads", "head")):
+            for plural, axis in plural_axes.items():
                 if plural in data:  # sets (or, in a [quick] profile, overrides) the axis
                     vals = data.pop(plural)
                     front[axis] = list(vals) if isinstance(vals, list) else [vals]
                     grid.pop(axis, None)
-            grid = {**front, **grid}
-            object.__setattr__(self, "data", data)
-            object.__setattr__(self, "grid", grid)
-        if not isinstance(self.name, str) or not self.name or any(c in self.name for c in "/\\ "):
-            raise _err(src, "name", "must be a non-empty string without spaces or slashes", self.name)
-        if self.kind not in KINDS:
-            raise _err(src, "kind", f"must be one of {list(KINDS)}", self.kind)
-        for key in ("trials", "chunk_trials"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise _err(src, key, "must be an integer >= 1", v)
-        if self.seed is not None and (
-            isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
-        ):
-            raise _err(src, "seed", "must be a non-negative integer", self.seed)
-        self._check_backend()
-        if self.on_error not in ("raise", "record"):
-            raise _err(src, "on_error", "must be 'raise' or 'record'", self.on_error)
-        allowed = METRICS_BY_KIND[self.kind]
-        if not self.metrics:  # default: every metric of the kind
-            object.__setattr__(self, "metrics", list(DEFAULT_METRICS.get(self.kind, allowed)))
-        bad = [m for m in self.metrics if m not in allowed]
-        if bad or not self.metrics:
-            raise _err(
-                src,
-                "metrics",
-                f"must be a non-empty list from {list(allowed)} (kind {self.kind!r})",
-                self.metrics,
-            )
-        self._check_data()
-        self._check_grid()
-        self._check_estimators()
-
-    # ---------------------------------------------------------------- validation
-    def _check_backend(self) -> None:
-        from .._backend import BACKENDS
-
-        src = self.source
-        if self.backend not in BACKENDS:
-            raise _err(src, "backend", f"must be one of {list(BACKENDS)}", self.backend)
-        if self.device is not None and (not isinstance(self.device, str) or not self.device):
-            raise _err(src, "device", "must be a device name such as 'cuda', 'cuda:1' or 'cpu'", self.device)
-        if self.backend == "numpy" and self.device not in (None, "cpu"):
-            raise _err(src, "device", "must be 'cpu' (or absent) for backend 'numpy'", self.device)
-
-    def _check_data(self) -> None:
-        src = self.source
-        if not isinstance(self.data, Mapping) or "source" not in self.data:
-            raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", None)
-        s = self.data["source"]
-        if s not in DATA_SOURCES:
-            raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", s)
-        if (s in SEQUENCE_SOURCES) != (self.kind == "attention"):
-            need = (
-                "a sequence source " + str(list(SEQUENCE_SOURCES))
-                if self.kind == "attention"
-                else "a pair source"
-            )
-            raise _err(src, "data.source", f"must be {need} for kind {self.kind!r}", s)
-        allowed = DATA_SOURCES[s] | (_BOUND_AXES if self.kind == "concentration" else set())
-        for key in self.data:
-            if key != "source" and key not in allowed:
-                raise _err(
-                    src,
-                    f"data.{key}",
-                    f"is not a parameter of source {s!r} (allowed: {sorted(allowed)})",
-                    key,
-                )
-
-    def _check_grid(self) -> None:
-        src = self.source
-        if not isinstance(self.grid, Mapping):
-            raise _err(src, "grid", "must be a table of axis = [values]", self.grid)
-        allowed = DATA_SOURCES[self.data["source"]] | _ESTIMATOR_AXES
-        if self.kind == "concentration":
-            allowed = allowed | _BOUND_AXES
-            if self.data["source"] != "gaussian":
-                raise _err(
-                    src,
-                    "data.source",
-                    "must be 'gaussian' for kind 'concentration' (the theorem's model)",
-                    self.data["source"],
-                )
-            if "p" not in self.grid and "p" not in self.data:
-                raise _err(src, "grid.p", "must give the probability levels p of the bound", None)
-        for axis, values in self.grid.items():
-            if axis not in allowed:
-                raise _err(src, f"grid.{axis}", f"is not a known axis (allowed: {sorted(allowed)})", axis)
-            if not isinstance(values, list) or not values:
-                raise _err(src, f"grid.{axis}", "must be a non-empty list of values", values)
-            if axis in (
-                "n_features",
-                "feature_dim",
-                "dim",
-                "n_pairs",
-                "degree",
-                "n",
-                "dataset",
-                "samples",
-                "n_tokens",
-                "d_v",
-            ):
-                for v in values:
-                    if (
-                        isinstance(v, bool)
-                        or not isinstance(v, int)
-                        or v < (0 if axis in ("degree", "dataset") else 1)
-                    ):
-                        raise _err(
-                            src, f"grid.{axis}", "must hold positive integers (dataset, degree: >= 0)", v
-                        )
-            if len(set(map(repr, values))) != len(values):
-                raise _err(src, f"grid.{axis}", "must not repeat values", values)
-        if "dim" not in self.grid and "dim" not in self.data and self.data["source"] != "minilm":
-            raise _err(src, "data.dim", "must be given (in [data] or as a grid axis)", None)
-
-    def _check_estimators(self) -> None:
-        from ..features import FeatureMap, check_feature_map
-        from ._estimators import build_attention_estimator, build_feature_map, check_attention_estimator
-
-        src = self.source
-        if not isinstance(self.estimators, list) or not self.estimators:
-            raise _err(
-                src, "estimators", "must be a non-empty list of [[estimators]] tables", self.estimators
-            )
-        names = f"{list(FEATURE_MAPS)} or be 'package.module:ClassName'"
-        labels = set()
-        for i, est in enumerate(self.estimators):
-            where = f"estimators[{i}]"
-            if self.kind == "attention":
-                e = est.get("estimator") if isinstance(est, Mapping) else est
-                if not (e in ATTENTION_ESTIMATORS or is_path(e)):
-                    raise _err(
-                        src,
-                        f"{where}.estimator",
-                        f"must be one of {list(ATTENTION_ESTIMATORS)} or 'package.module:Name'",
-                        e,
-                    )
-                m = est.get("map", "Positive")
-                if e == "RFA" and not (m in FEATURE_MAPS or is_path(m)):
-                    raise _err(src, f"{where}.map", f"must name a feature map among {names}", m)
-            else:
-                m = est.get("map") if isinstance(est, Mapping) else est
-                if not (m in FEATURE_MAPS or is_path(m)):
-                    raise _err(src, f"{where}.map", f"must name a feature map among {names}", m)
-            label = self._label(est)
-            if label in labels:
-                raise _err(src, f"{where}.label", "must be unique", label)
-            labels.add(label)
-            # build for every cell to validate every parameter now, not mid-run; check the
-            # protocol once per distinct (parameters, dim)
-            checked: set[str] = set()
-            for cell in self.cells():
-                try:
-                    params = self.estimator_params(est, cell)
-                    raw_dim = cell.get("dim", self.data.get("dim"))
-                    dim = None if raw_dim is None else int(raw_dim)  # None: real data (from the model)
-                    key = json.dumps([params, dim], sort_keys=True, default=str)
-                    if self.kind == "attention":
-                        obj = build_attention_estimator(params)
-                        fm = getattr(obj, "feature_map", None)
-                        if isinstance(fm, FeatureMap) and dim is not None and key not in checked:
-                            check_feature_map(fm, dim)  # e.g. RFA with a map of your own
-                        if not checked and self.data["source"] != "minilm":
-                            # one call pair on the first cell's shapes (probe seed): the output's type,
-                            # shape and reproducibility; every call of a run checks type and shape
-                            from ._cell import cell_data
-
-                            qkv = cell_data(self, cell, _PROBE_ENTROPY, ())
-                            check_attention_estimator(obj, data=qkv)  # type: ignore[arg-type]
-                    else:
-                        fm = build_feature_map(est["map"], params)
-                        if key not in checked:
-                            check_feature_map(fm, dim)
-                            if self.kind == "concentration" and dim is not None:
-                                self._check_closed_form(fm, dim)
-                    checked.add(key)
-                except InvalidParameterError as exc:
-                    raise InvalidParameterError(f"{src}: {where} ({label!r}): {exc}") from exc
-
-    @staticmethod
-    def _check_closed_form(fm: Any, dim: int) -> None:
-        """Concentration designs compare with the closed-form MSE: the map must have one."""
-        import numpy as np
-
-        from .. import theory
-
-        if fm.needs_data:
-            raise InvalidParameterError(
-                f"{fm!r}: the concentration theorem needs a fixed A (not a rule fitted to the data)."
-            )
-        x = np.full(dim, 0.1)
-        try:
-            theory.relative_mse(fm, x, x)
-        except InvalidParameterError as exc:
-            raise InvalidParameterError(
-                f"concentration designs need a map with a closed-form MSE in rfkit.theory: {exc}"
-            ) from exc
+            if plural_axes:
+                object.__setattr__(self, "data", data)
+                object.__setattr__(self, "grid", {**front, **grid})
+        check_design(self)
 
     @classmethod
     def trusted(cls, fields: Mapping[str, Any]) -> Design:
@@ -448,16 +218,23 @@ class Design:
 
     # ---------------------------------------------------------------- structure
     @staticmethod
-    def _label(est: Mapping[str, Any]) -> str:
+    def label(est: Mapping[str, Any]) -> str:
+        """The label of an ``estimators`` entry: its ``label``, else the class name it names.
+
+        >>> Design.label({"map": "mypackage.maps:MyMap"}), Design.label({"label": "a", "map": "Trig"})
+        ('MyMap', 'a')
+        """
         if "label" in est:
             return str(est["label"])
         name = str(est.get("map", est.get("estimator")))
         return name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]  # "pkg.mod:Class" -> "Class"
 
+    _label = label  # the former private name
+
     @property
     def labels(self) -> list[str]:
         """Estimator labels in design order."""
-        return [self._label(e) for e in self.estimators]
+        return [self.label(e) for e in self.estimators]
 
     def cells(self) -> list[dict[str, Any]]:
         """Grid points in cell order (product of the axes in the given order)."""
@@ -466,8 +243,8 @@ class Design:
 
     def data_params(self, cell: Mapping[str, Any]) -> dict[str, Any]:
         """Data parameters of a cell: fixed ``[data]`` values updated by data axes of the grid."""
-        out = {k: v for k, v in self.data.items() if k not in _BOUND_AXES}
-        out.update({k: v for k, v in cell.items() if k not in _ESTIMATOR_AXES and k not in _BOUND_AXES})
+        out = {k: v for k, v in self.data.items() if k not in BOUND_AXES}
+        out.update({k: v for k, v in cell.items() if k not in ESTIMATOR_AXES and k not in BOUND_AXES})
         return out
 
     def data_key(self, cell: Mapping[str, Any]) -> int:
@@ -489,27 +266,26 @@ class Design:
         ``degree`` (divided by the map's columns per direction, ``feature_dim`` at ``n_features=1``:
         half of it for the 2m-column trig and hyperbolic maps).
         """
-        from ._estimators import build_feature_map, takes
-
         if self.kind == "attention":
             params = {k: v for k, v in est.items() if k != "label"}
-            accepts = takes(est.get("estimator"), "estimator")
+            record = attention_estimator_record(est.get("estimator"))
+            accepts = record.study_keys(params)
             for axis in ("samples", "weights"):
                 if axis in cell and axis not in params and (accepts is None or axis in accepts):
                     params[axis] = cell[axis]
             if "feature_dim" in cell and "samples" not in params:
-                # equal budgets: RFA gets the directions that fill feature_dim columns of its map; the
-                # sampling estimators (RA, SNIS, LARA) draw feature_dim samples
-                if params.get("estimator") == "RFA" and "n_features" not in params:
-                    m_params = {k: v for k, v in params.items() if k not in _RFA_KEYS}
-                    m_est = {"map": params.get("map", "Positive"), "label": self._label(est)}
-                    params["samples"] = self._features_for_columns(m_est, m_params, cell)
-                elif params.get("estimator") != "RFA":
+                # equal budgets: an estimator built around a map (RFA) gets the directions that fill
+                # feature_dim columns of its map; the sampling estimators draw feature_dim samples
+                spec = record.map_spec(params)
+                if spec is None:
                     params["samples"] = int(cell["feature_dim"])
+                elif "n_features" not in spec[1]:
+                    m_est = {"map": spec[0], "label": self.label(est)}
+                    params["samples"] = self._features_for_columns(m_est, spec[1], cell)
             return params
         accepts = takes(est.get("map"), "map")
         params = {k: v for k, v in est.items() if k not in ("map", "label")}
-        for axis in _ESTIMATOR_AXES - {"feature_dim"}:  # grid axes go to maps that take them
+        for axis in ESTIMATOR_AXES - {"feature_dim"}:  # grid axes go to maps that take them
             if axis in cell and axis not in params and (accepts is None or axis in accepts):
                 params[axis] = cell[axis]
         if "feature_dim" in cell and "n_features" not in params:
@@ -526,8 +302,6 @@ class Design:
                     )
                 params[k] = cell[axis]
         if params.get("n_features") == "match":
-            from math import comb
-
             dim = cell.get("dim", self.data.get("dim"))
             if "degree" not in cell:
                 raise _err(
@@ -548,12 +322,11 @@ class Design:
         is asked of the map at ``n_features`` = 1 and 2, so maps compared at one ``feature_dim`` have
         the same number of feature columns (the cost of linear attention), whatever their family.
         """
-        from ._estimators import build_feature_map
-
         D = int(cell["feature_dim"])
         dim = int(cell.get("dim", self.data.get("dim", 0)) or 0)
-        if not dim and self.data.get("source") == "minilm":  # the real models' head dimensions
-            dim = 64 if self.data_params(cell).get("causal", False) else 32
+        model_dim = data_source_record(self.data.get("source")).model_dim
+        if not dim and model_dim is not None:  # real data: the model's head dimension
+            dim = int(model_dim(self.data_params(cell)))
         if dim < 1:
             raise _err(
                 self.source, "grid.feature_dim", "needs the data dimension `dim` (in [data] or the grid)", D
@@ -566,7 +339,7 @@ class Design:
             raise _err(
                 self.source,
                 "grid.feature_dim",
-                f"is too small for {self._label(est)!r}, whose feature dimension is {per} n_features + {base}",
+                f"is too small for {self.label(est)!r}, whose feature dimension is {per} n_features + {base}",
                 D,
             )
         return (D - base) // per
@@ -618,6 +391,8 @@ class Design:
         d = self.to_dict()
         for key in ("quick", "description", "outputs", "backend", "device", "on_error"):  # not the numbers
             d.pop(key, None)
+        if not d["imports"]:  # designs without imports keep the hash they had before the key existed
+            d.pop("imports")
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     @classmethod

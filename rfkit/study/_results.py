@@ -16,8 +16,9 @@ from ._atomic import atomic_parquet, atomic_text
 from ._design import Design
 from ._manifest import write_result_manifest
 from ._mcse import mcse_summary
-from ._metric_sources import METRIC_SOURCES, metric_column
+from ._metric_sources import metric_column
 from ._verify import verify_result_folder
+from ._views import METRIC_SOURCES  # summary metric -> (per-trial column, description), live
 
 __all__ = [
     "StudyResult",

@@ -16,9 +16,12 @@ import pandas as pd
 
 from .._backend import backend_for
 from .._random import as_seed_sequence
+from .._version import __version__
 from ..exceptions import InvalidParameterError, StudyError
-from ._cell import finalize_cell, n_chunks, run_unit, trial_streams
+from ._cell import finalize_cell, n_chunks, replay_trial, run_unit
 from ._design import Design, load_design
+from ._plain import workers_can_import
+from ._records import registered_modules
 from ._results import StudyResult
 from ._storage import RunFolder
 
@@ -41,8 +44,6 @@ THREAD_ENV = (
 
 def _versions(bk: Any = None) -> dict[str, str]:
     import scipy
-
-    from .. import __version__
 
     out = {
         "rfkit": __version__,
@@ -323,8 +324,6 @@ def run(
     if resume and out is None:
         raise InvalidParameterError("`resume=True` needs `out`, the folder of the interrupted run.")
     if executor != "serial":
-        from ._estimators import workers_can_import
-
         reason = workers_can_import(design.estimators)
         if reason is not None:
             raise InvalidParameterError(f"executor={executor!r}: {reason}")
@@ -344,8 +343,9 @@ def run(
             for (c, k), (final, tables) in sorted(folder.resumed.items()):
                 merger.add(c, k, final, tables)
         n_resumed = len(merger.have)
+        imports = registered_modules() if executor != "serial" else ()
         tasks = [
-            (dd, c, k, entropy, spawn_key, on_error)
+            (dd, c, k, entropy, spawn_key, on_error, imports)
             for c in range(len(cells))
             for k in range(chunks)
             if (c, k) not in merger.have
@@ -445,42 +445,5 @@ def run_trial(
     Kernel designs: the ratios estimate/truth per estimator and pair; attention designs: the
     squared error of each query's output per estimator.
     """
-    from ._cell import _evaluate, cell_data, cell_is_causal
-    from ._estimators import build_feature_map
-
     design = _resolve_design(design, False, None)
-    cells = design.cells()
-    stream = trial_streams(entropy, spawn_key, cell, range(trial, trial + 1))
-    rows = []
-    if design.kind == "attention":
-        from .. import attention
-        from ._estimators import build_attention_estimator
-
-        Q, K, V = cell_data(design, cells[cell], entropy, spawn_key)  # type: ignore[misc]
-        causal = cell_is_causal(design, cells[cell])
-        exact = attention.softmax(Q, K, V, causal=causal)
-        for est in design.estimators:
-            params = dict(design.estimator_params(est, cells[cell]))
-            if causal:  # real decoder data (as in the cell runner): every estimator attends causally
-                params.setdefault("causal", True)
-            estimator = build_attention_estimator(params)
-            out = estimator(Q, K, V, rng=stream[0]).output
-            rows.append(
-                pd.DataFrame(
-                    {
-                        "estimator": design._label(est),
-                        "query": np.arange(out.shape[-2]),
-                        "sq_err": np.mean((out - exact) ** 2, axis=-1),
-                    }
-                )
-            )
-        return pd.concat(rows, ignore_index=True)
-    X, Y = cell_data(design, cells[cell], entropy, spawn_key)
-    log_truth = np.sum(X * Y, axis=1)
-    for est in design.estimators:
-        fm = build_feature_map(est["map"], design.estimator_params(est, cells[cell]))
-        if fm.needs_data:
-            fm = fm.fit(X, Y)
-        r = _evaluate(fm, X, Y, log_truth, stream)[0]
-        rows.append(pd.DataFrame({"estimator": design._label(est), "pair": np.arange(len(r)), "ratio": r}))
-    return pd.concat(rows, ignore_index=True)
+    return replay_trial(design, cell, trial, entropy, tuple(spawn_key))

@@ -425,3 +425,165 @@ def test_attention_estimators_of_your_own(tmp_path, monkeypatch):
         InvalidParameterError, match=r"`estimators\[0\].estimator` must be one of .* or 'package.module:Name'"
     ):
         st.Design(estimators=[{"estimator": "Performer"}], **base)
+
+
+# ----------------------------------------------------------------------------- records and registration
+def _docs_examples():
+    """The `# file:` examples and the study file of the docs section on registration."""
+    import re
+
+    text = (ROOT / "docs" / "bring-your-own.md").read_text()
+    sec = text[
+        text.index("## One file plus one registration") : text.index("## Reopening and comparing runs")
+    ]
+    files = dict(re.findall(r"```python\n# file: (\w+)\.py\n(.*?)```", sec, re.S))
+    study = re.search(r"```toml\n(.*?)```", sec, re.S)
+    assert study is not None
+    return files, study.group(1)
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    """The docs' example modules importable here and in workers; the registries restored afterwards."""
+    from rfkit.study import _records
+
+    files, _ = _docs_examples()
+    for name, code in files.items():
+        (tmp_path / f"{name}.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(ROOT), str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    )
+    saved = {k: dict(v) for k, v in _records._REGISTRIES.items()}
+    yield tmp_path
+    for k, v in saved.items():
+        _records._REGISTRIES[k].clear()
+        _records._REGISTRIES[k].update(v)
+    for name in files:
+        sys.modules.pop(name, None)
+
+
+def test_docs_examples_are_one_file_plus_one_registration_each(registry):
+    files, study_text = _docs_examples()
+    assert set(files) == {"my_maps", "my_attention", "my_metrics", "my_data", "my_closed_forms"}
+    for name, code in files.items():  # one registration per file
+        assert code.count("st.register_") == 1, name
+    study = registry / "mine.toml"
+    study.write_text(study_text)
+    design = st.load_design(study).with_trials(30)  # imports the modules: their names resolve
+    assert design.imports == ["my_maps", "my_metrics", "my_data", "my_closed_forms"]
+    serial = st.run(design, rng=4)
+    procs = st.run(design, rng=4, executor="processes", workers=2)  # workers import them too
+    pd.testing.assert_frame_equal(serial.summary(), procs.summary(), check_exact=True)
+    s = serial.summary()
+    assert set(s["metric"]) == {"rel_mse", "rms_rel_err"} and set(s["estimator"]) == {
+        "OrthogonalTrig",
+        "Taylor",
+    }
+    t = serial.trials
+    rel = np.sqrt(t["rel_sq_err"])
+    assert (t["rms_rel_err"] >= 0).all() and np.allclose(t["rms_rel_err"], rel)  # the metric's own column
+    p = serial.pairs
+    taylor = p[p.estimator == "Taylor"]  # deterministic: the closed form is the measured MSE
+    # squared errors of ~1e-6 relative: equal to the rounding of the estimate against exp(x.y)
+    np.testing.assert_allclose(taylor["theory_mse"], taylor["mse"], rtol=1e-3)
+    assert taylor["theory_mse"].notna().all()  # rfkit.theory has none for Taylor: the registered one
+    assert p.loc[p.estimator == "OrthogonalTrig", "theory_mse"].notna().all()  # rfkit.theory's (a Trig)
+    rec = st.feature_map_record("OrthogonalTrig")
+    assert rec.factory.__module__ == "my_maps" and rec.reference.startswith("Yu et al.")
+    assert rec in st.records("feature map") and "OrthogonalTrig" in st.FEATURE_MAPS
+    assert "sphere" in st.DATA_SOURCES and "rms_rel_err" in st.METRICS_BY_KIND["kernel"]
+    assert "rms_rel_err" not in st.METRICS_BY_KIND["attention"]
+
+
+def test_docs_attention_estimator_runs_under_its_name_and_its_budget(registry):
+    import my_attention  # noqa: F401 - registers UniformKeys
+
+    design = st.Design(
+        name="uk",
+        kind="attention",
+        estimators=[{"estimator": "UniformKeys"}, {"estimator": "RA"}],
+        grid={"samples": [3, 6]},
+        data={"source": "sequence", "n_tokens": 12, "dim": 4, "d_v": 2},
+        trials=8,
+        seed=3,
+    )
+    assert design.estimator_params(design.estimators[0], design.cells()[1]) == {
+        "estimator": "UniformKeys",
+        "samples": 6,
+    }
+    built = st.attention_estimator_record("UniformKeys").build({"estimator": "UniformKeys", "samples": 6})
+    assert built.keywords == {"n_keys": 6}  # the record's from_budget
+    serial = st.run(design)
+    procs = st.run(design, executor="processes", workers=2)  # the registering module travels to workers
+    pd.testing.assert_frame_equal(serial.summary(), procs.summary(), check_exact=True)
+    assert set(serial.trials["estimator"]) == {"UniformKeys", "RA"}
+
+
+def test_a_taken_name_is_refused_unless_replaced_on_purpose(registry):
+    rec = st.feature_map_record("Positive")
+    with pytest.raises(InvalidParameterError, match="already registered; pass replace=True"):
+        st.register_feature_map(rec)
+    assert st.register_feature_map(rec, replace=True) is rec
+    with pytest.raises(InvalidParameterError, match="without ':' or '.'"):
+        st.register_feature_map(st.FeatureMapRecord("pkg.Mine", rk.features.Positive))
+    with pytest.raises(InvalidParameterError, match="must be a subclass of rk.features.FeatureMap"):
+        st.FeatureMapRecord("Mine", dict)
+    with pytest.raises(InvalidParameterError, match="`better` must be"):
+        st.MetricRecord("m", ("kernel",), "sq_err", better="smaller")
+    with pytest.raises(InvalidParameterError, match="expected a MetricRecord"):
+        st.register_metric(rec)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="`imports`: importing module 'no_such_mod_xyz' failed"):
+        small([{"map": "Positive"}], imports=["no_such_mod_xyz"])
+
+
+def test_builtin_records_say_what_the_harness_needs():
+    """rfkit's own records: every map of rfkit.features, the four estimators, budgets and capabilities."""
+    maps = {r.name: r for r in st.records("feature map")}
+    assert set(maps) == set(st.FEATURE_MAPS) and {"Positive", "Taylor", "SDERF"} <= set(maps)
+    assert maps["Positive"].capabilities.positive and not maps["Trig"].capabilities.positive
+    assert maps["CEXP"].capabilities.data_dependent and not maps["Positive"].capabilities.data_dependent
+    assert maps["Positive"].capabilities.closed_form and not maps["Taylor"].capabilities.closed_form
+    assert st.closed_form_record("Positive") is not None and st.closed_form_record("Taylor") is None
+    est = {r.name: r for r in st.records("attention estimator")}
+    assert list(est) == ["RFA", "RA", "SNIS", "LARA"] and all(r.capabilities.causal for r in est.values())
+    assert est["RA"].from_budget(5, {}) == {"n_samples": 5}
+    with pytest.raises(InvalidParameterError, match="not a multiple of samples_per_proposal"):
+        est["LARA"].from_budget(5, {"samples_per_proposal": 2})
+    # RFA: one list of own keys (its signature), the rest goes to its map
+    assert est["RFA"].own_keys >= {
+        "causal",
+        "shared_across_heads",
+        "chunk_size",
+        "n_threads",
+        "map",
+        "samples",
+    }
+    assert est["RFA"].map_spec({"map": "Trig", "n_threads": 2, "projection": "orthogonal"}) == (
+        "Trig",
+        {"projection": "orthogonal"},
+    )
+    for m in st.records("metric"):
+        assert m.better in ("lower", "higher", "zero") and m.kinds
+    assert st.metric_record("coverage").better == "higher" and st.metric_record("bias").better == "zero"
+    assert st.data_source_record("minilm").plural_axes == {"layers": "layer", "heads": "head"}
+
+
+#: parameters besides the budget that a map needs to be built (the rest build from their budget alone)
+_EXTRA = {"Taylor": {"degree": 2}, "Limit": {"n": 2}, "TensorSketch": {"degree": 2}}
+
+
+@pytest.mark.parametrize("name", list(st.FEATURE_MAPS))
+def test_every_registered_map_builds_from_its_budget_and_follows_the_protocol(name):
+    rec = st.feature_map_record(name)
+    params = {**(rec.from_budget(4) if "n_features" in rec.params else {}), **_EXTRA.get(name, {})}
+    fm = rec.build(params)
+    assert isinstance(fm, rec.factory)
+    rk.features.check_feature_map(fm, 3)
+    assert fm.needs_data <= rec.capabilities.data_dependent  # a map fitted to data says so
+
+
+@pytest.mark.parametrize("name", ["RFA", "RA", "SNIS", "LARA"])
+def test_every_registered_attention_estimator_builds_from_a_budget_and_follows_the_protocol(name):
+    est = st.attention_estimator_record(name).build({"estimator": name, "samples": 4})
+    st.check_attention_estimator(est, 3)

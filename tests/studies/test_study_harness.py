@@ -83,16 +83,16 @@ def test_executors_bit_identical():
 
 
 def test_failing_trial_raises_with_replay_info(monkeypatch):
-    from rfkit.study import _cell
+    from rfkit.study import _eval_kernel
 
-    real = _cell._evaluate
+    real = _eval_kernel.kernel_ratios
 
     def flaky(fm, X, Y, lt, streams, **kw):
         if any(s.spawn_key[-1] == 3 for s in streams) and type(fm).__name__ == "Trig":
             raise FloatingPointError("boom")
         return real(fm, X, Y, lt, streams, **kw)
 
-    monkeypatch.setattr(_cell, "_evaluate", flaky)
+    monkeypatch.setattr(_eval_kernel, "kernel_ratios", flaky)
     with pytest.raises(StudyError, match="trial 3 of cell 0 \\('trig'") as info:
         st.run(small_design())
     assert info.value.cell == 0 and info.value.trial == 3
@@ -366,3 +366,24 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
     with pytest.raises(StudyError, match="cannot reach the Dask scheduler"):
         st.run(small_design(), scheduler="tcp://127.0.0.1:9", out=out)
     st.run(small_design(), out=out)  # nothing was computed: the same folder can be used again
+
+
+def test_rfa_study_keys_are_one_list():
+    """RFA's own keys (``n_threads`` among them) go to RFA, never to its feature map, in every path.
+
+    Regression: the keys the design used to size RFA's map and those the builder passed to RFA
+    were two lists that disagreed on ``n_threads``, so this design failed to build.
+    """
+    d = attention_design(
+        estimators=[{"label": "rfa", "estimator": "RFA", "samples": 8, "n_threads": 2}], grid={}
+    )
+    params = d.estimator_params(d.estimators[0], d.cells()[0])
+    assert params["n_threads"] == 2 and params["samples"] == 8
+    res = st.run(d.with_trials(3))
+    assert (res.trials["status"] == "ok").all()
+    # the budget axis feature_dim sizes the map from the same list of RFA keys
+    d2 = attention_design(
+        estimators=[{"label": "rfa", "estimator": "RFA", "map": "Trig", "n_threads": 2}],
+        grid={"feature_dim": [8]},
+    )
+    assert d2.estimator_params(d2.estimators[0], d2.cells()[0])["samples"] == 4  # Trig: 2 columns each

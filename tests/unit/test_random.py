@@ -44,3 +44,15 @@ def test_trial_streams_depend_only_on_cell_and_trial():
     c = np.random.default_rng(trial_seed_sequence(root, 5, 2)).random(3)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def test_study_trial_streams_are_those_of_trial_seed_sequence():
+    """The study runner draws trial t of cell c from trial_seed_sequence(root, c, t): one seeding function."""
+    from rfkit.study._units import trial_streams
+
+    root = np.random.SeedSequence(99, spawn_key=(4,))
+    got = trial_streams(int(root.entropy), tuple(root.spawn_key), 3, range(2, 5))
+    for t, ss in zip(range(2, 5), got):
+        want = trial_seed_sequence(root, 3, t)
+        assert ss.spawn_key == want.spawn_key == (4, 3, t)
+        np.testing.assert_array_equal(ss.generate_state(4), want.generate_state(4))

@@ -1,0 +1,227 @@
+"""rfkit's own feature maps, attention estimators, metrics and closed forms, registered for studies.
+
+They go through the same public ``register_*`` functions a user calls (docs page "Bring your
+own estimator"); data sources are in :mod:`rfkit.study._data_sources`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import attention, features, theory
+from ..exceptions import InvalidParameterError, NumericalOverflowError
+from ._records import (
+    AttentionEstimatorRecord,
+    Capabilities,
+    ClosedFormRecord,
+    FeatureMapRecord,
+    MetricRecord,
+    register_attention_estimator,
+    register_closed_form,
+    register_feature_map,
+    register_metric,
+)
+
+__all__ = ["theory_mse"]
+
+# ----------------------------------------------------------------------------- feature maps
+_CLOSED_FORM = (
+    "Trig",
+    "Positive",
+    "Hyperbolic",
+    "CEXP",
+    "HCEXP",
+    "OPRF",
+    "GERF",
+    "SADERF",
+    "ADERF",
+    "SDERF",
+    "RandomMaclaurin",
+    "TensorSketch",
+)
+_REFERENCES = {
+    "Trig": "Rahimi & Recht (NeurIPS 2007); Choromanski et al. (ICLR 2021), eq. (5)",
+    "Positive": "Choromanski et al. (ICLR 2021)",
+    "Hyperbolic": "Choromanski et al. (ICLR 2021)",
+    "CEXP": "Blackwelder (2024), Adapting Linear Attention to Query-Key Distributions",
+    "HCEXP": "Blackwelder (2024), Adapting Linear Attention to Query-Key Distributions",
+    "OPRF": "Likhosherstov et al. (NeurIPS 2022)",
+    "GERF": "Likhosherstov et al. (NeurIPS 2022)",
+    "SADERF": "Likhosherstov et al. (2023), FAVOR#",
+    "Taylor": "docs page *Theory*, section 2",
+    "Limit": "docs page *Theory*, section 2",
+    "ADERF": "Likhosherstov et al. (NeurIPS 2023)",
+    "SDERF": "Likhosherstov et al. (NeurIPS 2023)",
+    "RandomMaclaurin": "Kar & Karnick (AISTATS 2012)",
+    "TensorSketch": "Pham & Pagh (KDD 2013)",
+}
+
+
+def theory_mse(fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Closed-form MSE per pair from :func:`rfkit.theory.mse` (NaN where it has none; inf past float64)."""
+    try:
+        return np.asarray(theory.mse(fm, X, Y), dtype=float)
+    except InvalidParameterError:  # no closed form in rfkit.theory for this map / projection
+        return np.full(X.shape[0], np.nan)
+    except NumericalOverflowError:  # the MSE itself exceeds float64: keep it infinite, never silently NaN
+        return np.exp(np.asarray(theory.log_mse(fm, X, Y), dtype=float))
+
+
+def _is_map(obj: Any) -> bool:
+    return (
+        isinstance(obj, type)
+        and issubclass(obj, features.FeatureMap)
+        and not inspect.isabstract(obj)
+        and obj is not features.FeatureMap
+    )
+
+
+for _name in features.__all__:
+    _cls = getattr(features, _name)
+    if not _is_map(_cls):
+        continue
+    register_feature_map(
+        FeatureMapRecord(
+            name=_name,
+            factory=_cls,
+            capabilities=Capabilities(
+                positive=bool(_cls.is_positive),
+                closed_form=bool(_cls.is_random),  # rfkit.theory has the MSE of every random map
+                batched=bool(_cls.shares_projection),
+                data_dependent=_cls.fit is not features.FeatureMap.fit,
+            ),
+            description=(inspect.getdoc(_cls) or "").split("\n", 1)[0],
+            reference=_REFERENCES.get(_name, ""),
+        )
+    )
+    if _cls.is_random:  # deterministic maps (Taylor, Limit) have no variance: their error is the bias
+        register_closed_form(
+            ClosedFormRecord(
+                _name, theory_mse, description="rfkit.theory.mse", reference="docs page *Theory*"
+            )
+        )
+
+
+# ----------------------------------------------------------------------------- attention estimators
+def _n_samples(samples: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    return {"n_samples": samples}
+
+
+def _lara_budget(samples: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    k = int(params.get("samples_per_proposal", 1))
+    if samples % k:
+        raise InvalidParameterError(
+            f"LARA: `samples`={samples} is not a multiple of samples_per_proposal={k}."
+        )
+    return {"n_proposals": samples // k}
+
+
+_CAUSAL = Capabilities(causal=True)
+register_attention_estimator(
+    AttentionEstimatorRecord(
+        "RFA",
+        attention.RFA,
+        inner_map="feature_map=Positive",
+        capabilities=_CAUSAL,
+        description="linear attention with a feature map's random features (samples: the map's n_features)",
+        reference="Choromanski et al. (ICLR 2021); Peng et al. (ICLR 2021)",
+    )
+)
+register_attention_estimator(
+    AttentionEstimatorRecord(
+        "RA",
+        attention.RA,
+        from_budget=_n_samples,
+        capabilities=_CAUSAL,
+        description="randomized attention, unbiased Monte Carlo (samples: n_samples)",
+        reference="Zheng, Wang & Kong (ICML 2022)",
+    )
+)
+register_attention_estimator(
+    AttentionEstimatorRecord(
+        "SNIS",
+        attention.SNIS,
+        from_budget=_n_samples,
+        capabilities=_CAUSAL,
+        description="self-normalised importance sampling (samples: n_samples)",
+        reference="Zheng, Wang & Kong (ICML 2022); Owen (2013), ch. 9",
+    )
+)
+register_attention_estimator(
+    AttentionEstimatorRecord(
+        "LARA",
+        attention.LARA,
+        from_budget=_lara_budget,
+        capabilities=_CAUSAL,
+        description="linear randomized attention (samples: n_proposals x samples_per_proposal)",
+        reference="Zheng, Wang & Kong (ICML 2022)",
+    )
+)
+
+# ----------------------------------------------------------------------------- metrics
+_K, _A, _KA, _C = ("kernel",), ("attention",), ("kernel", "attention"), ("concentration",)
+
+
+def _default_metric(*args: Any, **kwargs: Any) -> MetricRecord:
+    """rfkit's metrics are part of the defaults unless they say otherwise."""
+    return MetricRecord(*args, **{"default": True, **kwargs})
+
+
+for _metric in (
+    _default_metric("mse", _KA, "sq_err", description="mean over pairs of E[(K_hat - K)^2]"),
+    _default_metric("rel_mse", _K, "rel_sq_err", description="mean over pairs of E[((K_hat - K)/K)^2]"),
+    _default_metric("bias", _KA, "err", better="zero", description="mean over pairs of E[K_hat - K]"),
+    _default_metric(
+        "rel_bias", _K, "rel_err", better="zero", description="mean over pairs of E[(K_hat - K)/K]"
+    ),
+    _default_metric("variance", _KA, "sq_dev", description="mean over pairs of Var[K_hat] (divisor T-1)"),
+    _default_metric("mean_rel_err", _K, "abs_rel_err", description="mean over pairs of E|K_hat - K|/K"),
+    _default_metric("max_rel_err", _K, "max_rel_err", description="E[max over pairs of |K_hat - K|/K]"),
+    _default_metric(
+        "median_rel_sq_err",
+        _K,
+        "med_rel_sq_err",
+        default=False,  # added after the defaults were fixed: designs naming none keep their hash
+        description=(
+            "E[median over pairs of ((K_hat - K)/K)^2] (robust to the few pairs whose error dominates the mean)"
+        ),
+    ),
+    # attention designs: errors of the output against exact softmax attention
+    _default_metric(
+        "mean_abs_err", _A, "abs_err", description="mean over queries and value dims of E|A_hat - A|"
+    ),
+    _default_metric(
+        "max_abs_err", _A, "max_abs_err", description="E[max over queries and value dims of |A_hat - A|]"
+    ),
+    _default_metric(
+        "nonpositive_rows",
+        _A,
+        "nonpositive_rows",
+        description="mean number of rows with a non-positive normaliser",
+    ),
+    # concentration designs: Blackwelder (2024), Thm 3.3
+    _default_metric(
+        "coverage",
+        _C,
+        "covered",
+        better="higher",
+        description="fraction of data sets where max_ij sqrt(MSE)/SM <= the bound (theorem: >= p)",
+    ),
+    _default_metric(
+        "rms_over_bound",
+        _C,
+        "rms_over_bound",
+        description="mean over data sets of max_ij sqrt(MSE)/SM divided by the bound",
+    ),
+    _default_metric(
+        "realized_exceeds",
+        _C,
+        "realized_exceeds",
+        description="fraction of data sets where one draw's max realised relative error exceeds the bound",
+    ),
+):
+    register_metric(_metric)

@@ -1,0 +1,137 @@
+"""rfkit's data sources for studies, registered with :func:`~rfkit.study.register_data_source`.
+
+Each factory takes the cell's data parameters (without ``source`` and ``dataset``) and a
+Generator on the cell's data stream, and returns paired rows ``(X, Y)`` or a sequence
+``(Q, K, V)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import data as rkdata
+from ._records import DataSourceRecord, register_data_source
+
+__all__: list[str] = []
+
+
+def _pairs(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = p.pop("n_pairs", 64)
+    norm = p.pop("norm", None)
+    nx = p.pop("norm_x", 1.0 if norm is None else norm)
+    ny = p.pop("norm_y", 1.0 if norm is None else norm)
+    return rkdata.pairs_with_norms(
+        n, p.pop("dim"), norm_x=nx, norm_y=ny, cosine=p.pop("cosine", None), rng=gen
+    )
+
+
+def _gaussian(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = p.pop("n_pairs", 64)
+    sq, sk = p.pop("scale_q", 1.0), p.pop("scale_k", 1.0)
+    s = rkdata.gaussian_qk(n, p.pop("dim"), rng=gen, **p)
+    return sq * s.q, sk * s.k
+
+
+def _hard(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = p.pop("n_pairs", 64)
+    s = rkdata.hard_qk(n, p.pop("dim"), rng=gen, **p)
+    return s.q, s.k
+
+
+def _benchmark(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return rkdata.kernel_benchmark_pairs(p.pop("set"), p.pop("n_pairs", 64), p.pop("dim", 32), rng=gen)
+
+
+def _sequence(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, ...]:
+    return rkdata.sequence_qkv(p.pop("n_tokens", 256), p.pop("dim"), rng=gen, **p)  # type: ignore[no-any-return]
+
+
+def _model(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """One head of a real model per cell; ``gen`` is unused (no randomness)."""
+    del gen
+    layer = int(p.pop("layer", (p.pop("layers", [0]) or [0])[0]))
+    head = int(p.pop("head", (p.pop("heads", [0]) or [0])[0]))
+    n_texts = p.pop("n_texts", None)
+    texts = None if n_texts is None else list(rkdata.PASSAGES[: int(n_texts)])
+    load = rkdata.smollm2_qk if p.pop("causal", False) else rkdata.minilm_qk  # decoder or encoder
+    res = load(
+        texts, layers=[layer], heads=[head], max_len=p.pop("max_len", 64), scale=p.pop("scale", "symmetric")
+    )
+    return res.q[:, 0, 0], res.k[:, 0, 0], res.v[:, 0, 0]
+
+
+def _model_dim(p: Mapping[str, Any]) -> int:
+    """Head dimension of the real models: SmolLM2-135M (causal) 64, all-MiniLM-L6-v2 32."""
+    return 64 if p.get("causal", False) else 32
+
+
+def _model_stats(Q: Any, K: Any, causal: bool) -> Any:
+    st = rkdata.describe(Q, K, causal=causal).select_dtypes("number").drop(columns=["axis0"], errors="ignore")
+    return st.mean().to_frame().T  # averaged over texts
+
+
+register_data_source(
+    DataSourceRecord(
+        "pairs",
+        _pairs,
+        frozenset({"n_pairs", "dim", "norm_x", "norm_y", "norm", "cosine"}),
+        description="pairs of rows with given norms and cosine (rk.data.pairs_with_norms)",
+    )
+)
+register_data_source(
+    DataSourceRecord(
+        "gaussian",
+        _gaussian,
+        frozenset({"n_pairs", "dim", "mean_q", "cov_q", "mean_k", "cov_k", "scale_q", "scale_k"}),
+        description="Gaussian queries and keys (rk.data.gaussian_qk), optionally rescaled",
+    )
+)
+register_data_source(
+    DataSourceRecord(
+        "hard",
+        _hard,
+        frozenset(
+            {"n_pairs", "dim", "regime", "mean_scale", "var_shape_q", "var_shape_k", "norm_q", "norm_k"}
+        ),
+        description="queries and keys of the hard regimes (rk.data.hard_qk)",
+    )
+)
+register_data_source(
+    DataSourceRecord(
+        "sequence",
+        _sequence,
+        frozenset({"n_tokens", "dim", "d_v", "structure", "scale", "n_clusters", "spread"}),
+        sequence=True,
+        description="synthetic (Q, K, V) sequences (rk.data.sequence_qkv)",
+    )
+)
+register_data_source(
+    DataSourceRecord(
+        "minilm",
+        _model,
+        frozenset({"layer", "head", "layers", "heads", "n_texts", "max_len", "scale", "dim", "causal"}),
+        sequence=True,
+        needs_dim=False,
+        model_dim=_model_dim,
+        plural_axes={"layers": "layer", "heads": "head"},
+        causal_key="causal",
+        describe=_model_stats,
+        probe=False,
+        description=(
+            "real queries, keys and values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk); "
+            "causal = true: those of the decoder SmolLM2-135M-Instruct (rk.data.smollm2_qk), with causal "
+            "exact attention and causal = true passed to every estimator"
+        ),
+    )
+)
+register_data_source(
+    DataSourceRecord(
+        "benchmark",
+        _benchmark,
+        frozenset({"set", "n_pairs", "dim"}),
+        description="the pair sets of the softmax-kernel-estimators benchmark (rk.data.kernel_benchmark_pairs)",
+    )
+)

@@ -1,0 +1,238 @@
+"""Validation of a study design: every key, axis, data source, metric and estimator, when it is built.
+
+Errors name the design's source (file or ``"python"``), the key and the rule, so a study file
+is refused before a run starts rather than mid-run. Each estimator is built for every cell
+(every parameter checked now) and checked against its protocol once per distinct setting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import theory
+from .._backend import BACKENDS
+from ..exceptions import InvalidParameterError
+from ..features import FeatureMap, check_feature_map
+from ._cell_data import cell_data
+from ._estimators import build_attention_estimator, build_feature_map, check_attention_estimator
+from ._plain import is_path
+from ._records import KINDS, attention_estimator_record, data_source_record
+from ._views import (
+    ATTENTION_ESTIMATORS,
+    DATA_SOURCES,
+    DEFAULT_METRICS,
+    FEATURE_MAPS,
+    METRICS_BY_KIND,
+    SEQUENCE_SOURCES,
+)
+
+if TYPE_CHECKING:
+    from ._design import Design
+
+__all__ = ["check_design", "design_error", "ESTIMATOR_AXES", "BOUND_AXES", "INTEGER_AXES", "PROBE_ENTROPY"]
+
+#: seed entropy of the data on which attention estimators are checked when a design is built
+PROBE_ENTROPY = 0x5EED_DA7A
+#: grid axes that are estimator parameters (or budgets), not data parameters
+ESTIMATOR_AXES = frozenset({"n_features", "feature_dim", "degree", "n", "projection", "samples", "weights"})
+#: axes of concentration designs that are neither data nor estimator parameters
+BOUND_AXES = frozenset({"p"})
+#: axes whose values are integers >= 1 (``degree`` and ``dataset``: >= 0)
+INTEGER_AXES = (
+    "n_features",
+    "feature_dim",
+    "dim",
+    "n_pairs",
+    "degree",
+    "n",
+    "dataset",
+    "samples",
+    "n_tokens",
+    "d_v",
+)
+
+
+def design_error(source: str, key: str, rule: str, got: Any) -> InvalidParameterError:
+    """``"<source>: `key` <rule>. Got <got> instead."``"""
+    return InvalidParameterError(f"{source}: `{key}` {rule}. Got {got!r} instead.")
+
+
+_err = design_error
+
+
+def check_design(d: Design) -> None:
+    """Validate every field of a design (called by ``Design.__post_init__``)."""
+    src = d.source
+    if not isinstance(d.name, str) or not d.name or any(c in d.name for c in "/\\ "):
+        raise _err(src, "name", "must be a non-empty string without spaces or slashes", d.name)
+    if d.kind not in KINDS:
+        raise _err(src, "kind", f"must be one of {list(KINDS)}", d.kind)
+    for key in ("trials", "chunk_trials"):
+        v = getattr(d, key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise _err(src, key, "must be an integer >= 1", v)
+    if d.seed is not None and (isinstance(d.seed, bool) or not isinstance(d.seed, int) or d.seed < 0):
+        raise _err(src, "seed", "must be a non-negative integer", d.seed)
+    _check_backend(d)
+    if d.on_error not in ("raise", "record"):
+        raise _err(src, "on_error", "must be 'raise' or 'record'", d.on_error)
+    allowed = METRICS_BY_KIND[d.kind]
+    if not d.metrics:  # default: the kind's default metrics
+        object.__setattr__(d, "metrics", list(DEFAULT_METRICS[d.kind]))
+    bad = [m for m in d.metrics if m not in allowed]
+    if bad or not d.metrics:
+        raise _err(
+            src, "metrics", f"must be a non-empty list from {list(allowed)} (kind {d.kind!r})", d.metrics
+        )
+    _check_data(d)
+    _check_grid(d)
+    _check_estimators(d)
+
+
+def _check_backend(d: Design) -> None:
+    src = d.source
+    if d.backend not in BACKENDS:
+        raise _err(src, "backend", f"must be one of {list(BACKENDS)}", d.backend)
+    if d.device is not None and (not isinstance(d.device, str) or not d.device):
+        raise _err(src, "device", "must be a device name such as 'cuda', 'cuda:1' or 'cpu'", d.device)
+    if d.backend == "numpy" and d.device not in (None, "cpu"):
+        raise _err(src, "device", "must be 'cpu' (or absent) for backend 'numpy'", d.device)
+
+
+def _check_data(d: Design) -> None:
+    src = d.source
+    if not isinstance(d.data, Mapping) or "source" not in d.data:
+        raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", None)
+    s = d.data["source"]
+    if s not in DATA_SOURCES:
+        raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", s)
+    if (s in SEQUENCE_SOURCES) != (d.kind == "attention"):
+        need = (
+            "a sequence source " + str(list(SEQUENCE_SOURCES)) if d.kind == "attention" else "a pair source"
+        )
+        raise _err(src, "data.source", f"must be {need} for kind {d.kind!r}", s)
+    allowed = DATA_SOURCES[s] | (BOUND_AXES if d.kind == "concentration" else set())
+    for key in d.data:
+        if key != "source" and key not in allowed:
+            raise _err(
+                src, f"data.{key}", f"is not a parameter of source {s!r} (allowed: {sorted(allowed)})", key
+            )
+
+
+def _check_grid(d: Design) -> None:
+    src = d.source
+    if not isinstance(d.grid, Mapping):
+        raise _err(src, "grid", "must be a table of axis = [values]", d.grid)
+    allowed = DATA_SOURCES[d.data["source"]] | ESTIMATOR_AXES
+    if d.kind == "concentration":
+        allowed = allowed | BOUND_AXES
+        if d.data["source"] != "gaussian":
+            raise _err(
+                src,
+                "data.source",
+                "must be 'gaussian' for kind 'concentration' (the theorem's model)",
+                d.data["source"],
+            )
+        if "p" not in d.grid and "p" not in d.data:
+            raise _err(src, "grid.p", "must give the probability levels p of the bound", None)
+    for axis, values in d.grid.items():
+        if axis not in allowed:
+            raise _err(src, f"grid.{axis}", f"is not a known axis (allowed: {sorted(allowed)})", axis)
+        if not isinstance(values, list) or not values:
+            raise _err(src, f"grid.{axis}", "must be a non-empty list of values", values)
+        if axis in INTEGER_AXES:
+            for v in values:
+                if (
+                    isinstance(v, bool)
+                    or not isinstance(v, int)
+                    or v < (0 if axis in ("degree", "dataset") else 1)
+                ):
+                    raise _err(src, f"grid.{axis}", "must hold positive integers (dataset, degree: >= 0)", v)
+        if len(set(map(repr, values))) != len(values):
+            raise _err(src, f"grid.{axis}", "must not repeat values", values)
+    needs_dim = data_source_record(d.data["source"]).needs_dim
+    if "dim" not in d.grid and "dim" not in d.data and needs_dim:
+        raise _err(src, "data.dim", "must be given (in [data] or as a grid axis)", None)
+
+
+def _check_names(d: Design, est: Any, where: str) -> None:
+    src = d.source
+    names = f"{list(FEATURE_MAPS)} or be 'package.module:ClassName'"
+    if d.kind == "attention":
+        e = est.get("estimator") if isinstance(est, Mapping) else est
+        if not (e in ATTENTION_ESTIMATORS or is_path(e)):
+            raise _err(
+                src,
+                f"{where}.estimator",
+                f"must be one of {list(ATTENTION_ESTIMATORS)} or 'package.module:Name'",
+                e,
+            )
+        spec = attention_estimator_record(e).map_spec(est)
+        if spec is not None and not (spec[0] in FEATURE_MAPS or is_path(spec[0])):
+            raise _err(src, f"{where}.map", f"must name a feature map among {names}", spec[0])
+    else:
+        m = est.get("map") if isinstance(est, Mapping) else est
+        if not (m in FEATURE_MAPS or is_path(m)):
+            raise _err(src, f"{where}.map", f"must name a feature map among {names}", m)
+
+
+def _check_estimators(d: Design) -> None:
+    src = d.source
+    if not isinstance(d.estimators, list) or not d.estimators:
+        raise _err(src, "estimators", "must be a non-empty list of [[estimators]] tables", d.estimators)
+    labels = set()
+    probe = data_source_record(d.data["source"]).probe
+    for i, est in enumerate(d.estimators):
+        where = f"estimators[{i}]"
+        _check_names(d, est, where)
+        label = d.label(est)
+        if label in labels:
+            raise _err(src, f"{where}.label", "must be unique", label)
+        labels.add(label)
+        # build for every cell to validate every parameter now, not mid-run; check the
+        # protocol once per distinct (parameters, dim)
+        checked: set[str] = set()
+        for cell in d.cells():
+            try:
+                params = d.estimator_params(est, cell)
+                raw_dim = cell.get("dim", d.data.get("dim"))
+                dim = None if raw_dim is None else int(raw_dim)  # None: real data (from the model)
+                key = json.dumps([params, dim], sort_keys=True, default=str)
+                if d.kind == "attention":
+                    obj = build_attention_estimator(params)
+                    fm = getattr(obj, "feature_map", None)
+                    if isinstance(fm, FeatureMap) and dim is not None and key not in checked:
+                        check_feature_map(fm, dim)  # e.g. RFA with a map of your own
+                    if not checked and probe:
+                        # one call pair on the first cell's shapes (probe seed): the output's type,
+                        # shape and reproducibility; every call of a run checks type and shape
+                        qkv = cell_data(d, cell, PROBE_ENTROPY, ())
+                        check_attention_estimator(obj, data=qkv)  # type: ignore[arg-type]
+                else:
+                    fm = build_feature_map(est["map"], params)
+                    if key not in checked:
+                        check_feature_map(fm, dim)
+                        if d.kind == "concentration" and dim is not None:
+                            _check_closed_form(fm, dim)
+                checked.add(key)
+            except InvalidParameterError as exc:
+                raise InvalidParameterError(f"{src}: {where} ({label!r}): {exc}") from exc
+
+
+def _check_closed_form(fm: Any, dim: int) -> None:
+    """Concentration designs compare with the closed-form MSE: the map must have one."""
+    if fm.needs_data:
+        raise InvalidParameterError(
+            f"{fm!r}: the concentration theorem needs a fixed A (not a rule fitted to the data)."
+        )
+    x = np.full(dim, 0.1)
+    try:
+        theory.relative_mse(fm, x, x)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(
+            f"concentration designs need a map with a closed-form MSE in rfkit.theory: {exc}"
+        ) from exc

@@ -1,0 +1,211 @@
+"""Attention designs: every estimator's output against exact softmax attention, per trial and per query."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from .._backend import get_backend
+from ..attention import RFA, softmax
+from ..exceptions import NonPositiveNormalizerWarning, RFKitError
+from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
+from ._estimators import build_attention_estimator, check_attention_output
+from ._units import WorkUnit, computed_metrics, concat_chunks
+
+if TYPE_CHECKING:
+    from ._design import Design
+
+__all__ = ["attention_partial", "attention_finalize", "attention_replay", "cell_estimator_params"]
+
+
+def cell_estimator_params(
+    design: Design, est: dict[str, Any], cell: dict[str, Any], causal: bool
+) -> dict[str, Any]:
+    """An estimator's parameters in a cell; on causal data (a decoder) every estimator attends causally."""
+    params = dict(design.estimator_params(est, cell))
+    if causal:
+        params.setdefault("causal", True)
+    return params
+
+
+def attention_partial(unit: WorkUnit) -> dict[str, Any]:
+    """Outputs ``(estimator, trial, query, value dim)`` of a chunk, with statuses, counts and times.
+
+    Chunk 0 also carries the cell's exact output and, for real data, its data statistics.
+    """
+    design, cell = unit.design, unit.cell
+    Q, K, V = cell_data(design, cell, unit.entropy, unit.spawn_key)
+    causal = cell_is_causal(design, cell)
+    exact = softmax(Q, K, V, causal=causal)  # the reference, in NumPy float64
+    bk = study_backend(design)
+    Qb, Kb, Vb = bk.asarray(Q), bk.asarray(K), bk.asarray(V)  # the estimates run on the design's backend
+    dv = exact.shape[-1]
+    n = int(np.prod(exact.shape[:-1]))  # all query rows (texts x tokens for real data)
+    trials = unit.trials
+    streams = unit.streams()
+    E, Tk = len(design.estimators), len(trials)
+    outs = np.full((E, Tk, n, dv), np.nan)
+    status = np.full((E, Tk), "ok", dtype=object)
+    nonpos = np.zeros((E, Tk))
+    seconds = np.full((E, Tk), np.nan)
+    for i, est in enumerate(design.estimators):
+        label = design.label(est)
+        params = cell_estimator_params(design, est, cell, causal)
+        estimator = _fit_once(build_attention_estimator(params), Qb, Kb)
+        for j, t in enumerate(trials):
+            try:
+                t0 = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
+                    res = estimator(Qb, Kb, Vb, rng=streams[j])
+                    # on the host (synchronises an accelerator: part of the time), shape checked
+                    output = check_attention_output(res, exact.shape, estimator)
+                seconds[i, j] = time.perf_counter() - t0
+                outs[i, j] = output.reshape(n, dv)
+                nonpos[i, j] = res.n_nonpositive
+            except Exception as exc:  # noqa: BLE001
+                if unit.on_error == "raise":
+                    raise unit.failure(exc, label, t) from exc
+                status[i, j] = f"error:{type(exc).__name__}"
+    part: dict[str, Any] = {
+        "outs": outs,
+        "status": status.astype(str),
+        "nonpos": nonpos,
+        "seconds": seconds,
+    }
+    if unit.chunk == 0:
+        part["exact"] = exact.reshape(n, dv)
+        stats = data_stats(design, Q, K, causal)  # real data: its statistics
+        if stats is not None:
+            part["data_stats"] = stats.assign(cell=unit.cell_index)
+    return part
+
+
+def _fit_once(estimator: Any, Q: Any, K: Any) -> Any:
+    """RFA whose map needs data, with the map fitted once on the cell's (Q, K) instead of per trial.
+
+    The fit is deterministic and RFA with shared draws fits on exactly these pooled rows, so every
+    trial's output is unchanged; numerical fits (the hyperbolic OPRF's optimum) then run once per
+    chunk rather than once per trial. A fit that fails is left to fail (and be recorded) per trial.
+    """
+    if not (
+        isinstance(estimator, RFA) and estimator.shared_across_heads and estimator.feature_map.needs_data
+    ):
+        return estimator
+    d = Q.shape[-1]
+    xp = get_backend(("Q", Q)).xp
+    try:
+        fitted = estimator.feature_map.fit(xp.reshape(Q, (-1, d)), xp.reshape(K, (-1, d)))
+    except RFKitError:
+        return estimator
+    return dataclasses.replace(estimator, feature_map=fitted)
+
+
+def attention_finalize(
+    design: Design, cell_index: int, parts: list[dict[str, Any]]
+) -> dict[str, pd.DataFrame]:
+    """Attention designs: every estimator's output against exact softmax attention.
+
+    Per trial: the mean signed and squared error over all (query, value-dimension) entries,
+    the mean and maximum absolute error, and the number of rows with a non-positive
+    normaliser (NaN output, never clipped). Per query: bias, variance and MSE over trials.
+    The median wall time per call is kept apart (``timings``): it is not reproducible.
+    """
+    exact2 = np.asarray(parts[0]["exact"])
+    n, dv = exact2.shape
+    T = design.trials
+    all_outs, all_status = concat_chunks(parts, "outs"), concat_chunks(parts, "status")
+    all_nonpos, all_seconds = concat_chunks(parts, "nonpos"), concat_chunks(parts, "seconds")
+    trial_frames, query_frames, timing_rows = [], [], []
+    for i, est in enumerate(design.estimators):
+        label = design.label(est)
+        outs, status = all_outs[i], all_status[i]
+        ok = status == "ok"
+        err = outs - exact2
+        with np.errstate(invalid="ignore"):
+            mean_out = np.nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
+            sq_dev = np.nanmean((outs - mean_out) ** 2, axis=(1, 2))
+            trial_frames.append(
+                pd.DataFrame(
+                    {
+                        "cell": cell_index,
+                        "estimator": label,
+                        "trial": np.arange(T),
+                        "status": status.astype(str),
+                        "err": np.nanmean(err, axis=(1, 2)),
+                        "sq_err": np.nanmean(err**2, axis=(1, 2)),
+                        "abs_err": np.nanmean(np.abs(err), axis=(1, 2)),
+                        "max_abs_err": np.nanmax(np.abs(err), axis=(1, 2)),
+                        "sq_dev": sq_dev,
+                        "nonpositive_rows": all_nonpos[i],
+                        **{  # metrics of your own
+                            m.column: np.asarray(m.per_trial(output=outs, exact=exact2), dtype=float)  # type: ignore[misc]
+                            for m in computed_metrics(design)
+                        },
+                    }
+                )
+            )
+            n_ok = int(ok.sum())
+            e = err[ok]
+            query_frames.append(
+                pd.DataFrame(
+                    {
+                        "cell": cell_index,
+                        "estimator": label,
+                        "pair": np.arange(n),  # query index
+                        "bias2": np.mean((mean_out - exact2) ** 2, axis=-1),
+                        "variance": np.mean(np.nanvar(outs[ok], axis=0, ddof=1), axis=-1)
+                        if n_ok > 1
+                        else np.nan,
+                        "mse": np.nanmean(e**2, axis=(0, 2)) if n_ok else np.nan,
+                        "theory_mse": np.nan,
+                        "truth": np.nan,
+                    }
+                )
+            )
+        times = all_seconds[i][np.isfinite(all_seconds[i])]
+        timing_rows.append(
+            {
+                "cell": cell_index,
+                "estimator": label,
+                "seconds_median": float(np.median(times)) if times.size else np.nan,
+                "calls": int(times.size),
+            }
+        )
+    out = {
+        "trials": pd.concat(trial_frames, ignore_index=True),
+        "pairs": pd.concat(query_frames, ignore_index=True),
+        "timings": pd.DataFrame(timing_rows),
+    }
+    if "data_stats" in parts[0]:
+        out["data_stats"] = parts[0]["data_stats"]
+    return out
+
+
+def attention_replay(
+    design: Design, cell_index: int, stream: Any, entropy: int, spawn_key: tuple[int, ...]
+) -> pd.DataFrame:
+    """One trial of every estimator of a cell alone: the squared error of each query's output."""
+    cell = design.cells()[cell_index]
+    Q, K, V = cell_data(design, cell, entropy, spawn_key)
+    causal = cell_is_causal(design, cell)
+    exact = softmax(Q, K, V, causal=causal)
+    rows = []
+    for est in design.estimators:
+        estimator = build_attention_estimator(cell_estimator_params(design, est, cell, causal))
+        out = estimator(Q, K, V, rng=stream).output
+        rows.append(
+            pd.DataFrame(
+                {
+                    "estimator": design.label(est),
+                    "query": np.arange(out.shape[-2]),
+                    "sq_err": np.mean((out - exact) ** 2, axis=-1),
+                }
+            )
+        )
+    return pd.concat(rows, ignore_index=True)

@@ -1,0 +1,178 @@
+"""The plain records of a study: capabilities, metrics, data sources and closed forms.
+
+They hold data and functions only; the registries that hold them, and the records of feature
+maps and attention estimators (which look other records up), are in :mod:`rfkit.study._records`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..exceptions import InvalidParameterError
+
+__all__ = ["KINDS", "Capabilities", "MetricRecord", "DataSourceRecord", "ClosedFormRecord"]
+
+#: what a study estimates
+KINDS = ("kernel", "attention", "concentration")
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What an estimator can do, as the harness and the docs read it.
+
+    Parameters
+    ----------
+    causal : bool
+        Attention estimators: takes ``causal=True`` (decoder attention).
+    positive : bool
+        Feature maps: every feature is positive (so are kernel estimates).
+    closed_form : bool
+        A closed-form MSE is registered (:class:`ClosedFormRecord`).
+    batched : bool
+        Draws many trials in one vectorised call (``sample_streams``, shared directions).
+    data_dependent : bool
+        Parameters may be fitted to the data (``fit``): the study fits them on each cell's data.
+    """
+
+    causal: bool = False
+    positive: bool = False
+    closed_form: bool = False
+    batched: bool = False
+    data_dependent: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricRecord:
+    """A summary metric: the mean over trials (with its MCSE) of one per-trial column.
+
+    Parameters
+    ----------
+    name : str
+        Name in study files (``metrics = [...]``) and in ``summary()``.
+    kinds : tuple of str
+        Design kinds whose trial tables have the column (``"kernel"``, ``"attention"``,
+        ``"concentration"``).
+    column : str
+        The per-trial column whose mean the metric is.
+    better : {"lower", "higher", "zero"}
+        Which values are better (``"zero"``: closest to zero, as a bias).
+    default : bool, default=False
+        Part of the metrics a design of that kind gets when it names none (rfkit's own; keep
+        yours False, so designs that name no metrics keep their hash).
+    per_trial : callable, optional
+        For a metric of your own: computes its column, one value per trial, in designs that
+        name it. Kernel designs call ``per_trial(ratio=..., truth=...)`` with the ratios
+        estimate/truth ``(trials, pairs)`` (NaN for failed trials) and the true kernel values
+        ``(pairs,)``; attention designs ``per_trial(output=..., exact=...)`` with the outputs
+        ``(trials, queries, d_v)`` and exact attention ``(queries, d_v)``.
+    display_name, description, reference : str
+    """
+
+    kind: ClassVar[str] = "metric"
+    name: str
+    kinds: tuple[str, ...]
+    column: str
+    better: str = "lower"
+    default: bool = False
+    per_trial: Callable[..., np.ndarray] | None = None
+    display_name: str = ""
+    description: str = ""
+    reference: str = ""
+
+    def __post_init__(self) -> None:
+        if self.better not in ("lower", "higher", "zero"):
+            raise InvalidParameterError(
+                f"MetricRecord {self.name!r}: `better` must be 'lower', 'higher' or 'zero'. Got {self.better!r} instead."
+            )
+        bad = [k for k in self.kinds if k not in KINDS]
+        if not self.kinds or bad:
+            raise InvalidParameterError(
+                f"MetricRecord {self.name!r}: `kinds` must be a non-empty tuple from {list(KINDS)}. "
+                f"Got {self.kinds!r} instead."
+            )
+        if not self.display_name:
+            object.__setattr__(self, "display_name", self.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSourceRecord:
+    """A data source: where a cell's queries and keys (and values) come from.
+
+    Parameters
+    ----------
+    name : str
+        ``[data] source = "..."`` in study files.
+    factory : callable
+        ``factory(params, rng) -> (X, Y)`` paired rows (n, d) for a pair source, or
+        ``(Q, K, V)`` for a sequence source; ``params`` are the cell's data parameters (without
+        ``source`` and ``dataset``), ``rng`` a Generator on the cell's data stream.
+    params : frozenset of str
+        The parameters the source takes (``dataset``, which only selects the data stream, is
+        added).
+    sequence : bool, default=False
+        Gives (Q, K, V) sequences (attention designs) rather than pairs (kernel designs).
+    needs_dim : bool, default=True
+        The data dimension ``dim`` must be given (False: it comes from the data, as for a model).
+    model_dim : callable, optional
+        ``model_dim(params) -> int``: the dimension of data whose ``dim`` is not given (used to
+        size maps for a ``feature_dim`` budget).
+    plural_axes : mapping, optional
+        ``[data]`` keys that hold a list of an axis's values (``{"layers": "layer"}``): the
+        design turns them into that grid axis, one cell per value.
+    causal_key : str, optional
+        The data parameter that makes cells causal (decoder attention): every estimator then
+        gets ``causal = true`` and exact attention is causal.
+    describe : callable, optional
+        ``describe(Q, K, causal) -> DataFrame`` of data statistics, stored as ``data_stats``.
+    probe : bool, default=True
+        Check attention estimators on the first cell's data when the design is built (False
+        for data that is expensive to load).
+    description, reference : str
+    """
+
+    kind: ClassVar[str] = "data source"
+    name: str
+    factory: Callable[..., tuple[Any, ...]]
+    params: frozenset[str] = frozenset()
+    sequence: bool = False
+    needs_dim: bool = True
+    model_dim: Callable[[Mapping[str, Any]], int] | None = None
+    plural_axes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    causal_key: str | None = None
+    describe: Callable[..., Any] | None = None
+    probe: bool = True
+    description: str = ""
+    reference: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", frozenset(self.params) | {"dataset"})
+
+    def is_causal(self, params: Mapping[str, Any]) -> bool:
+        """True for a cell whose data parameters ask for causal attention."""
+        return self.causal_key is not None and bool(params.get(self.causal_key, False))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClosedFormRecord:
+    """The closed-form MSE of a feature map, compared with simulation in kernel studies.
+
+    Parameters
+    ----------
+    map : str
+        The feature map's study name (a registered name, or ``"package.module:Class"``).
+    mse : callable
+        ``mse(fm, X, Y) -> ndarray``: the MSE of the map's kernel estimate for each pair of rows.
+        Raise :class:`~rfkit.exceptions.InvalidParameterError` for settings without a closed
+        form (the study then records NaN).
+    description, reference : str
+    """
+
+    kind: ClassVar[str] = "closed form"
+    map: str
+    mse: Callable[[Any, np.ndarray, np.ndarray], np.ndarray]
+    description: str = ""
+    reference: str = ""

@@ -1,0 +1,406 @@
+"""One record per extensible thing of a study, and the registries that hold them.
+
+Feature maps, attention estimators, metrics, data sources and closed forms each have a frozen
+record that says everything the study harness needs: name and display name, the study
+parameters and how a study's budget (``samples``, ``feature_dim``) maps onto them, validation,
+capabilities, the closed-form hook, whether lower or higher is better (metrics), a description
+and a reference. rfkit registers its own records through the same public ``register_*``
+functions a user calls (:mod:`rfkit.study._builtin_records`, :mod:`rfkit.study._data_sources`);
+a second record under a taken name is an error unless ``replace=True``.
+
+A study file names a registered record by its bare name, or a class of your own as
+``"package.module:Name"`` (imported; a record with the defaults is made for it on the fly).
+
+Example
+-------
+>>> import rfkit as rk
+>>> rec = rk.study.feature_map_record("Trig")
+>>> rec.name, rec.capabilities.positive, rec.from_budget(8)
+('Trig', False, {'n_features': 8})
+>>> rk.study.attention_estimator_record("LARA").from_budget(8, {"samples_per_proposal": 2})
+{'n_proposals': 4}
+>>> rk.study.metric_record("mse").better
+'lower'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import features
+from ..exceptions import InvalidParameterError
+from ._plain import PATH_HINT, construct, decode, describe, import_object, is_path, parameters
+from ._record_types import KINDS, Capabilities, ClosedFormRecord, DataSourceRecord, MetricRecord
+
+__all__ = [
+    "KINDS",
+    "Capabilities",
+    "FeatureMapRecord",
+    "AttentionEstimatorRecord",
+    "MetricRecord",
+    "DataSourceRecord",
+    "ClosedFormRecord",
+    "register_feature_map",
+    "register_attention_estimator",
+    "register_metric",
+    "register_data_source",
+    "register_closed_form",
+    "feature_map_record",
+    "attention_estimator_record",
+    "metric_record",
+    "data_source_record",
+    "closed_form_record",
+    "records",
+    "registered_modules",
+    "n_features_budget",
+]
+
+
+def n_features_budget(samples: int) -> dict[str, Any]:
+    """A feature map's parameters for a budget of ``samples`` random samples: ``n_features``."""
+    return {"n_features": int(samples)}
+
+
+def _check_name(name: Any, what: str) -> None:
+    if not isinstance(name, str) or not name or ":" in name or "." in name:
+        raise InvalidParameterError(
+            f"A {what} record's `name` must be a non-empty string without ':' or '.' (those mean an "
+            f"import, {PATH_HINT}). Got {name!r} instead."
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureMapRecord:
+    """A feature map a study can name.
+
+    Parameters
+    ----------
+    name : str
+        The bare name study files use (``map = "Positive"``).
+    factory : type
+        The :class:`~rfkit.features.FeatureMap` subclass; ``factory(**params)`` builds the map.
+    display_name : str, optional
+        Name in figures and tables (default: ``name``).
+    from_budget : callable, default=:func:`n_features_budget`
+        ``from_budget(samples) -> dict``: the map's parameters for a budget of ``samples``
+        random samples (attention designs' ``samples`` axis, RFA's map).
+    capabilities : Capabilities
+    description, reference : str
+    """
+
+    kind: ClassVar[str] = "feature map"
+    name: str
+    factory: type
+    display_name: str = ""
+    from_budget: Callable[[int], dict[str, Any]] = n_features_budget
+    capabilities: Capabilities = Capabilities()
+    description: str = ""
+    reference: str = ""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.factory, type) and issubclass(self.factory, features.FeatureMap)):
+            raise InvalidParameterError(
+                f"`map` = {self.name!r} must be a subclass of rk.features.FeatureMap (with feature_dim and "
+                f"_sample_one). Got {describe(self.factory)} instead."
+            )
+        if inspect.isabstract(self.factory):
+            missing = sorted(getattr(self.factory, "__abstractmethods__", ()))
+            raise InvalidParameterError(
+                f"`map` = {self.name!r}: {self.factory.__qualname__} does not implement {missing} (the "
+                "feature-map protocol needs feature_dim(dim) and _sample_one(dim, rng)). Got an abstract "
+                "class instead."
+            )
+        if not self.display_name:
+            object.__setattr__(self, "display_name", self.name.rsplit(":", 1)[-1])
+
+    @property
+    def params(self) -> frozenset[str] | None:
+        """The map's parameters (its constructor's keywords; None: it takes any)."""
+        p = parameters(self.factory)
+        return None if p is None else frozenset(p)
+
+    def validate(self, params: Mapping[str, Any]) -> None:
+        """Refuse a parameter the map does not take, naming what it takes."""
+        accepted = self.params
+        for key, val in params.items():
+            if accepted is not None and key not in accepted:
+                raise InvalidParameterError(
+                    f"{self.factory.__qualname__} has no parameter `{key}` (it takes {sorted(accepted)}). "
+                    f"Got {key}={val!r}."
+                )
+
+    def build(self, params: Mapping[str, Any]) -> features.FeatureMap:
+        """``factory(**params)``, after :meth:`validate` (nested objects decoded, lists for ``A`` as arrays)."""
+        self.validate(params)
+        kwargs: dict[str, Any] = {}
+        for key, val in params.items():
+            val = decode(val)
+            if key == "A" and isinstance(val, list):
+                val = np.asarray(val, dtype=float)
+            kwargs[key] = val
+        fm = construct(self.factory, kwargs)
+        if not isinstance(fm, features.FeatureMap):  # pragma: no cover - a __new__ returning another type
+            raise InvalidParameterError(
+                f"{self.factory.__qualname__}(...) did not return a FeatureMap. Got {describe(fm)} instead."
+            )
+        return fm
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionEstimatorRecord:
+    """An attention estimator a study can name.
+
+    Parameters
+    ----------
+    name : str
+        The bare name study files use (``estimator = "RA"``).
+    factory : callable
+        A class whose instances are called ``(Q, K, V, *, rng) -> AttentionResult``, or such a
+        function (called with the study parameters as keywords besides ``rng``).
+    display_name : str, optional
+    from_budget : callable, optional
+        ``from_budget(samples, params) -> dict``: the constructor's parameters for a budget of
+        ``samples`` random samples (``n_samples``, ``n_proposals``, ...), given the entry's other
+        parameters. None: the estimator takes ``samples`` itself (under that name).
+    inner_map : str, optional
+        For estimators built around a feature map (RFA): the parameter that takes the map and the
+        default map's name, as ``"feature_map=Positive"``. The entry's keys that are not the
+        estimator's own go to the map, and the budget goes to the map's ``from_budget``.
+    capabilities : Capabilities
+    description, reference : str
+    """
+
+    kind: ClassVar[str] = "attention estimator"
+    name: str
+    factory: Callable[..., Any]
+    display_name: str = ""
+    from_budget: Callable[[int, Mapping[str, Any]], dict[str, Any]] | None = None
+    inner_map: str | None = None
+    capabilities: Capabilities = Capabilities()
+    description: str = ""
+    reference: str = ""
+
+    def __post_init__(self) -> None:
+        if not callable(self.factory):
+            raise InvalidParameterError(
+                f"`estimator` = {self.name!r} must be a class or a function (Q, K, V, *, rng) -> "
+                f"AttentionResult. Got {describe(self.factory)} instead."
+            )
+        if not self.display_name:
+            object.__setattr__(self, "display_name", self.name.rsplit(":", 1)[-1])
+
+    @property
+    def params(self) -> frozenset[str] | None:
+        """The constructor's own parameters (None: it takes any)."""
+        p = parameters(self.factory)
+        if p is None:
+            return None
+        if self.inner_map is not None:
+            p.discard(self.inner_map.partition("=")[0])
+        return frozenset(p)
+
+    @property
+    def own_keys(self) -> frozenset[str]:
+        """Keys of a study entry that belong to the estimator, never to its feature map."""
+        own = {"estimator", "samples"} | set(self.params or ())
+        return frozenset(own | ({"map"} if self.inner_map is not None else set()))
+
+    def map_spec(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """``(map name, map parameters)`` of an entry, for an estimator built around a feature map."""
+        if self.inner_map is None:
+            return None
+        default = self.inner_map.partition("=")[2]
+        own = self.own_keys
+        return str(params.get("map", default)), {k: v for k, v in params.items() if k not in own}
+
+    def study_keys(self, params: Mapping[str, Any]) -> frozenset[str] | None:
+        """Keys (grid axes included) the entry takes: the estimator's own, its map's (None: any)."""
+        spec = self.map_spec(params)
+        if spec is None:
+            own = self.params
+            if own is None:
+                return None
+            return frozenset(own | ({"samples"} if self.from_budget is not None else set()))
+        inner = feature_map_record(spec[0]).params
+        return None if inner is None else frozenset(self.own_keys | inner)
+
+    def build(self, params: Mapping[str, Any]) -> Any:
+        """The estimator from a study entry's parameters (``estimator`` included or not)."""
+        p = {k: v for k, v in params.items() if k != "estimator"}
+        samples = p.pop("samples", None)
+        spec = self.map_spec(p)
+        if spec is not None:
+            map_name, map_params = spec
+            if samples is not None:
+                for k, v in feature_map_record(map_name).from_budget(samples).items():
+                    map_params.setdefault(k, v)
+            fm = feature_map_record(map_name).build(map_params)
+            own = {k: v for k, v in p.items() if k in self.own_keys and k != "map"}
+            return self.factory(fm, **own)
+        if samples is not None:
+            if self.from_budget is None:
+                p["samples"] = samples
+            else:
+                for k, v in self.from_budget(samples, p).items():
+                    p.setdefault(k, v)
+        accepted = self.params
+        name = getattr(self.factory, "__qualname__", self.name)
+        if accepted is not None:
+            bad = [k for k in p if k not in accepted]
+            if bad:
+                hint = (
+                    " (a grid axis: give the estimator that parameter, or drop the axis)"
+                    if bad[0] == "samples"
+                    else ""
+                )
+                raise InvalidParameterError(
+                    f"{name} has no parameter `{bad[0]}` (it takes {sorted(accepted)}){hint}. "
+                    f"Got {bad[0]}={p[bad[0]]!r}."
+                )
+        kwargs = {k: decode(v) for k, v in p.items()}
+        if isinstance(self.factory, type):
+            est = construct(self.factory, kwargs)
+            if not callable(est):
+                raise InvalidParameterError(
+                    f"{name}(...) must be callable as (Q, K, V, *, rng) -> AttentionResult. "
+                    f"Got {describe(est)} instead."
+                )
+            return est
+        if accepted is not None and "rng" not in accepted:
+            raise InvalidParameterError(
+                f"{name} must take a keyword argument `rng` (signature (Q, K, V, *, rng, n_draws=None)). "
+                f"Got the signature {inspect.signature(self.factory)} instead."
+            )
+        return _bound(self.factory, kwargs)
+
+
+def _bound(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    return functools.partial(fn, **kwargs) if kwargs else fn
+
+
+_REGISTRIES: dict[str, dict[str, Any]] = {
+    "feature map": {},
+    "attention estimator": {},
+    "metric": {},
+    "data source": {},
+    "closed form": {},
+}
+
+
+def _register(obj: object, cls: type, replace: bool) -> Any:
+    if not isinstance(obj, cls):
+        raise InvalidParameterError(f"expected a {cls.__name__}. Got {describe(obj)} instead.")
+    record: Any = obj
+    key = record.map if isinstance(record, ClosedFormRecord) else record.name
+    if not isinstance(record, ClosedFormRecord):
+        _check_name(key, record.kind)
+    reg = _REGISTRIES[record.kind]
+    if key in reg and not replace:
+        raise InvalidParameterError(
+            f"a {record.kind} named {key!r} is already registered; pass replace=True to replace it on purpose."
+        )
+    reg[key] = record
+    return record
+
+
+def register_feature_map(record: FeatureMapRecord, *, replace: bool = False) -> FeatureMapRecord:
+    """Register a feature map under ``record.name`` (an error if taken, unless ``replace=True``)."""
+    return _register(record, FeatureMapRecord, replace)  # type: ignore[no-any-return]
+
+
+def register_attention_estimator(
+    record: AttentionEstimatorRecord, *, replace: bool = False
+) -> AttentionEstimatorRecord:
+    """Register an attention estimator under ``record.name`` (an error if taken, unless ``replace=True``)."""
+    return _register(record, AttentionEstimatorRecord, replace)  # type: ignore[no-any-return]
+
+
+def register_metric(record: MetricRecord, *, replace: bool = False) -> MetricRecord:
+    """Register a summary metric under ``record.name`` (an error if taken, unless ``replace=True``)."""
+    return _register(record, MetricRecord, replace)  # type: ignore[no-any-return]
+
+
+def register_data_source(record: DataSourceRecord, *, replace: bool = False) -> DataSourceRecord:
+    """Register a data source under ``record.name`` (an error if taken, unless ``replace=True``)."""
+    return _register(record, DataSourceRecord, replace)  # type: ignore[no-any-return]
+
+
+def register_closed_form(record: ClosedFormRecord, *, replace: bool = False) -> ClosedFormRecord:
+    """Register the closed-form MSE of the map named ``record.map`` (an error if taken, unless ``replace=True``)."""
+    return _register(record, ClosedFormRecord, replace)  # type: ignore[no-any-return]
+
+
+def records(kind: str) -> tuple[Any, ...]:
+    """Every registered record of a kind (``"feature map"``, ``"attention estimator"``, ``"metric"``,
+    ``"data source"``, ``"closed form"``), in registration order."""
+    if kind not in _REGISTRIES:
+        raise InvalidParameterError(f"`kind` must be one of {list(_REGISTRIES)}. Got {kind!r} instead.")
+    return tuple(_REGISTRIES[kind].values())
+
+
+def registered_modules() -> tuple[str, ...]:
+    """Modules (other than rfkit's and ``__main__``) whose code registered records live in.
+
+    Worker processes import them before a run, so records registered by a module of yours are
+    known there too.
+    """
+    mods = []
+    for reg in _REGISTRIES.values():
+        for rec in reg.values():
+            fn = rec.mse if isinstance(rec, ClosedFormRecord) else getattr(rec, "factory", None)
+            mod = getattr(fn, "__module__", None)
+            if mod and mod != "__main__" and mod.split(".")[0] != "rfkit" and mod not in mods:
+                mods.append(mod)
+    return tuple(mods)
+
+
+def feature_map_record(name: Any) -> FeatureMapRecord:
+    """The record of a ``map`` entry: a registered name, or ``"package.module:ClassName"`` (imported)."""
+    if is_path(name):
+        return FeatureMapRecord(name=str(name), factory=import_object(str(name), "map"))
+    reg = _REGISTRIES["feature map"]
+    if name not in reg:
+        raise InvalidParameterError(
+            f"`map` must name a feature map of rfkit.features {list(reg)} or be {PATH_HINT}. "
+            f"Got {name!r} instead."
+        )
+    return reg[name]  # type: ignore[no-any-return]
+
+
+def attention_estimator_record(name: Any) -> AttentionEstimatorRecord:
+    """The record of an ``estimator`` entry: a registered name, or ``"package.module:Name"`` (imported)."""
+    if is_path(name):
+        return AttentionEstimatorRecord(name=str(name), factory=import_object(str(name), "estimator"))
+    reg = _REGISTRIES["attention estimator"]
+    if name not in reg:
+        raise InvalidParameterError(
+            f"`estimator` must be one of {list(reg)} or {PATH_HINT}. Got {name!r} instead."
+        )
+    return reg[name]  # type: ignore[no-any-return]
+
+
+def metric_record(name: str) -> MetricRecord:
+    """The record of a registered metric."""
+    reg = _REGISTRIES["metric"]
+    if name not in reg:
+        raise InvalidParameterError(f"`metric` must be one of {list(reg)}. Got {name!r} instead.")
+    return reg[name]  # type: ignore[no-any-return]
+
+
+def data_source_record(name: Any) -> DataSourceRecord:
+    """The record of a registered data source."""
+    reg = _REGISTRIES["data source"]
+    if name not in reg:
+        raise InvalidParameterError(f"`data.source` must be one of {sorted(reg)}. Got {name!r} instead.")
+    return reg[name]  # type: ignore[no-any-return]
+
+
+def closed_form_record(map_name: str) -> ClosedFormRecord | None:
+    """The closed form registered for the map named ``map_name``, or None."""
+    return _REGISTRIES["closed form"].get(map_name)  # type: ignore[no-any-return]
