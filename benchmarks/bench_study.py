@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import rfkit.study as st
-from rfkit.study._cell import cell_data
+from rfkit.study._cell_data import cell_data
 from rfkit.study._estimators import build_feature_map
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "performer-mse.toml"

@@ -18,11 +18,11 @@ functions. A class of your own is also named ``map = "package.module:ClassName"`
 """
 
 from . import _builtin_records, _data_sources  # noqa: F401  (register rfkit's own records)
-from ._cli import builtin_study
+from ._builtin import builtin_study
 from ._design import Design, load_design
 from ._estimators import check_attention_estimator
+from ._record_types import KINDS
 from ._records import (
-    KINDS,
     AttentionEstimatorRecord,
     Capabilities,
     ClosedFormRecord,
@@ -41,10 +41,10 @@ from ._records import (
     register_feature_map,
     register_metric,
 )
-from ._report import ranking_table
 from ._results import COMPARE_Z, StudyResult, compare, load, mcse_summary
 from ._runner import EXECUTORS, run, run_trial
-from ._storage import RunReport, verify_run
+from ._tables import ranking_table
+from ._verify import RunReport, verify_run
 from ._views import DATA_SOURCES, FEATURE_MAPS, METRICS, METRICS_BY_KIND
 
 __all__ = [

@@ -29,20 +29,6 @@ from ._records import (
 __all__ = ["theory_mse"]
 
 # ----------------------------------------------------------------------------- feature maps
-_CLOSED_FORM = (
-    "Trig",
-    "Positive",
-    "Hyperbolic",
-    "CEXP",
-    "HCEXP",
-    "OPRF",
-    "GERF",
-    "SADERF",
-    "ADERF",
-    "SDERF",
-    "RandomMaclaurin",
-    "TensorSketch",
-)
 _REFERENCES = {
     "Trig": "Rahimi & Recht (NeurIPS 2007); Choromanski et al. (ICLR 2021), eq. (5)",
     "Positive": "Choromanski et al. (ICLR 2021)",

@@ -21,12 +21,11 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from ._cell_data import DATA_NAMESPACE, cell_data, cell_is_causal, study_backend
 from ._design import Design
 from ._eval_attention import attention_finalize, attention_partial, attention_replay
 from ._eval_concentration import concentration_finalize, concentration_partial
 from ._eval_kernel import kernel_finalize, kernel_partial, kernel_replay, kernel_setup
-from ._units import WorkUnit, chunk_range, n_chunks, trial_streams
+from ._units import WorkUnit, n_chunks, trial_streams
 
 __all__ = [
     "run_cell",
@@ -34,12 +33,6 @@ __all__ = [
     "finalize_cell",
     "replay_trial",
     "n_chunks",
-    "chunk_range",
-    "cell_data",
-    "cell_is_causal",
-    "study_backend",
-    "DATA_NAMESPACE",
-    "trial_streams",
 ]
 
 

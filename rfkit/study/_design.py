@@ -59,7 +59,8 @@ from ..exceptions import InvalidParameterError
 from ._design_checks import BOUND_AXES, ESTIMATOR_AXES, check_design, design_error
 from ._estimators import build_feature_map, normalise_estimator, takes
 from ._plain import import_modules
-from ._records import KINDS, attention_estimator_record, data_source_record
+from ._record_types import KINDS
+from ._records import attention_estimator_record, data_source_record
 from ._views import DATA_SOURCES, DEFAULT_METRICS, FEATURE_MAPS, METRICS, METRICS_BY_KIND
 
 if sys.version_info >= (3, 11):

@@ -20,7 +20,8 @@ from ..features import FeatureMap, check_feature_map
 from ._cell_data import cell_data
 from ._estimators import build_attention_estimator, build_feature_map, check_attention_estimator
 from ._plain import is_path
-from ._records import KINDS, attention_estimator_record, data_source_record
+from ._record_types import KINDS
+from ._records import attention_estimator_record, data_source_record
 from ._views import (
     ATTENTION_ESTIMATORS,
     DATA_SOURCES,

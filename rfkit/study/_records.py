@@ -36,30 +36,7 @@ import numpy as np
 from .. import features
 from ..exceptions import InvalidParameterError
 from ._plain import PATH_HINT, construct, decode, describe, import_object, is_path, parameters
-from ._record_types import KINDS, Capabilities, ClosedFormRecord, DataSourceRecord, MetricRecord
-
-__all__ = [
-    "KINDS",
-    "Capabilities",
-    "FeatureMapRecord",
-    "AttentionEstimatorRecord",
-    "MetricRecord",
-    "DataSourceRecord",
-    "ClosedFormRecord",
-    "register_feature_map",
-    "register_attention_estimator",
-    "register_metric",
-    "register_data_source",
-    "register_closed_form",
-    "feature_map_record",
-    "attention_estimator_record",
-    "metric_record",
-    "data_source_record",
-    "closed_form_record",
-    "records",
-    "registered_modules",
-    "n_features_budget",
-]
+from ._record_types import Capabilities, ClosedFormRecord, DataSourceRecord, MetricRecord
 
 
 def n_features_budget(samples: int) -> dict[str, Any]:

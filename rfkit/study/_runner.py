@@ -23,7 +23,7 @@ from ._design import Design, load_design
 from ._plain import workers_can_import
 from ._records import registered_modules
 from ._results import StudyResult
-from ._storage import RunFolder
+from ._runfolder import RunFolder
 
 __all__ = ["run", "run_trial", "EXECUTORS", "worker_env"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ._records import KINDS, ClosedFormRecord, data_source_record, metric_record, records
+from ._record_types import KINDS, ClosedFormRecord
+from ._records import data_source_record, metric_record, records
 
 
 def r_name(record: Any) -> str:

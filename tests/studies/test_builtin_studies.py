@@ -70,7 +70,7 @@ def test_ctrl_c_stops_cleanly_and_resume_completes(tmp_path):
     import sys
     import time
 
-    from rfkit.study._storage import units_done
+    from rfkit.study._manifest import units_done
 
     study = tmp_path / "s.toml"
     study.write_text(

@@ -306,7 +306,7 @@ def test_gguf_corruption_is_detected(mutate, pattern: str) -> None:
 def test_study_source_causal_uses_the_decoder_and_causal_attention() -> None:
     import rfkit.study as st
     from rfkit import attention
-    from rfkit.study._cell import cell_data
+    from rfkit.study._cell_data import cell_data
 
     design = st.Design(
         name="causal-real",
