@@ -1,6 +1,9 @@
 """Figures from result tables only (never recomputing estimates).
 
 Import explicitly (``import rfkit.plots``); ``import rfkit`` does not load matplotlib.
+Figures are sized for a paper: ``set_paper_size("one-column")`` (3.5 in) or
+``"two-column"`` (7 in, the default), or ``size=`` on one plot; each series has its own
+colour, line style and marker (:func:`series_styles`); PDFs embed TrueType fonts.
 Each plot has a pure ``prepare_*`` function returning the exact frame that is drawn, so
 tests can check what a figure shows without rendering it.
 """
@@ -9,10 +12,23 @@ from ._box import plot_metric_boxplot, prepare_metric_boxplot
 from ._heatmap import plot_attention_matrices, plot_head_heatmap, prepare_head_heatmap
 from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
+from ._names import display_name, display_names
 from ._ratio import plot_ratio_to_reference, prepare_ratio_to_reference
 from ._scatter import plot_kernel_scatter, prepare_kernel_scatter
 from ._slopes import fit_slopes
-from ._style import dodged, estimator_colors, estimator_markers, paper_style, save_figure
+from ._style import (
+    add_caption,
+    dodged,
+    estimator_colors,
+    estimator_markers,
+    label_axes,
+    legend_for,
+    paper_size,
+    paper_style,
+    save_figure,
+    series_styles,
+    set_paper_size,
+)
 
 __all__ = [
     "plot_mse_vs_features",
@@ -34,4 +50,12 @@ __all__ = [
     "estimator_markers",
     "dodged",
     "save_figure",
+    "set_paper_size",
+    "paper_size",
+    "series_styles",
+    "label_axes",
+    "legend_for",
+    "add_caption",
+    "display_name",
+    "display_names",
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from ._style import estimator_colors, paper_style
+from ._style import label_axes, paper_style, series_styles
 
 __all__ = ["prepare_metric_boxplot", "plot_metric_boxplot"]
 
@@ -24,18 +24,28 @@ def prepare_metric_boxplot(summary: pd.DataFrame, metric: str, by: str = "datase
 
 
 def plot_metric_boxplot(
-    summary: pd.DataFrame, metric: str, *, by: str = "dataset", log: bool = True, ax: Any = None
+    summary: pd.DataFrame,
+    metric: str,
+    *,
+    by: str = "dataset",
+    log: bool = True,
+    ax: Any = None,
+    size: str | None = None,
 ) -> Any:
-    """Boxplot of ``metric`` over data sets per estimator, with the individual data sets as dots."""
+    """Boxplot of ``metric`` over data sets per estimator, with the individual data sets as dots.
+
+    ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
+    """
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     frame = prepare_metric_boxplot(summary, metric, by)
     order = list(dict.fromkeys(frame["estimator"]))
-    pal = estimator_colors(order)
-    with paper_style() as st:
+    pal = {lab: sty["color"] for lab, sty in series_styles(order).items()}
+    with paper_style(size) as st:
         if ax is None:
-            _, ax = plt.subplots(figsize=st["figsize"])
+            w, h = st["figsize"]
+            _, ax = plt.subplots(figsize=(w, max(h, 2.6)))
         # matplotlib's boxplot (seaborn 0.13's passes the deprecated `vert` to matplotlib >= 3.11)
         data = [frame.loc[frame["estimator"] == lab, "value"].to_numpy() for lab in order]
         bp = ax.boxplot(data, positions=range(len(order)), widths=0.6, showfliers=False, patch_artist=True)
@@ -50,8 +60,8 @@ def plot_metric_boxplot(
             y="value",
             order=order,
             color="k",
-            size=2,
-            alpha=0.6,
+            size=2.5,
+            alpha=0.8,
             ax=ax,
             jitter=0.15,
         )
@@ -64,7 +74,7 @@ def plot_metric_boxplot(
             "max_rel_err": "max relative error per data set",
             "rel_mse": "relative MSE per data set",
         }
-        ax.set_ylabel(names.get(metric, metric))
+        label_axes(ax, None, names.get(metric, metric))
         ax.tick_params(axis="x", rotation=30)
         for lab in ax.get_xticklabels():
             lab.set_horizontalalignment("right")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ._style import DOUBLE_WIDTH, paper_style
+from ._style import paper_style
 
 __all__ = ["prepare_head_heatmap", "plot_head_heatmap", "plot_attention_matrices"]
 
@@ -34,10 +35,13 @@ def plot_head_heatmap(
     rows: str = "layer",
     cols: str = "head",
     colorbar_label: str | None = None,
+    size: str | None = None,
 ) -> Any:
     """log10 of ``metric`` per (layer, head), one panel per estimator, on a shared colour scale.
 
     Axis labels appear on the outer panels only; ``colorbar_label`` defaults to ``"log10 <metric>"``.
+    Panels wrap into rows of up to 5 (3 on a one-column figure); ``size`` is ``"one-column"`` or
+    ``"two-column"`` (default: :func:`set_paper_size`).
     """
     import matplotlib.pyplot as plt
 
@@ -46,17 +50,18 @@ def plot_head_heatmap(
     logs = {lab: np.log10(mats[lab].to_numpy(dtype=float)) for lab in labels}
     finite = np.concatenate([v[np.isfinite(v)] for v in logs.values()])
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    ncol = min(3, len(labels))
-    nrow = -(-len(labels) // ncol)
-    with paper_style("double"):
-        fig, axes = plt.subplots(
-            nrow, ncol, figsize=(DOUBLE_WIDTH, 2.0 * nrow + 0.5), squeeze=False, layout="constrained"
-        )
+    with paper_style(size) as st:
+        ncol = min(3 if st["size"] == "one-column" else 4, len(labels))
+        nrow = -(-len(labels) // ncol)
+        shape = next(iter(mats.values())).shape if mats else (1, 1)
+        panel_w = (st["width"] - 0.6) / ncol
+        panel_h = min(panel_w * shape[0] / max(shape[1], 1), panel_w) + 0.5
+        fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.4), squeeze=False)
         im = None
         for i, (ax, lab) in enumerate(zip(axes.ravel(), labels)):
             m = mats[lab]
             im = ax.imshow(logs[lab], vmin=vmin, vmax=vmax, cmap="viridis", aspect="auto")
-            ax.set_title(lab)
+            ax.set_title("\n".join(textwrap.wrap(str(lab), max(12, int(panel_w * 72 / 4.2)))))
             ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
             ax.set_yticks(range(m.shape[0]), [str(r) for r in m.index])
             if i // ncol == nrow - 1 or i + ncol >= len(labels):  # bottom panel of its column
@@ -80,10 +85,9 @@ def plot_attention_matrices(exact: np.ndarray, estimates: dict[str, np.ndarray])
 
     panels = {"exact": np.asarray(exact), **{k: np.asarray(v) for k, v in estimates.items()}}
     vmax = float(np.nanmax(panels["exact"]))
-    with paper_style("double"):
-        fig, axes = plt.subplots(
-            1, len(panels), figsize=(DOUBLE_WIDTH, DOUBLE_WIDTH / len(panels) + 0.5), squeeze=False
-        )
+    with paper_style() as st:
+        w = st["width"]
+        fig, axes = plt.subplots(1, len(panels), figsize=(w, w / len(panels) + 0.5), squeeze=False)
         im = None
         for ax, (lab, mat) in zip(axes[0], panels.items()):
             im = ax.imshow(mat, vmin=0.0, vmax=vmax, cmap="magma")

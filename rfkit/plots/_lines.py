@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import DOUBLE_WIDTH, dodged, estimator_colors, estimator_markers, log_interval, paper_style
+from ._style import dodged, label_axes, legend_for, log_interval, paper_style, series_styles
 
-__all__ = ["prepare_metric_lines", "plot_metric_lines"]
+__all__ = ["prepare_metric_lines", "plot_metric_lines", "panel_grid"]
 
 
 def prepare_metric_lines(summary: pd.DataFrame, metric: str, x: str, col: str | None = None) -> pd.DataFrame:
@@ -37,6 +37,12 @@ def prepare_metric_lines(summary: pd.DataFrame, metric: str, x: str, col: str | 
     )
 
 
+def panel_grid(n: int, narrow: bool) -> tuple[int, int]:
+    """``(rows, columns)`` for ``n`` panels: one row of up to 3 (2 on a one-column figure), then wrap."""
+    ncol = min(n, 2 if narrow else 3)
+    return -(-n // ncol), ncol
+
+
 def plot_metric_lines(
     summary: pd.DataFrame,
     metric: str,
@@ -48,42 +54,60 @@ def plot_metric_lines(
     xlabel: str | None = None,
     ylabel: str | None = None,
     col_title: str | None = None,
+    size: str | None = None,
 ) -> Any:
     """Lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value.
 
-    Each estimator has its own colour and marker, and its points are shifted slightly sideways
-    so that estimators with equal values do not hide each other. ``col_title`` formats each
-    panel's title from its ``col`` value (``"{}"`` is replaced; default ``"<col> = {}"``).
+    Each estimator has its own colour, line style and marker (:func:`series_styles`), and its
+    points are shifted slightly sideways so that estimators with equal values do not hide each
+    other. ``col_title`` formats each panel's title from its ``col`` value (``"{}"`` is
+    replaced; default ``"<col> = {}"``). Panels wrap into rows of three (two on a one-column
+    figure); ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
+
+    Returns the array of the panels' Axes.
     """
     import matplotlib.pyplot as plt
 
     frame = prepare_metric_lines(summary, metric, x, col)
     panels = [None] if col is None else list(dict.fromkeys(frame["col"]))
     labels = list(dict.fromkeys(frame["estimator"]))
-    colors, markers = estimator_colors(labels), estimator_markers(labels)
-    with paper_style("double"):
-        fig, axes = plt.subplots(1, len(panels), figsize=(DOUBLE_WIDTH, 2.4), squeeze=False, sharey=True)
-        for ax, pv in zip(axes[0], panels):
+    styles = series_styles(labels)
+    with paper_style(size) as st:
+        narrow = st["size"] == "one-column"
+        nrow, ncol = panel_grid(len(panels), narrow)
+        panel_h = (1.9 if narrow else 2.2) if nrow == 1 else (1.6 if narrow else 1.9)
+        fig, axes = plt.subplots(
+            nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.5), squeeze=False, sharey=True
+        )
+        flat = axes.ravel()
+        for ax, pv in zip(flat, panels):
             g0 = frame if pv is None else frame[frame["col"] == pv]
             for lab, g in g0.groupby("estimator", sort=False):
                 yerr = np.vstack([g["estimate"] - g["lower"], g["upper"] - g["estimate"]])
+                sty = styles[lab]
                 ax.errorbar(
                     dodged(g["x"], labels.index(lab), len(labels), log=logx),  # equal values stay visible
                     g["estimate"],
                     yerr=yerr,
-                    marker=markers[lab],
+                    marker=sty["marker"],
+                    linestyle=sty["linestyle"],
                     ms=3,
                     capsize=1.5,
-                    color=colors[lab],
+                    elinewidth=0.8,
+                    color=sty["color"],
                     label=lab,
                 )
             if logx:
                 ax.set_xscale("log", base=2)
             if logy:
                 ax.set_yscale("log")
-            ax.set_xlabel(xlabel or x)
+            label_axes(ax, xlabel or x, None)
             if pv is not None:
                 ax.set_title((col_title or f"{col} = {{}}").replace("{}", str(pv)))
-        axes[0][0].set_ylabel(ylabel or metric)
-        axes[0][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    return axes[0]
+        for ax in flat[len(panels) :]:
+            ax.set_visible(False)
+        for r in range(nrow):
+            label_axes(axes[r][0], None, ylabel or metric)
+        handles, names = flat[0].get_legend_handles_labels()
+        legend_for(fig, axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1], handles, names)
+    return flat[: len(panels)]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import dodged, estimator_colors, estimator_markers, log_interval, paper_style
+from ._style import dodged, label_axes, legend_for, log_interval, paper_style, series_styles
 
 __all__ = ["prepare_mse_vs_features", "plot_mse_vs_features"]
 
@@ -50,77 +50,100 @@ def plot_mse_vs_features(
     x: str = "n_features",
     ax: Any = None,
     title: str | None = None,
+    size: str | None = None,
 ) -> Any:
-    """Log-log plot of a metric against the feature count: points with +-2 MCSE bars, theory lines.
+    """Log-log plot of a metric against the feature count: points with ±2 MCSE bars, theory lines.
 
-    Each estimator has its own colour and marker; points are shifted slightly sideways (by at
-    most a tenth of an octave) so that estimators with equal values do not hide each other.
+    Each estimator has its own colour, marker and line style (:func:`series_styles`); its
+    closed form, where it has one, is a line in that style, and its simulated points are
+    markers shifted slightly sideways (by at most a tenth of an octave) so that estimators
+    with equal values do not hide each other.
 
     Parameters
     ----------
     summary : DataFrame
         ``StudyResult.summary()``.
     theory : DataFrame, optional
-        ``StudyResult.compare_theory()`` (predicted values drawn as dashed lines).
+        ``StudyResult.compare_theory()`` (predicted values drawn as lines).
     metric : str, default="mse"
     x : str, default="n_features"
     ax : matplotlib Axes, optional
+    title : str, optional
+    size : {"one-column", "two-column"}, optional
+        Figure width (default: :func:`set_paper_size`'s choice).
 
     Returns
     -------
     matplotlib.axes.Axes
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     frame = prepare_mse_vs_features(summary, theory, metric=metric, x=x)
-    with paper_style() as st:
+    with paper_style(size) as st:
         if ax is None:
             _, ax = plt.subplots(figsize=st["figsize"])
-        labels = list(frame["estimator"].unique())
-        colors, markers = estimator_colors(labels), estimator_markers(labels)
-        for i, (lab, g) in enumerate(frame.groupby("estimator", sort=False)):
-            ls = "--" if lab.endswith("orthogonal") or "orth" in lab else "-"
+        labels = [lab for lab in dict.fromkeys(summary["estimator"]) if lab in set(frame["estimator"])]
+        styles = series_styles(labels)
+        handles = []
+        for i, lab in enumerate(labels):  # in the study's order
+            g = frame[frame["estimator"] == lab]
+            sty = styles[lab]
             yerr = np.vstack([g["estimate"] - g["lower"], g["upper"] - g["estimate"]])
             ax.errorbar(
                 dodged(g["x"], i, len(labels), log=True),  # side by side: equal values stay visible
                 g["estimate"],
                 yerr=yerr,
-                fmt=markers[lab],
-                color=colors[lab],
+                fmt=sty["marker"],
+                color=sty["color"],
                 label=lab,
                 capsize=1.5,
                 ms=3,
+                elinewidth=0.8,
             )
-            if g["predicted"].notna().any():
-                ax.plot(g["x"], g["predicted"], ls, color=colors[lab], alpha=0.7, lw=1)
+            has_theory = bool(g["predicted"].notna().any())
+            if has_theory:
+                ax.plot(g["x"], g["predicted"], sty["linestyle"], color=sty["color"], alpha=0.8, lw=1)
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    color=sty["color"],
+                    marker=sty["marker"],
+                    ms=3,
+                    linestyle=sty["linestyle"] if has_theory else "None",  # type: ignore[arg-type]
+                    label=lab,
+                )
+            )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel(
-            {
-                "n_features": "number of random directions m",
-                "feature_dim": "feature columns D (equal cost)",
-            }.get(x, x)
-        )
         ylabel = {
             "mse": "MSE of the kernel estimate",
             "rel_mse": "relative MSE  E[(K̂-K)²]/K²",
             "median_rel_sq_err": "E[median over pairs of (K̂-K)²/K²]",
         }.get(metric, metric)
+        xlabel = {
+            "n_features": "number of random directions m",
+            "feature_dim": "feature columns D (equal cost)",
+        }.get(x, x)
         # theory lines far beyond the simulated points (heavy tails) must not squash them: clip
         lo, hi = float(np.nanmin(frame["lower"])), float(np.nanmax(frame["upper"]))
         if np.isfinite(lo) and np.isfinite(hi) and lo > 0:
             pred = frame["predicted"].to_numpy(dtype=float)
             if np.any(pred[np.isfinite(pred)] > 100 * hi) or np.any(pred[np.isfinite(pred)] < lo / 100):
                 ax.set_ylim(lo / 10, hi * 10)
-        ax.set_ylabel(ylabel)
+        label_axes(ax, xlabel, ylabel)
         if title:
             ax.set_title(title)
-        ax.legend(
-            frameon=False,
-            loc="upper left",
-            bbox_to_anchor=(1.02, 1.0),
-            title="points: simulation, ±2 MCSE (log scale),\nshifted sideways to stay visible\n"
-            "lines: closed-form theory (dashed: orthogonal)",
-            title_fontsize=6,
+        any_theory = bool(frame["predicted"].notna().any())
+        legend_for(
+            ax.figure,
+            ax,
+            handles,
+            [h.get_label() for h in handles],
+            title="markers: simulation ±2 MCSE"
+            + ("\nlines: closed-form theory" if any_theory else "")
+            + ("\n(no line: no closed form)" if any_theory and not frame["predicted"].notna().all() else ""),
+            axes_legend=True,
         )
     return ax

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import estimator_colors, paper_style
+from ._style import label_axes, paper_style, series_styles
 
 __all__ = ["prepare_ratio_to_reference", "plot_ratio_to_reference"]
 
@@ -40,35 +40,36 @@ def plot_ratio_to_reference(
     ax: Any = None,
     title: str | None = None,
     ylabel: str | None = None,
+    size: str | None = None,
 ) -> Any:
     """Per-cell ratios of each estimator's ``metric`` to ``reference``'s: dots, median bar, log scale.
 
     Estimators are ordered by their median ratio (best first); the dotted line at 1 is the
-    reference.
+    reference. ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
     """
     import matplotlib.pyplot as plt
 
     frame = prepare_ratio_to_reference(summary, reference, metric)
     med = frame.groupby("estimator", sort=False)["ratio"].median().sort_values(kind="stable")
     order = list(med.index)
-    colors = estimator_colors(order)
+    colors = {lab: sty["color"] for lab, sty in series_styles(order).items()}
     rng = np.random.default_rng(0)  # jitter only: fixed, so the figure is reproducible
-    with paper_style() as st:
+    with paper_style(size) as st:
         if ax is None:
             w, h = st["figsize"]
-            _, ax = plt.subplots(figsize=(max(w, 0.45 * len(order) + 1.5), h))
+            _, ax = plt.subplots(figsize=(w, max(h, 2.8)))
         for i, lab in enumerate(order):
             y = frame.loc[frame["estimator"] == lab, "ratio"].to_numpy()
             x = i + rng.uniform(-0.18, 0.18, size=y.size)
             ax.scatter(x, y, s=5, color=colors[lab], alpha=0.6, lw=0)
             ax.plot([i - 0.3, i + 0.3], [med[lab]] * 2, color="k", lw=1.2)
-        ax.axhline(1.0, color="k", ls=":", lw=0.8)
+        ax.axhline(1.0, color="k", ls=":", lw=0.8, label="_reference")
         ax.set_yscale("log")
         ax.set_xticks(range(len(order)), order)
         ax.tick_params(axis="x", rotation=35)
         for t in ax.get_xticklabels():
             t.set_horizontalalignment("right")
-        ax.set_ylabel(ylabel or f"{metric} / {metric} of {reference}")
+        label_axes(ax, None, ylabel or f"{metric} / {metric} of {reference}")
         if title:
             ax.set_title(title)
     return ax

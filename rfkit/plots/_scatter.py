@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import DOUBLE_WIDTH, estimator_colors, paper_style
+from ._style import paper_style, series_styles
 
 __all__ = ["prepare_kernel_scatter", "plot_kernel_scatter"]
 
@@ -45,21 +45,28 @@ def prepare_kernel_scatter(
 
 
 def plot_kernel_scatter(
-    pairs: pd.DataFrame, *, cell: int | None = None, estimators: Sequence[str] | None = None, axes: Any = None
+    pairs: pd.DataFrame,
+    *,
+    cell: int | None = None,
+    estimators: Sequence[str] | None = None,
+    axes: Any = None,
+    size: str | None = None,
 ) -> Any:
     """One panel per estimator: one draw's estimate against the true :math:`\\exp(x^\\top y)`.
 
     Linear axes with equal limits (the range of the true values and of the central 96% of
     all estimates) and the identity line dashed; points outside the limits are counted in
     the panel title, not hidden silently (the figure of Blackwelder (2024) leaves its outliers out).
+    The panels wrap into a near-square grid (rows of up to 4 on a two-column figure, 3 on a
+    one-column one).
 
-    Returns the array of Axes.
+    Returns the array of Axes (one per estimator).
     """
     import matplotlib.pyplot as plt
 
     frame = prepare_kernel_scatter(pairs, cell=cell, estimators=estimators)
     labels = list(frame["estimator"].cat.categories)
-    colors = estimator_colors(labels)
+    styles = series_styles(labels)
     est = frame["estimate"].to_numpy(dtype=float)
     est = est[np.isfinite(est)]
     q_lo, q_hi = np.quantile(est, [0.02, 0.98]) if est.size else (np.nan, np.nan)
@@ -67,31 +74,45 @@ def plot_kernel_scatter(
     hi = float(np.nanmax([np.nanmax(frame["truth"]), q_hi]))
     pad = 0.05 * (hi - lo) if hi > lo else 0.1 * abs(hi) + 1e-12
     lim = (lo - pad, hi + pad)
-    with paper_style("double"):
+    with paper_style(size) as st:
         if axes is None:
-            side = DOUBLE_WIDTH / max(len(labels), 1)
-            _, axes = plt.subplots(
-                1, len(labels), figsize=(DOUBLE_WIDTH, side * 1.15), squeeze=False, sharex=True, sharey=True
+            n = max(len(labels), 1)
+            ncol = min(n, 3 if st["size"] == "one-column" else 4)
+            nrow = -(-n // ncol)
+            side = st["width"] / ncol
+            fig, grid = plt.subplots(
+                nrow, ncol, figsize=(st["width"], side * nrow + 0.5), squeeze=False, sharex=True, sharey=True
             )
-            axes = axes[0]
+            for ax in grid.ravel()[n:]:
+                ax.set_visible(False)
+            axes = grid.ravel()[:n]
+            for i, ax in enumerate(axes):
+                if i % ncol == 0:
+                    ax.set_ylabel("estimate (one draw)")
+                if i + ncol >= n:  # the lowest panel of its column
+                    ax.set_xlabel("true exp(x·y)")
+                    ax.xaxis.set_tick_params(labelbottom=True)
+        else:
+            axes[0].set_ylabel("estimate (one draw)")
+            for ax in axes:
+                ax.set_xlabel("true exp(x·y)")
         for ax, lab in zip(axes, labels):
             g = frame[frame["estimator"] == lab]
             inside = (g["estimate"] >= lim[0]) & (g["estimate"] <= lim[1])
             ax.scatter(
                 g.loc[inside, "truth"],
                 g.loc[inside, "estimate"],
-                s=3,
+                s=4,
                 alpha=0.6,
-                color=colors[lab],
+                color=styles[lab]["color"],
+                marker=styles[lab]["marker"],
                 linewidths=0,
             )
             ax.plot(lim, lim, "k--", lw=0.8)
             ax.set_xlim(lim)
             ax.set_ylim(lim)
-            ax.set_aspect("equal")
+            ax.set_aspect("equal", adjustable="box")
             n_out = int((~inside).sum())
-            ax.set_title(lab + (f"\n{n_out} of {len(g)} outside" if n_out else "\n"))
-            ax.set_xlabel("true exp(x·y)")
+            ax.set_title(lab + (f"\n{n_out} of {len(g)} outside" if n_out else ""))
             ax.locator_params(nbins=3)
-        axes[0].set_ylabel("estimate (one draw)")
     return axes

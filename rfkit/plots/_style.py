@@ -1,4 +1,4 @@
-"""Paper style: sizes for single/double columns, colour-blind-safe palette, fixed estimator colours."""
+"""Paper style: one-/two-column sizes, colour-blind-safe colours with line styles and markers, captions."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from ..exceptions import InvalidParameterError
 
 __all__ = [
     "paper_style",
@@ -15,9 +17,17 @@ __all__ = [
     "save_figure",
     "COLUMN_WIDTH",
     "DOUBLE_WIDTH",
+    "PAPER_SIZES",
+    "set_paper_size",
+    "paper_size",
+    "series_styles",
+    "axis_label",
+    "label_axes",
+    "add_caption",
+    "legend_for",
 ]
 
-COLUMN_WIDTH = 3.4  # inches, one column of a two-column paper
+COLUMN_WIDTH = 3.5  # inches, one column of a two-column paper
 DOUBLE_WIDTH = 7.0
 
 # Okabe-Ito palette (colour-blind safe; yellow replaced by grey for legibility on white), fixed order
@@ -100,31 +110,162 @@ def dodged(x: Any, index: int, count: int, *, log: bool, width: float | None = N
     return xs + shift * (gaps.min() if gaps.size else 1.0)
 
 
-@contextlib.contextmanager
-def paper_style(width: str = "single") -> Iterator[dict[str, Any]]:
-    """Matplotlib rc settings for paper figures; yields ``{"figsize": (w, h)}``."""
-    import matplotlib as mpl
+#: figure widths in inches: one column of a two-column paper, and the full text width
+PAPER_SIZES = {"one-column": 3.5, "two-column": DOUBLE_WIDTH}
+_SIZE = {"current": "two-column"}
 
-    w = COLUMN_WIDTH if width == "single" else DOUBLE_WIDTH
+
+def set_paper_size(size: str) -> None:
+    """Choose the width of every figure drawn afterwards: ``"one-column"`` (3.5 in) or ``"two-column"`` (7 in).
+
+    The default is ``"two-column"``. Plot functions also take ``size=`` for one figure.
+
+    >>> set_paper_size("one-column"); paper_size()
+    'one-column'
+    >>> set_paper_size("two-column")
+    """
+    if size not in PAPER_SIZES:
+        raise InvalidParameterError(
+            f"The `size` parameter must be one of {sorted(PAPER_SIZES)}. Got {size!r} instead."
+        )
+    _SIZE["current"] = size
+
+
+def paper_size(size: str | None = None) -> str:
+    """The paper size in force: ``size`` when given (checked), else the one :func:`set_paper_size` chose."""
+    if size is None:
+        return _SIZE["current"]
+    if size not in PAPER_SIZES:
+        raise InvalidParameterError(
+            f"The `size` parameter must be one of {sorted(PAPER_SIZES)}. Got {size!r} instead."
+        )
+    return size
+
+
+@contextlib.contextmanager
+def paper_style(width: str | None = None) -> Iterator[dict[str, Any]]:
+    """Matplotlib rc settings for paper figures; yields ``{"figsize": (w, h), "size": name, "width": w}``.
+
+    ``width`` is ``"one-column"`` / ``"two-column"`` (the older ``"single"`` / ``"double"`` too);
+    default: :func:`paper_size`. Figures are drawn with constrained layout (legends and titles
+    stay on the canvas) and PDFs embed TrueType fonts (``pdf.fonttype`` 42, no Type 3).
+    """
+    import matplotlib as mpl
+    from cycler import cycler
+
+    size = paper_size({"single": "one-column", "double": "two-column"}.get(width or "", width))
+    w = PAPER_SIZES[size]
+    small = size == "one-column"
     rc: dict[str, Any] = {
-        "font.size": 8,
-        "axes.titlesize": 8,
-        "axes.labelsize": 8,
-        "legend.fontsize": 7,
-        "xtick.labelsize": 7,
-        "ytick.labelsize": 7,
-        "lines.linewidth": 1.2,
-        "lines.markersize": 3.5,
+        "font.size": 7 if small else 8,
+        "axes.titlesize": 7 if small else 8,
+        "axes.labelsize": 7 if small else 8,
+        "legend.fontsize": 6 if small else 7,
+        "legend.title_fontsize": 6 if small else 7,
+        "xtick.labelsize": 6 if small else 7,
+        "ytick.labelsize": 6 if small else 7,
+        "figure.titlesize": 7 if small else 8,
+        "lines.linewidth": 1.0 if small else 1.2,
+        "lines.markersize": 3.0 if small else 3.5,
         "axes.spines.top": False,
         "axes.spines.right": False,
+        "axes.prop_cycle": cycler(color=_PALETTE),
+        "figure.constrained_layout.use": True,
         "savefig.bbox": "tight",
         "savefig.dpi": 200,
         "pdf.fonttype": 42,
+        "ps.fonttype": 42,
     }
     with mpl.rc_context(rc):  # type: ignore[arg-type]
-        yield {"figsize": (w, w * 0.75)}
+        yield {"figsize": (w, w * (0.75 if small else 0.45)), "size": size, "width": w}
 
 
+#: line styles that stay apart in greyscale, in the order series get them (with colour and marker)
+_LINESTYLES = ["-", "--", "-.", ":"]
+
+
+def series_styles(labels: Iterable[str]) -> dict[str, dict[str, str]]:
+    """``{label: {"color", "linestyle", "marker"}}``: a distinct combination for every series of one axes.
+
+    Series ``i`` takes Okabe-Ito colour ``i mod 8``, line style ``(i div 8) mod 4`` and marker
+    ``i mod 12``, so no two of the first 32 series share colour and line style, no two of the
+    first 24 share colour and marker, and in greyscale the markers and dashes still tell them apart.
+
+    >>> s = series_styles(["a", "b"]); s["a"]["marker"] != s["b"]["marker"]
+    True
+    """
+    labels = list(dict.fromkeys(labels))
+    return {
+        lab: {
+            "color": _PALETTE[i % len(_PALETTE)],
+            "linestyle": _LINESTYLES[(i // len(_PALETTE)) % len(_LINESTYLES)],
+            "marker": _MARKERS[i % len(_MARKERS)],
+        }
+        for i, lab in enumerate(labels)
+    }
+
+
+def axis_label(text: str, log: bool) -> str:
+    """``text`` with " (log scale)" appended when the axis is logarithmic."""
+    return f"{text} (log scale)" if log and "log" not in text else text
+
+
+def label_axes(ax: Any, xlabel: str | None = None, ylabel: str | None = None) -> None:
+    """Set the axis labels, saying "(log scale)" on a logarithmic axis."""
+    if xlabel is not None:
+        ax.set_xlabel(axis_label(xlabel, ax.get_xscale() == "log"))
+    if ylabel is not None:
+        ax.set_ylabel(axis_label(ylabel, ax.get_yscale() == "log"))
+
+
+def add_caption(fig: Any, text: str) -> None:
+    """A title line above the figure (wrapped to its width): the settings that are fixed in it."""
+    import textwrap
+
+    points = 7 if fig.get_figwidth() < 5 else 8  # as paper_style's figure titles
+    chars = max(30, int(fig.get_figwidth() * 72 / (0.62 * points)))  # DejaVu Sans: about 0.55 em a char
+    fig.suptitle("\n".join(textwrap.wrap(text, chars)), fontsize=points)
+
+
+def legend_for(
+    fig: Any, ax: Any, handles: Any = None, labels: Any = None, *, axes_legend: bool = False, **kw: Any
+) -> Any:
+    """A legend kept on the canvas: right of the axes on wide figures, below them on narrow ones.
+
+    Constrained layout makes room for it. On a wide figure the legend belongs to ``ax`` (pass
+    the top right panel), placed right of it and below the figure's caption; on a narrow one it
+    is the figure's, below the panels. ``axes_legend`` is accepted for compatibility.
+    """
+    del axes_legend
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    n = len(handles)
+    narrow = fig.get_figwidth() < 5
+    kw.setdefault("frameon", False)
+    kw.setdefault("fontsize", 6 if narrow else 7)
+    kw.setdefault("title_fontsize", kw["fontsize"])
+    if narrow:  # one column: below the panels, in two columns of entries
+        return fig.legend(handles, labels, loc="outside lower center", ncol=2 if n > 2 else max(n, 1), **kw)
+    return ax.legend(
+        handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=1 if n <= 12 else 2, **kw
+    )
+
+
+def _embedded_fonts(save: Any) -> Any:
+    """Run ``save`` with TrueType (Type 42) fonts embedded in PDF/PS output, never Type 3."""
+    import functools
+
+    @functools.wraps(save)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        import matplotlib as mpl
+
+        with mpl.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
+            return save(*args, **kwargs)
+
+    return wrapped
+
+
+@_embedded_fonts
 def save_figure(fig: Any, path: str | Path) -> list[Path]:
     """Save ``fig`` as vector PDF and PNG next to each other; returns the two paths."""
     p = Path(path)

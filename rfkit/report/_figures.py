@@ -2,7 +2,10 @@
 
 A study declares figure kinds in ``[outputs] figures = [...]``; :func:`study_figures` draws the
 figures of one kind as ``(name, matplotlib Figure)`` pairs, the name being the file stem under
-``figures/``. Different settings of the grid are never pooled into one figure.
+``figures/``, and :func:`figure_plan` lists those names (with a function drawing each) without
+drawing anything. Different settings of the grid are never pooled into one figure. Every figure
+has a caption line naming its fixed settings, and its legends and tick labels show the
+estimators' display names (:func:`rfkit.plots.display_names`), not the study's labels.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from typing import Any
 import pandas as pd
 
 from ..plots import (
+    add_caption,
+    display_names,
+    legend_for,
     plot_head_heatmap,
     plot_kernel_scatter,
     plot_metric_boxplot,
@@ -21,8 +27,9 @@ from ..plots import (
     plot_ratio_to_reference,
 )
 from ..study._tables import facets
+from ._captions import caption
 
-__all__ = ["FIGURE_KINDS", "Figures", "study_figures"]
+__all__ = ["FIGURE_KINDS", "Figures", "Plan", "figure_plan", "study_figures"]
 
 #: figure kinds a study may declare in ``[outputs] figures = [...]``, in the order they are drawn
 FIGURE_KINDS = (
@@ -41,98 +48,164 @@ FIGURE_KINDS = (
 #: ``(name, matplotlib Figure)`` pairs; the name is the file stem under ``figures/``
 Figures = list[tuple[str, Any]]
 
+#: ``(name, draw)`` pairs: ``draw(size)`` draws the figure of that name (``size``: paper size or None)
+Plan = list[tuple[str, Callable[[str | None], Any]]]
+
+
+def _shown(summary: pd.DataFrame, design: Any) -> pd.DataFrame:
+    """``summary`` with the study's labels replaced by the estimators' display names."""
+    names = dict(zip(design.labels, display_names(design.estimators)))
+    if summary is None or summary.empty or "estimator" not in summary.columns:
+        return summary
+    return summary.assign(estimator=summary["estimator"].map(lambda lab: names.get(lab, lab)))
+
 
 def study_figures(
-    kind: str, design: Any, summary: pd.DataFrame, theory: pd.DataFrame, table: Callable[[str], Any]
+    kind: str,
+    design: Any,
+    summary: pd.DataFrame,
+    theory: pd.DataFrame,
+    table: Callable[[str], Any],
+    size: str | None = None,
 ) -> Figures:
     """The figures of one kind, as ``(name, matplotlib Figure)`` pairs (empty where the kind does not apply).
 
     ``summary`` and ``theory`` are ``StudyResult.summary()`` / ``compare_theory()`` (as saved);
     ``table(name)`` gives another saved table (``"pairs"``, ``"timings"``) or None. Plots read
-    these tables only: nothing is recomputed.
+    these tables only: nothing is recomputed. ``size`` is ``"one-column"`` or ``"two-column"``
+    (default: :func:`rfkit.plots.set_paper_size`'s choice).
     """
+    return [(name, draw(size)) for name, draw in figure_plan(kind, design, summary, theory, table)]
+
+
+def figure_plan(
+    kind: str, design: Any, summary: pd.DataFrame, theory: pd.DataFrame, table: Callable[[str], Any]
+) -> Plan:
+    """The figures :func:`study_figures` draws for one kind, as ``(name, draw)`` pairs, none drawn yet."""
     grid_cols = list(design.grid)
+    summary = _shown(summary, design)
+    theory = _shown(theory, design)
     if kind == "mse_vs_features" and ({"n_features", "feature_dim"} & set(grid_cols)):
-        return _mse_figures(summary, theory, grid_cols)
+        return _mse_figures(design, summary, theory, grid_cols)
     if kind == "kernel_scatter":
         pairs = table("pairs")
-        return _scatter_figure(pairs, grid_cols) if pairs is not None else []
+        if design.kind != "kernel" or pairs is None or not {"truth", "est_trial0"} <= set(pairs.columns):
+            return []
+        return _scatter_figure(design, _shown(pairs, design), grid_cols)
     if kind == "error_vs_degree" and "degree" in grid_cols:
         return _lines_figures(
-            summary, design.metrics, "degree", "norm" if "norm" in grid_cols else None, kind=design.kind
+            design,
+            summary,
+            "degree",
+            "norm" if "norm" in grid_cols else None,
+            only=("rel_mse", "max_rel_err"),
         )
     if kind == "mse_vs_samples" and "samples" in grid_cols:
         col = next((c for c in grid_cols if c not in ("samples",)), None)
         return _lines_figures(  # draws those of mse and max_abs_err that the design measures
-            summary, design.metrics, "samples", col, logx=True, only=("mse", "max_abs_err"), kind=design.kind
+            design, summary, "samples", col, logx=True, only=("mse", "max_abs_err")
         )
     if kind == "cost":
         timings = table("timings")
-        return _cost_figure(timings, grid_cols) if timings is not None else []
+        if timings is None or "seconds_median" not in timings.columns or "samples" not in timings.columns:
+            return []
+        return _cost_figure(design, _shown(timings, design), grid_cols)
     if kind == "head_heatmap" and {"layer", "head"} <= set(grid_cols):
-        return _heatmap_figure(summary, grid_cols)
+        return _heatmap_figure(design, summary, grid_cols)
     if kind == "coverage" and "p" in grid_cols:
-        return _coverage_figures(summary, grid_cols)
+        return _coverage_figures(design, summary, grid_cols)
     if kind == "boxplots" and "dataset" in grid_cols:
-        return _box_figures(summary, design.metrics, grid_cols)
+        return _box_figures(design, summary, grid_cols)
     if kind == "ratio_to_reference" and design.outputs.get("reference"):
-        return _ratio_figures(summary, grid_cols, str(design.outputs["reference"]))
+        ref = str(design.outputs["reference"])
+        ref = dict(zip(design.labels, display_names(design.estimators))).get(ref, ref)
+        return _ratio_figures(design, summary, grid_cols, ref)
     return []
 
 
-def _ratio_figures(summary: pd.DataFrame, grid_cols: list[str], reference: str) -> Figures:
-    """Per-cell MSE ratio to the reference estimator, one figure per value of the non-head axes."""
-    figs: Figures = []
-    cell_axes = [c for c in grid_cols if c not in ("layer", "head", "dataset")]
-    groups = summary.groupby(cell_axes, sort=False) if cell_axes else [((), summary)]
-    for key, rows in groups:
+def _captioned(fig: Any, design: Any, rows: pd.DataFrame | None, shown: tuple[str, ...]) -> Any:
+    add_caption(fig, caption(design, rows, shown))
+    return fig
+
+
+def _groups(frame: pd.DataFrame, axes: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """``(name suffix, rows)`` per combination of values of ``axes`` (one group without axes)."""
+    if not axes:
+        return [("", frame)]
+    out = []
+    for key, rows in frame.groupby(axes, sort=False):
         vals = key if isinstance(key, tuple) else (key,)
-        suffix = "".join(f"_{a}-{v}" for a, v in zip(cell_axes, vals))
-        title = ", ".join(f"{a} = {v}" for a, v in zip(cell_axes, vals)) or None
-        ax = plot_ratio_to_reference(
-            rows,
-            reference,
-            metric="mse",
-            title=title,
-            ylabel=f"attention-output MSE / that of {reference}",
-        )
-        figs.append((f"mse_ratio_to_reference{suffix}", ax.figure))
-    return figs
+        out.append(("".join(f"_{a}-{v}" for a, v in zip(axes, vals)), rows))
+    return out
 
 
-def _mse_figures(summary: pd.DataFrame, theory: pd.DataFrame, grid_cols: list[str]) -> Figures:
+def _ratio_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str], reference: str) -> Plan:
+    """Per-cell MSE ratio to the reference estimator, one figure per value of the non-head axes."""
+    plan: Plan = []
+    cell_axes = [c for c in grid_cols if c not in ("layer", "head", "dataset")]
+    for suffix, rows in _groups(summary, cell_axes):
+
+        def draw(size: str | None, rows: pd.DataFrame = rows) -> Any:
+            ax = plot_ratio_to_reference(
+                rows,
+                reference,
+                metric="mse",
+                ylabel=f"attention-output MSE\n/ MSE of {reference}",
+                size=size,
+            )
+            return _captioned(ax.figure, design, rows, ("layer", "head", "dataset"))
+
+        plan.append((f"mse_ratio_to_reference{suffix}", draw))
+    return plan
+
+
+def _mse_figures(design: Any, summary: pd.DataFrame, theory: pd.DataFrame, grid_cols: list[str]) -> Plan:
     """MSE against the feature count (``feature_dim`` columns, else ``n_features`` directions), one
     figure per value of the other grid axes that vary (e.g. a data ``set``): never pooled."""
     x = "feature_dim" if "feature_dim" in grid_cols else "n_features"
-    figs: Figures = []
+    plan: Plan = []
     for suffix, rows in facets(summary, grid_cols):
         th = theory[theory["cell"].isin(rows["cell"])] if not theory.empty else theory
-        title = suffix.lstrip("_").replace("_", ", ").replace("-", " = ", 1) if suffix else None
         for metric in ("mse", "rel_mse", "median_rel_sq_err"):
             if rows[rows["metric"] == metric].empty:
                 continue
-            ax = plot_mse_vs_features(rows, th if not th.empty else None, metric=metric, x=x, title=title)
-            figs.append((f"{metric}_vs_features{suffix}", ax.figure))
-    return figs
+
+            def draw(
+                size: str | None, rows: pd.DataFrame = rows, th: pd.DataFrame = th, metric: str = metric
+            ) -> Any:
+                ax = plot_mse_vs_features(rows, th if not th.empty else None, metric=metric, x=x, size=size)
+                return _captioned(ax.figure, design, rows, (x,))
+
+            plan.append((f"{metric}_vs_features{suffix}", draw))
+    return plan
 
 
-def _scatter_figure(pairs: pd.DataFrame, grid_cols: list[str]) -> Figures:
-    figs: Figures = []
+def _scatter_figure(design: Any, pairs: pd.DataFrame, grid_cols: list[str]) -> Plan:
+    plan: Plan = []
     for suffix, rows in facets(pairs, grid_cols):
-        axes = plot_kernel_scatter(rows)  # the facet's first cell
-        figs.append((f"kernel_scatter{suffix}", axes[0].figure))
-    return figs
+
+        def draw(size: str | None, rows: pd.DataFrame = rows) -> Any:
+            axes = plot_kernel_scatter(rows, size=size)  # the facet's first cell
+            first = rows[rows["cell"] == rows["cell"].min()]
+            return _captioned(axes[0].figure, design, first, ())
+
+        plan.append((f"kernel_scatter{suffix}", draw))
+    return plan
 
 
-def _box_figures(summary: pd.DataFrame, metrics: list[str], grid_cols: list[str]) -> Figures:
-    figs: Figures = []
+def _box_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) -> Plan:
+    plan: Plan = []
     for metric in ("mse", "max_rel_err"):
-        if metric not in metrics:
+        if metric not in design.metrics:
             continue
         for suffix, rows in facets(summary, grid_cols):
-            ax = plot_metric_boxplot(rows, metric)
-            figs.append((f"boxplot_{metric}{suffix}", ax.figure))
-    return figs
+
+            def draw(size: str | None, rows: pd.DataFrame = rows, metric: str = metric) -> Any:
+                ax = plot_metric_boxplot(rows, metric, size=size)
+                return _captioned(ax.figure, design, rows, ("dataset",))
+
+            plan.append((f"boxplot_{metric}{suffix}", draw))
+    return plan
 
 
 _YLABELS = {
@@ -159,93 +232,111 @@ _PANEL_TITLES = {"norm": "‖x‖ = ‖y‖ = {}", "n_pairs": "s = {} query/key 
 
 
 def _lines_figures(
+    design: Any,
     summary: pd.DataFrame,
-    metrics: list[str],
     x: str,
     col: str | None,
     logx: bool = False,
     only: tuple[str, ...] = ("rel_mse", "max_rel_err"),
-    kind: str = "kernel",
-) -> Figures:
-    figs: Figures = []
-    labels = {**_YLABELS, **(_ATTENTION_YLABELS if kind == "attention" else {})}
+) -> Plan:
+    plan: Plan = []
+    labels = {**_YLABELS, **(_ATTENTION_YLABELS if design.kind == "attention" else {})}
     for metric in only:
-        if metric not in metrics:
+        if metric not in design.metrics:
             continue
         xlabel = {"degree": "degree n", "samples": _SAMPLES_LABEL}.get(x, x)
-        axes = plot_metric_lines(
-            summary,
-            metric,
-            x,
-            col=col,
-            logx=logx,
-            xlabel=xlabel,
-            ylabel=labels.get(metric, metric),
-            col_title=_PANEL_TITLES.get(col or ""),
-        )
-        figs.append((f"{metric}_vs_{x}", axes[0].figure))
-    return figs
+
+        def draw(size: str | None, metric: str = metric, xlabel: str = xlabel) -> Any:
+            axes = plot_metric_lines(
+                summary,
+                metric,
+                x,
+                col=col,
+                logx=logx,
+                xlabel=xlabel,
+                ylabel=labels.get(metric, metric),
+                col_title=_PANEL_TITLES.get(col or ""),
+                size=size,
+            )
+            return _captioned(axes[0].figure, design, summary, (x, col or ""))
+
+        plan.append((f"{metric}_vs_{x}", draw))
+    return plan
 
 
-def _cost_figure(timings: pd.DataFrame, grid_cols: list[str]) -> Figures:
+def _cost_figure(design: Any, timings: pd.DataFrame, grid_cols: list[str]) -> Plan:
     col = next((c for c in grid_cols if c != "samples"), None)
     frame = timings.rename(columns={"seconds_median": "estimate"}).assign(metric="seconds", mcse=0.0)
-    axes = plot_metric_lines(
-        frame,
-        "seconds",
-        "samples",
-        col=col,
-        logx=True,
-        xlabel=_SAMPLES_LABEL,
-        ylabel="median seconds per call",
-        col_title=_PANEL_TITLES.get(col or ""),
-    )
-    return [("cost_vs_samples", axes[0].figure)]
+
+    def draw(size: str | None) -> Any:
+        axes = plot_metric_lines(
+            frame,
+            "seconds",
+            "samples",
+            col=col,
+            logx=True,
+            xlabel=_SAMPLES_LABEL,
+            ylabel="median seconds per call",
+            col_title=_PANEL_TITLES.get(col or ""),
+            size=size,
+        )
+        return _captioned(axes[0].figure, design, frame, ("samples", col or ""))
+
+    return [("cost_vs_samples", draw)]
 
 
-def _heatmap_figure(summary: pd.DataFrame, grid_cols: list[str]) -> Figures:
+def _heatmap_figure(design: Any, summary: pd.DataFrame, grid_cols: list[str]) -> Plan:
     """One (layer, head) heatmap per value of the other grid axes (model, budget): never pooled."""
     other = [c for c in grid_cols if c not in ("layer", "head")]
-    groups = summary.groupby(other, sort=False) if other else [((), summary)]
-    figs: Figures = []
-    for key, rows in groups:
-        vals = key if isinstance(key, tuple) else (key,)
-        suffix = "".join(f"_{a}-{v}" for a, v in zip(other, vals))
-        axes = plot_head_heatmap(rows, "mse", colorbar_label="log10 attention-output MSE")
-        fig = axes.ravel()[0].figure
-        if other:
-            fig.suptitle(", ".join(f"{a} = {v}" for a, v in zip(other, vals)), y=1.0)
-        figs.append((f"mse_by_layer_head{suffix}", fig))
-    return figs
+    plan: Plan = []
+    for suffix, rows in _groups(summary, other):
+
+        def draw(size: str | None, rows: pd.DataFrame = rows) -> Any:
+            axes = plot_head_heatmap(rows, "mse", colorbar_label="log10 attention-output MSE", size=size)
+            return _captioned(axes.ravel()[0].figure, design, rows, ("layer", "head"))
+
+        plan.append((f"mse_by_layer_head{suffix}", draw))
+    return plan
 
 
-def _coverage_figures(summary: pd.DataFrame, grid_cols: list[str]) -> Figures:
+def _coverage_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) -> Plan:
     """Coverage of the chi-squared bound against p (with the diagonal the theorem promises) and its
     tightness (max RMS relative error / bound), at the largest feature count."""
     col = "n_pairs" if "n_pairs" in grid_cols else None
     sub = summary[summary["metric"].isin(["coverage", "rms_over_bound"])]
     if "n_features" in grid_cols:  # one figure per m would repeat; show the largest m
         sub = sub[sub["n_features"] == sub["n_features"].max()]
-    figs: Figures = []
+    plan: Plan = []
     for name, metric, logy, ylabel in (
         ("coverage_vs_p", "coverage", False, "coverage of the bound"),
         ("tightness_vs_p", "rms_over_bound", True, "max RMS relative error / bound"),
     ):
-        axes = plot_metric_lines(
-            sub,
-            metric,
-            "p",
-            col=col,
-            logy=logy,
-            xlabel="target probability p",
-            ylabel=ylabel,
-            col_title=_PANEL_TITLES.get(col or ""),
-        )
-        if metric == "coverage":
-            for ax in axes:
-                ax.plot([0, 1], [0, 1], "k:", lw=0.8, label="coverage = p (the theorem: at least this)")
-                ax.set_xlim(0.0, 1.02)
-                ax.set_ylim(0.0, 1.05)
-            axes[-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7)
-        figs.append((name, axes[0].figure))
-    return figs
+
+        def draw(size: str | None, metric: str = metric, logy: bool = logy, ylabel: str = ylabel) -> Any:
+            axes = plot_metric_lines(
+                sub,
+                metric,
+                "p",
+                col=col,
+                logy=logy,
+                xlabel="target probability p",
+                ylabel=ylabel,
+                col_title=_PANEL_TITLES.get(col or ""),
+                size=size,
+            )
+            fig = axes[0].figure
+            if metric == "coverage":
+                for ax in axes:
+                    ax.plot([0, 1], [0, 1], color="0.4", ls=(0, (1, 1)), lw=0.8, label="_diagonal")
+                    ax.set_xlim(0.0, 1.02)
+                    ax.set_ylim(0.0, 1.05)
+                old = fig.legends[0] if fig.legends else next(a.get_legend() for a in axes if a.get_legend())
+                old.remove()
+                handles, labels = axes[0].get_legend_handles_labels()
+                handles.append(axes[0].lines[-1])
+                labels.append("coverage = p (the theorem: at least this)")
+                legend_for(fig, axes[len(axes) - 1 if len(axes) < 3 else 2], handles, labels)
+            return _captioned(fig, design, sub, ("p", col or ""))
+
+        plan.append((name, draw))
+    return plan

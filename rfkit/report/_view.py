@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..exceptions import InvalidParameterError
 from ..tables import format_mcse
-from ._figures import FIGURE_KINDS, Figures, study_figures
+from ._figures import FIGURE_KINDS, Plan, figure_plan
 from ._markdown import provenance_line
 
 if TYPE_CHECKING:
@@ -20,34 +20,56 @@ if TYPE_CHECKING:
 __all__ = ["applies", "figure_names", "plot_result", "result_html"]
 
 
+def _plan(result: StudyResult, kind: str, summary: pd.DataFrame, theory: pd.DataFrame) -> Plan:
+    """The figures of one kind for a result, as ``(name, draw)`` pairs (none drawn)."""
+    extra = {"pairs": result.pairs, "timings": result.timings, "data_stats": result.data_stats}
+    return figure_plan(kind, result.design, summary, theory, extra.get)
+
+
+def _kinds(result: StudyResult) -> list[str]:
+    """The figure kinds of a result: those its study declares, then the others, in drawing order."""
+    declared = [k for k in result.design.outputs.get("figures", []) if k in FIGURE_KINDS]
+    return declared + [k for k in FIGURE_KINDS if k not in declared]
+
+
 def applies(result: StudyResult, kind: str) -> bool:
-    """Whether a figure kind fits a result's design (its grid axes, kind and saved tables)."""
-    grid = set(result.grid_columns)
-    need = {
-        "mse_vs_features": "n_features" in grid,
-        "kernel_scatter": result.design.kind == "kernel",
-        "error_vs_degree": "degree" in grid,
-        "mse_vs_samples": "samples" in grid,
-        "cost": result.timings is not None,
-        "head_heatmap": {"layer", "head"} <= grid,
-        "coverage": "p" in grid,
-        "boxplots": "dataset" in grid,
-    }
-    return bool(need.get(kind, False))
+    """Whether a figure kind draws at least one figure for a result (its grid axes, kind and saved tables)."""
+    return bool(_plan(result, kind, result.summary(), result.compare_theory()))
 
 
 def figure_names(result: StudyResult) -> list[str]:
-    """Figure kinds a result can draw: those its study declares, then any other that applies."""
-    declared = [k for k in result.design.outputs.get("figures", []) if k in FIGURE_KINDS]
-    return declared + [k for k in FIGURE_KINDS if k not in declared and applies(result, k)]
+    """The names of the figures a result draws (file stems as ``rfkit run`` saves them).
+
+    Those of the kinds its study declares come first, then those of any other kind that applies;
+    every name is one :func:`~rfkit.report.study_figures` draws and :func:`plot_result` accepts.
+    """
+    summary, theory = result.summary(), result.compare_theory()
+    return [name for kind in _kinds(result) for name, _ in _plan(result, kind, summary, theory)]
 
 
-def _figures(result: StudyResult, kind: str, summary: pd.DataFrame, theory: pd.DataFrame) -> Figures:
-    """The figures of one kind, drawn from the result's tables (none where the kind does not apply)."""
-    if not applies(result, kind):
-        return []
-    extra = {"pairs": result.pairs, "timings": result.timings, "data_stats": result.data_stats}
-    return study_figures(kind, result.design, summary, theory, extra.get)
+def plot_result(result: StudyResult, name: str | None = None, size: str | None = None) -> Any:
+    """One figure of a result by kind or saved name; see :meth:`rfkit.study.StudyResult.plot`.
+
+    ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`rfkit.plots.set_paper_size`'s choice).
+    """
+    summary, theory = result.summary(), result.compare_theory()
+    plans = [(kind, _plan(result, kind, summary, theory)) for kind in _kinds(result)]
+    plans = [(kind, plan) for kind, plan in plans if plan]
+    if name is None:
+        if not plans:
+            raise InvalidParameterError(
+                f"study {result.design.name!r} has no figure to draw (its grid fits none of {list(FIGURE_KINDS)})."
+            )
+        return plans[0][1][0][1](size)
+    for kind, plan in plans:
+        for stem, draw in plan:
+            if stem == name or kind == name:
+                return draw(size)
+    names = [stem for _, plan in plans for stem, _ in plan]
+    raise InvalidParameterError(
+        f"The `name` parameter of StudyResult.plot must be a figure of study {result.design.name!r}: "
+        f"one of {sorted(set(names) | {k for k, _ in plans})}. Got {name!r} instead."
+    )
 
 
 def _close(figs: list[Any]) -> None:
@@ -57,41 +79,6 @@ def _close(figs: list[Any]) -> None:
 
     for f in figs:
         plt.close(f)
-
-
-def plot_result(result: StudyResult, name: str | None = None) -> Any:
-    """One figure of a result by kind or saved name; see :meth:`rfkit.study.StudyResult.plot`."""
-    names = figure_names(result)
-    if name is None:
-        if not names:
-            raise InvalidParameterError(
-                f"study {result.design.name!r} has no figure to draw (its grid fits none of {list(FIGURE_KINDS)})."
-            )
-        name = names[0]
-    kinds = [name] if name in FIGURE_KINDS else names
-    summary, theory = result.summary(), result.compare_theory()
-    chosen = None
-    made: list[Any] = []
-    for kind in kinds:
-        figs = _figures(result, kind, summary, theory)
-        made += [f for _, f in figs]
-        for stem, fig in figs:
-            if chosen is None and (stem == name or kind == name):
-                chosen = fig
-        if chosen is not None:
-            break
-    _close([f for f in made if f is not chosen])
-    if chosen is None:
-        stems = set()
-        for kind in names:  # names of each kind's figures (drawn and closed again), for the message
-            figs = _figures(result, kind, summary, theory)
-            _close([f for _, f in figs])
-            stems |= {stem for stem, _ in figs}
-        raise InvalidParameterError(
-            f"The `name` parameter of StudyResult.plot must be a figure of study {result.design.name!r}: "
-            f"one of {sorted(stems | set(names))}. Got {name!r} instead."
-        )
-    return chosen
 
 
 def result_html(result: StudyResult) -> str:
@@ -136,7 +123,9 @@ def result_html(result: StudyResult) -> str:
 
 def _first_figure_html(result: StudyResult) -> str:
     """The study's first figure as an inline PNG (empty when there is none or matplotlib is missing)."""
-    declared = [k for k in result.design.outputs.get("figures", []) if applies(result, k)]
+    declared = [k for k in result.design.outputs.get("figures", []) if k in FIGURE_KINDS]
+    summary, theory = result.summary(), result.compare_theory()
+    declared = [k for k in declared if _plan(result, k, summary, theory)]
     if not declared:
         return ""
     try:

@@ -133,7 +133,7 @@ def test_plot_by_kind_or_saved_name(tmp_path):
         outputs={"figures": ["mse_vs_features"]},
     )
     res = st.run(design, rng=0)
-    assert res.figure_names()[:2] == ["mse_vs_features", "kernel_scatter"]
+    assert res.figure_names() == ["mse_vs_features", "rel_mse_vs_features", "kernel_scatter"]
     first = res.plot()
     assert first.axes[0].get_ylabel() != res.plot("rel_mse_vs_features").axes[0].get_ylabel()
     plt.close("all")
