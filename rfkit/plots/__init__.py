@@ -17,6 +17,7 @@ from ._ratio import plot_ratio_to_reference, prepare_ratio_to_reference
 from ._scatter import plot_kernel_scatter, prepare_kernel_scatter
 from ._slopes import fit_slopes
 from ._style import (
+    PAPER_SIZES,
     add_caption,
     dodged,
     estimator_colors,
@@ -51,6 +52,7 @@ __all__ = [
     "dodged",
     "save_figure",
     "set_paper_size",
+    "PAPER_SIZES",
     "paper_size",
     "series_styles",
     "label_axes",

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import dodged, label_axes, legend_for, log_interval, paper_style, series_styles
+from ._style import dodged, label_axes, legend_for, legend_height, log_interval, paper_style, series_styles
 
 __all__ = ["prepare_metric_lines", "plot_metric_lines", "panel_grid"]
 
@@ -76,8 +76,9 @@ def plot_metric_lines(
         narrow = st["size"] == "one-column"
         nrow, ncol = panel_grid(len(panels), narrow)
         panel_h = (1.9 if narrow else 2.2) if nrow == 1 else (1.6 if narrow else 1.9)
+        legend_h = legend_height(labels) if narrow else 0.0  # the legend goes below
         fig, axes = plt.subplots(
-            nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.5), squeeze=False, sharey=True
+            nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
         )
         flat = axes.ravel()
         for ax, pv in zip(flat, panels):

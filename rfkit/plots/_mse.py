@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import dodged, label_axes, legend_for, log_interval, paper_style, series_styles
+from ._style import dodged, label_axes, legend_for, legend_height, log_interval, paper_style, series_styles
 
 __all__ = ["prepare_mse_vs_features", "plot_mse_vs_features"]
 
@@ -82,7 +82,10 @@ def plot_mse_vs_features(
     frame = prepare_mse_vs_features(summary, theory, metric=metric, x=x)
     with paper_style(size) as st:
         if ax is None:
-            _, ax = plt.subplots(figsize=st["figsize"])
+            w, h = st["figsize"]
+            if st["size"] == "one-column":  # the legend goes below: room for it
+                h = 2.5 + legend_height(frame["estimator"].unique(), title_lines=3)
+            _, ax = plt.subplots(figsize=(w, h))
         labels = [lab for lab in dict.fromkeys(summary["estimator"]) if lab in set(frame["estimator"])]
         styles = series_styles(labels)
         handles = []

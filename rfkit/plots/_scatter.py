@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,7 +58,7 @@ def plot_kernel_scatter(
     Linear axes with equal limits (the range of the true values and of the central 96% of
     all estimates) and the identity line dashed; points outside the limits are counted in
     the panel title, not hidden silently (the figure of Blackwelder (2024) leaves its outliers out).
-    The panels wrap into a near-square grid (rows of up to 4 on a two-column figure, 3 on a
+    The panels wrap into a near-square grid (rows of up to 4 on a two-column figure, 2 on a
     one-column one).
 
     Returns the array of Axes (one per estimator).
@@ -77,8 +78,9 @@ def plot_kernel_scatter(
     with paper_style(size) as st:
         if axes is None:
             n = max(len(labels), 1)
-            ncol = min(n, 3 if st["size"] == "one-column" else 4)
-            nrow = -(-n // ncol)
+            most = 2 if st["size"] == "one-column" else 4
+            nrow = -(-n // most)
+            ncol = -(-n // nrow)  # rows as full as they can be: 5 panels are 3 + 2, not 4 + 1
             side = st["width"] / ncol
             fig, grid = plt.subplots(
                 nrow, ncol, figsize=(st["width"], side * nrow + 0.5), squeeze=False, sharex=True, sharey=True
@@ -113,6 +115,10 @@ def plot_kernel_scatter(
             ax.set_ylim(lim)
             ax.set_aspect("equal", adjustable="box")
             n_out = int((~inside).sum())
-            ax.set_title(lab + (f"\n{n_out} of {len(g)} outside" if n_out else ""))
+            spec = ax.get_subplotspec()
+            ncols = spec.get_gridspec().ncols if spec is not None else 1
+            chars = max(10, int(0.9 * ax.figure.get_figwidth() / ncols * 72 / 4.4))  # 7 pt, 0.6 em a char
+            name = "\n".join(textwrap.wrap(str(lab), chars))
+            ax.set_title(name + (f"\n{n_out} of {len(g)} outside" if n_out else ""))
             ax.locator_params(nbins=3)
     return axes

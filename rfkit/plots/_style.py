@@ -25,6 +25,8 @@ __all__ = [
     "label_axes",
     "add_caption",
     "legend_for",
+    "legend_rows",
+    "legend_height",
 ]
 
 COLUMN_WIDTH = 3.5  # inches, one column of a two-column paper
@@ -210,12 +212,25 @@ def axis_label(text: str, log: bool) -> str:
     return f"{text} (log scale)" if log and "log" not in text else text
 
 
+def _wrapped(text: str, inches: float, points: float) -> str:
+    """``text`` wrapped to lines of about ``inches`` at a font of ``points`` (about 0.6 em a character)."""
+    import textwrap
+
+    chars = max(12, int(inches * 72 / (0.6 * points)))
+    return "\n".join(textwrap.wrap(text, chars)) if len(text) > chars else text
+
+
 def label_axes(ax: Any, xlabel: str | None = None, ylabel: str | None = None) -> None:
-    """Set the axis labels, saying "(log scale)" on a logarithmic axis."""
+    """Set the axis labels, saying "(log scale)" on a logarithmic axis, wrapped to the panel's size."""
+    fig = ax.figure
+    spec = ax.get_subplotspec()
+    rows, cols = spec.get_gridspec().get_geometry() if spec is not None else (1, 1)
     if xlabel is not None:
-        ax.set_xlabel(axis_label(xlabel, ax.get_xscale() == "log"))
+        text = axis_label(xlabel, ax.get_xscale() == "log")
+        ax.set_xlabel(_wrapped(text, 0.85 * fig.get_figwidth() / cols, ax.xaxis.label.get_size()))
     if ylabel is not None:
-        ax.set_ylabel(axis_label(ylabel, ax.get_yscale() == "log"))
+        text = axis_label(ylabel, ax.get_yscale() == "log")
+        ax.set_ylabel(_wrapped(text, 0.7 * fig.get_figheight() / rows, ax.yaxis.label.get_size()))
 
 
 def add_caption(fig: Any, text: str) -> None:
@@ -225,6 +240,22 @@ def add_caption(fig: Any, text: str) -> None:
     points = 7 if fig.get_figwidth() < 5 else 8  # as paper_style's figure titles
     chars = max(30, int(fig.get_figwidth() * 72 / (0.62 * points)))  # DejaVu Sans: about 0.55 em a char
     fig.suptitle("\n".join(textwrap.wrap(text, chars)), fontsize=points)
+
+
+def legend_rows(labels: Iterable[Any], narrow: bool) -> int:
+    """Rows of entries a legend of ``labels`` takes (below the panels on a narrow figure: two columns
+    when every label is short, else one; beside them on a wide one: one column up to 12 entries)."""
+    labels = [str(lab) for lab in labels]
+    n = len(labels)
+    if narrow:
+        short = n > 1 and max(len(lab) for lab in labels) <= 24
+        return -(-n // 2) if short else n
+    return n if n <= 12 else -(-n // 2)
+
+
+def legend_height(labels: Iterable[Any], title_lines: int = 0) -> float:
+    """Inches a legend below the panels of a narrow figure takes (7 pt entries)."""
+    return 0.125 * (legend_rows(labels, True) + title_lines) + 0.1
 
 
 def legend_for(
@@ -244,8 +275,9 @@ def legend_for(
     kw.setdefault("frameon", False)
     kw.setdefault("fontsize", 6 if narrow else 7)
     kw.setdefault("title_fontsize", kw["fontsize"])
-    if narrow:  # one column: below the panels, in two columns of entries
-        return fig.legend(handles, labels, loc="outside lower center", ncol=2 if n > 2 else max(n, 1), **kw)
+    if narrow:  # one column: below the panels, in two columns of short entries
+        ncol = 2 if legend_rows(labels or [], True) < n else 1
+        return fig.legend(handles, labels, loc="outside lower center", ncol=ncol, **kw)
     return ax.legend(
         handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=1 if n <= 12 else 2, **kw
     )

@@ -6,13 +6,14 @@ draws it with :mod:`rfkit.plots` and :mod:`rfkit.tables`; nothing here recompute
 and the notebook display of a result use :func:`plot_result` and :func:`result_html`.
 """
 
-from ._figures import FIGURE_KINDS, study_figures
+from ._figures import FIGURE_KINDS, figure_plan, study_figures
 from ._markdown import metric_description, provenance_line, write_report
 from ._view import figure_names, plot_result, result_html
 
 __all__ = [
     "FIGURE_KINDS",
     "study_figures",
+    "figure_plan",
     "write_report",
     "provenance_line",
     "metric_description",

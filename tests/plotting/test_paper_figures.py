@@ -1,0 +1,197 @@
+"""Every figure of every built-in study's quick profile is ready for a paper.
+
+Each built-in study runs once per test session (its ``[quick]`` profile); every figure its
+result draws is checked at both paper sizes: a caption naming the fixed settings, display
+names (never a study label or an id such as ``positive-orthogonal``) in legends, tick labels
+and panel titles, a distinct (colour, line style, marker) per series of one axes, labelled axes
+(log axes say so), nothing outside the canvas, and PDFs with embedded TrueType fonts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
+
+import rfkit.plots as rkp  # noqa: E402
+import rfkit.report as rp  # noqa: E402
+import rfkit.study as st  # noqa: E402
+from rfkit.exceptions import ModelNotInstalledError  # noqa: E402
+from rfkit.study._builtin import builtin_study_dirs  # noqa: E402
+
+
+def _studies() -> list[Path]:
+    seen: dict[str, Path] = {}
+    for d in builtin_study_dirs():
+        for p in sorted(d.glob("*.toml")):
+            seen.setdefault(p.stem, p)
+    return [seen[k] for k in sorted(seen)]
+
+
+STUDIES = _studies()
+
+#: an internal id: lower-case words joined by hyphens ("positive-orthogonal", "Positive-orthogonal-default")
+ID_PATTERN = re.compile(r"^[A-Za-z][a-z0-9+]*(-[a-z0-9+]+)+$")
+
+
+@pytest.fixture(scope="session")
+def quick_results(tmp_path_factory):
+    """One quick run per built-in study, shared by every test of the session."""
+    out = tmp_path_factory.mktemp("quick-studies")
+    results = {}
+    for path in STUDIES:
+        try:
+            results[path.stem] = st.run(path, quick=True, out=out / path.stem, progress=False)
+        except (
+            ModelNotInstalledError
+        ) as err:  # said, not silent: the test of that study skips with this reason
+            results[path.stem] = err
+    return results
+
+
+def _result(quick_results, name):
+    res = quick_results[name]
+    if isinstance(res, Exception):
+        pytest.skip(f"study {name!r} needs model weights that are not installed: {res}")
+    return res
+
+
+def test_there_are_built_in_studies():
+    assert len(STUDIES) >= 7, [p.stem for p in STUDIES]
+
+
+def _series_styles(ax):
+    """(colour, line style, marker) of each labelled series of an axes (error-bar groups and lines)."""
+    styles = []
+    for c in ax.containers:
+        if isinstance(c, ErrorbarContainer) and not str(c.get_label()).startswith("_"):
+            line = c.lines[0]
+            styles.append((to_hex(line.get_color()), line.get_linestyle(), line.get_marker()))
+    for line in ax.get_lines():
+        if not str(line.get_label()).startswith("_"):
+            styles.append((to_hex(line.get_color()), line.get_linestyle(), line.get_marker()))
+    return styles
+
+
+def _legend_styles(legend):
+    out = []
+    for h in legend.legend_handles:
+        line = h.lines[0] if isinstance(h, ErrorbarContainer) else h
+        if hasattr(line, "get_marker"):
+            out.append((to_hex(line.get_color()), line.get_linestyle(), line.get_marker()))
+    return out
+
+
+def _names_shown(fig):
+    """Every piece of text naming an estimator: legend entries, tick labels, panel titles."""
+    texts = []
+    for leg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+        if leg is not None:
+            texts += [t.get_text() for t in leg.get_texts()]
+    for ax in fig.axes:
+        texts += [t.get_text() for t in ax.get_xticklabels()]
+        texts += ax.get_title().split("\n")[:1]
+    return [t for t in texts if t]
+
+
+def _check_figure(name, fig, result, tmp_path, pdf=True):
+    d = result.design
+    labels = set(d.labels) - set(rkp.display_names(d.estimators))
+    caption = " ".join(fig.get_suptitle().split())  # as one line, wherever it wraps
+    # a caption with the fixed settings: the study, the trials, the dimension where it is fixed
+    assert caption.startswith(d.name), (name, caption)
+    assert f"{d.trials} trials per cell" in caption, (name, caption)
+    if "dim" in d.data:
+        assert f"d = {d.data['dim']}" in caption, (name, caption)
+    # display names only
+    for text in _names_shown(fig):
+        assert text not in labels, (name, f"study label {text!r} shown instead of a display name")
+        assert not ID_PATTERN.match(text), (name, f"id-like text {text!r}")
+    # distinct styles per axes and per legend
+    for ax in fig.axes:
+        styles = _series_styles(ax)
+        assert len(styles) == len(set(styles)), (name, ax.get_title(), styles)
+    for leg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+        if leg is not None:
+            styles = _legend_styles(leg)
+            assert len(styles) == len(set(styles)), (name, styles)
+    # labelled axes; log axes say so
+    visible = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+    assert any(ax.get_ylabel() for ax in visible), name
+    assert any(ax.get_xlabel() or any(t.get_text() for t in ax.get_xticklabels()) for ax in visible), name
+    for ax in visible:
+        for scale, label in ((ax.get_xscale(), ax.get_xlabel()), (ax.get_yscale(), ax.get_ylabel())):
+            if scale == "log" and label:
+                assert "log" in label, (name, label)
+    # nothing outside the canvas (legends, caption and labels included)
+    fig.canvas.draw()
+    tight = fig.get_tightbbox(fig.canvas.get_renderer())
+    w, h = fig.get_size_inches()
+    tol = 0.02
+    assert tight.x0 >= -tol and tight.y0 >= -tol and tight.x1 <= w + tol and tight.y1 <= h + tol, (
+        name,
+        tight,
+        (w, h),
+    )
+    if not pdf:
+        return
+    # PDF with embedded TrueType fonts (no Type 3)
+    path, _png = rkp.save_figure(fig, tmp_path / name)
+    data = path.read_bytes()
+    assert b"/FontFile2" in data and b"/Type3" not in data, name
+
+
+@pytest.mark.parametrize("size", ["two-column", "one-column"])
+@pytest.mark.parametrize("study", [p.stem for p in STUDIES])
+def test_every_quick_figure_is_paper_ready(quick_results, study, size, tmp_path):
+    result = _result(quick_results, study)
+    summary, theory = result.summary(), result.compare_theory()
+    tables = {"pairs": result.pairs, "timings": result.timings, "data_stats": result.data_stats}
+    drawn = []
+    for kind in rp.FIGURE_KINDS:
+        for name, draw in rp.figure_plan(kind, result.design, summary, theory, tables.get):
+            fig = draw(size)  # one at a time: study_figures draws them all
+            try:
+                assert fig.get_figwidth() == pytest.approx(rkp.PAPER_SIZES[size]), name
+                _check_figure(
+                    name, fig, result, tmp_path, pdf=size == "two-column"
+                )  # fonts: one size is enough
+            finally:
+                plt.close(fig)
+            drawn.append(name)
+    declared = [k for k in result.design.outputs.get("figures", []) if k in rp.FIGURE_KINDS]
+    assert drawn, f"study {study!r} draws no figure"
+    assert sorted(drawn) == sorted(result.figure_names()), "figure_names lists exactly the figures drawn"
+    assert declared, study
+
+
+def test_figure_names_are_the_drawn_figures_in_order(quick_results):
+    result = _result(quick_results, "performer-mse")
+    assert result.figure_names() == ["mse_vs_features", "rel_mse_vs_features", "kernel_scatter"]
+    fig = result.plot("rel_mse_vs_features")
+    assert "relative MSE" in fig.axes[0].get_ylabel()
+    plt.close(fig)
+
+
+def test_set_paper_size_is_one_option(quick_results):
+    result = _result(quick_results, "performer-mse")
+    try:
+        rkp.set_paper_size("one-column")
+        fig = result.plot()
+        assert fig.get_figwidth() == pytest.approx(3.5)
+        plt.close(fig)
+    finally:
+        rkp.set_paper_size("two-column")
+    fig = result.plot()
+    assert fig.get_figwidth() == pytest.approx(7.0)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one-column"):
+        rkp.set_paper_size("A4")
