@@ -189,9 +189,9 @@ _LINESTYLES = ["-", "--", "-.", ":"]
 def series_styles(labels: Iterable[str]) -> dict[str, dict[str, str]]:
     """``{label: {"color", "linestyle", "marker"}}``: a distinct combination for every series of one axes.
 
-    Series ``i`` takes Okabe-Ito colour ``i mod 8``, line style ``(i div 8) mod 4`` and marker
-    ``i mod 12``, so no two of the first 32 series share colour and line style, no two of the
-    first 24 share colour and marker, and in greyscale the markers and dashes still tell them apart.
+    Series ``i`` takes Okabe-Ito colour ``i mod 8``, line style ``(i + i div 8) mod 4`` (solid,
+    dashed, dash-dot, dotted) and marker ``i mod 12``, so no two of the first 32 series share
+    colour and line style, and in greyscale the markers and dashes still tell them apart.
 
     >>> s = series_styles(["a", "b"]); s["a"]["marker"] != s["b"]["marker"]
     True
@@ -200,7 +200,7 @@ def series_styles(labels: Iterable[str]) -> dict[str, dict[str, str]]:
     return {
         lab: {
             "color": _PALETTE[i % len(_PALETTE)],
-            "linestyle": _LINESTYLES[(i // len(_PALETTE)) % len(_LINESTYLES)],
+            "linestyle": _LINESTYLES[(i + i // len(_PALETTE)) % len(_LINESTYLES)],
             "marker": _MARKERS[i % len(_MARKERS)],
         }
         for i, lab in enumerate(labels)
@@ -209,7 +209,7 @@ def series_styles(labels: Iterable[str]) -> dict[str, dict[str, str]]:
 
 def axis_label(text: str, log: bool) -> str:
     """``text`` with " (log scale)" appended when the axis is logarithmic."""
-    return f"{text} (log scale)" if log and "log" not in text else text
+    return f"{text} (log\u00a0scale)" if log and "log" not in text else text  # no break inside
 
 
 def _wrapped(text: str, inches: float, points: float) -> str:

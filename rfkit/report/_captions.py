@@ -70,7 +70,7 @@ def _value(v: Any) -> str:
 def setting_text(key: str, value: Any) -> str:
     """One setting as a caption names it.
 
-    >>> setting_text("dim", 16), setting_text("causal", True)
+    >>> setting_text("dim", 16), setting_text("causal", True)  # doctest: +NORMALIZE_WHITESPACE
     ('d = 16', 'decoder, causal attention')
     """
     if key == "causal":
@@ -111,4 +111,6 @@ def caption(design: Any, rows: pd.DataFrame | None = None, shown: Iterable[str] 
         fixed.pop("norm_y")
     parts += [setting_text(k, v) for k, v in fixed.items()]
     parts.append(f"{design.trials} trials per cell")
+    # no line break inside "d = 16": a no-break space around "=" (and after a leading number)
+    parts = [p.replace(" = ", "\u00a0=\u00a0") for p in parts]
     return f"{head}: " + ", ".join(parts)

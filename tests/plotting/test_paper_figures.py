@@ -195,3 +195,18 @@ def test_set_paper_size_is_one_option(quick_results):
     plt.close(fig)
     with pytest.raises(ValueError, match="one-column"):
         rkp.set_paper_size("A4")
+
+
+def test_make_figures_script_redraws_the_docs_images(tmp_path):
+    """scripts/make_figures.py writes every image it lists (quick profiles here), each one the docs show."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("make_figures", root / "scripts" / "make_figures.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--quick", "--out-dir", str(tmp_path), "--dpi", "60"]) == 0
+    for image, *_ in mod.IMAGES:
+        assert (tmp_path / image).stat().st_size > 0
+        assert (root / "docs" / "images" / image).exists()
+        assert f"docs/images/{image}" in (root / "README.md").read_text(encoding="utf-8")

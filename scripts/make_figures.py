@@ -1,0 +1,79 @@
+"""Regenerate the figures shown in the README and the docs from the code, so they cannot go stale.
+
+Each image is one figure of a built-in study, run with the profile the text describes (the full
+profile unless the entry says quick) and drawn by the same code as ``rfkit run``'s report
+(:func:`rfkit.report.plot_result`) at the two-column paper size::
+
+    python scripts/make_figures.py              # every image (the full performer-mse study: about 30 s)
+    python scripts/make_figures.py --quick      # the same figures from the quick profiles (a smoke test)
+    python scripts/make_figures.py --out-dir /tmp/images
+
+``make figures`` runs the first form.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+import rfkit.study as st  # noqa: E402
+from rfkit.report import plot_result  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: (image file under docs/images, built-in study, figure name, quick profile?): where each image comes from
+IMAGES = [
+    # README: "make demo: MSE of the trigonometric, positive and hyperbolic estimators ..., 2000 trials per point"
+    ("performer-mse.png", "performer-mse", "mse_vs_features", False),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="run every study's quick profile (a smoke test)")
+    ap.add_argument(
+        "--out-dir",
+        type=Path,
+        default=ROOT / "docs" / "images",
+        help="folder for the images (default: docs/images)",
+    )
+    ap.add_argument("--workers", type=int, default=None, help="worker processes per study (default: serial)")
+    ap.add_argument("--dpi", type=int, default=150, help="resolution of the PNG images (default: 150)")
+    args = ap.parse_args(argv)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    runs: dict[tuple[str, bool], st.StudyResult] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for image, study, figure, quick in IMAGES:
+            quick = quick or args.quick
+            key = (study, quick)
+            if key not in runs:
+                t0 = time.perf_counter()
+                executor = "processes" if args.workers else "serial"
+                runs[key] = st.run(
+                    st.builtin_study(study),
+                    quick=quick,
+                    out=Path(tmp) / f"{study}{'-quick' if quick else ''}",
+                    executor=executor,
+                    workers=args.workers,
+                    progress=False,
+                )
+                print(f"ran {study}{' (quick)' if quick else ''} in {time.perf_counter() - t0:.0f} s")
+            fig = plot_result(runs[key], figure, size="two-column")
+            path = args.out_dir / image
+            fig.savefig(path, dpi=args.dpi)
+            plt.close(fig)
+            print(f"wrote {path} ({figure} of {study})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
