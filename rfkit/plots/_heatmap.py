@@ -61,7 +61,8 @@ def plot_head_heatmap(
         for i, (ax, lab) in enumerate(zip(axes.ravel(), labels)):
             m = mats[lab]
             im = ax.imshow(logs[lab], vmin=vmin, vmax=vmax, cmap="viridis", aspect="auto")
-            ax.set_title("\n".join(textwrap.wrap(str(lab), max(12, int(panel_w * 72 / 4.2)))))
+            chars = max(10, int(0.85 * panel_w * 72 / (0.62 * ax.title.get_size())))
+            ax.set_title("\n".join(textwrap.wrap(str(lab), chars)))
             ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
             ax.set_yticks(range(m.shape[0]), [str(r) for r in m.index])
             if i // ncol == nrow - 1 or i + ncol >= len(labels):  # bottom panel of its column

@@ -57,6 +57,9 @@ def plot_ratio_to_reference(
     with paper_style(size) as st:
         if ax is None:
             w, h = st["figsize"]
+            longest = max((len(str(lab)) for lab in order), default=0)
+            if st["size"] == "one-column":  # upright tick labels below the axes: room for the longest
+                h = 2.3 + 0.052 * longest
             _, ax = plt.subplots(figsize=(w, max(h, 2.8)))
         for i, lab in enumerate(order):
             y = frame.loc[frame["estimator"] == lab, "ratio"].to_numpy()
@@ -66,9 +69,10 @@ def plot_ratio_to_reference(
         ax.axhline(1.0, color="k", ls=":", lw=0.8, label="_reference")
         ax.set_yscale("log")
         ax.set_xticks(range(len(order)), order)
-        ax.tick_params(axis="x", rotation=35)
+        narrow = st["size"] == "one-column"
+        ax.tick_params(axis="x", rotation=90 if narrow else 35)
         for t in ax.get_xticklabels():
-            t.set_horizontalalignment("right")
+            t.set_horizontalalignment("center" if narrow else "right")
         label_axes(ax, None, ylabel or f"{metric} / {metric} of {reference}")
         if title:
             ax.set_title(title)
