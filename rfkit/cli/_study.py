@@ -8,6 +8,9 @@ measured MSEs compare with their closed forms.
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
+import shutil
 import sys
 import time
 import warnings
@@ -24,8 +27,16 @@ from ..study._tables import heavy_tailed
 __all__ = ["cmd_list", "cmd_run"]
 
 
+def _one_line(text: str) -> str:
+    """The first sentence of a description, on one line."""
+    flat = " ".join(text.split())
+    end = re.search(r"(?<! al)(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z])", flat)
+    return flat if end is None else flat[: end.start() + 1]
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    """``rfkit list``: every study file in ./studies and the built-in ones, with its description."""
+    """``rfkit list``: every study file in ./studies and the built-in ones: name, one-line description."""
+    rows: list[tuple[str, str, str]] = []
     seen = set()
     for d in builtin_study_dirs():
         for f in sorted(d.glob("*.toml")):
@@ -33,14 +44,30 @@ def cmd_list(args: argparse.Namespace) -> int:
                 continue
             seen.add(f.name)
             try:
-                design = load_design(f)
-                desc = " ".join(design.description.split())
-                print(f"{design.name:<24} {f}\n    {desc[:150]}{'...' if len(desc) > 150 else ''}")
+                design = load_design(f, allow_large=True)
+                rows.append((design.name, _one_line(design.description) or "(no description)", str(f)))
             except RFKitError as exc:
-                print(f"{f.stem:<24} {f}\n    INVALID: {exc}")
-    if not seen:
+                rows.append((f.stem, f"INVALID: {_one_line(str(exc))}", str(f)))
+    if not rows:
         print("no study files found (looked in ./studies and next to the package)")
+        return 0
+    width = max(len(r[0]) for r in rows)
+    paths = bool(getattr(args, "paths", False))
+    room = max(40, shutil.get_terminal_size((100, 24)).columns - width - 3)
+    for name, desc, path in rows:
+        if paths:
+            print(f"{name:<{width}}  {desc}\n{'':<{width}}  {path}")
+        else:
+            print(f"{name:<{width}}  {desc if len(desc) <= room else desc[: room - 3] + '...'}")
     return 0
+
+
+def _resume_command(args: argparse.Namespace, out: Path) -> str:
+    """The command line that resumes this run: the one given, with ``--resume`` and ``--out``."""
+    argv = [a for a in getattr(args, "argv", None) or sys.argv[1:] if a != "--resume"]
+    has_out = any(a == "--out" or a.startswith("--out=") for a in argv)
+    extra = ["--resume"] + ([] if has_out else ["--out", str(out)])
+    return shlex.join(["rfkit", *argv, *extra])
 
 
 def _print_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
@@ -51,7 +78,7 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):  
 def cmd_run(args: argparse.Namespace) -> int:
     """``rfkit run``: run a study into its output folder, write its report, print the theory check."""
     path = find_study(args.study)
-    design = load_design(path)
+    design = load_design(path, allow_large=bool(getattr(args, "allow_large", False)))
     if args.quick:
         design = design.quick_profile()
     out = Path(args.out) if args.out else Path("out") / design.name
@@ -63,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         # one writer per folder: held across the run and its report (run() re-enters it)
-        with RunLock(out, args.wait_lock), warnings.catch_warnings():
+        with RunLock(out, args.wait_lock) as lock, warnings.catch_warnings():
             warnings.simplefilter("always", DamagedResultWarning)
             warnings.showwarning = _print_warning
             result = run(
@@ -85,13 +112,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: {units_done(out)} finished work unit(s) are kept in {out}; continue with "
-            f"`rfkit run {args.study} --resume --out {out}`{' --quick' if args.quick else ''}.",
+            f"`{_resume_command(args, out)}`.",
             file=sys.stderr,
         )
         return 130
     dt = time.perf_counter() - t0
+    taken = getattr(lock, "taken_over", None) or result.provenance.get("lock_taken_over")
+    if taken:
+        who = ", ".join(f"{k} {v}" for k, v in taken.items()) if isinstance(taken, dict) else str(taken)
+        print(f"took over the stale lock of an earlier run that is gone ({who})")
+    ran = result.design  # what really ran: --quick and --trials applied
     print(
-        f"{design.name}: {len(design.cells())} cells x {len(design.estimators)} estimators x {design.trials} trials in {dt:.1f} s"
+        f"{ran.name}: {len(ran.cells())} cells x {len(ran.estimators)} estimators x {ran.trials} trials in {dt:.1f} s"
     )
     theory = result.compare_theory()
     if not theory.empty:
