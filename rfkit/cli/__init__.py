@@ -88,9 +88,11 @@ def _unrecognized(parser: argparse.ArgumentParser, argv: Sequence[str], extra: l
         if token.startswith("-"):
             close = difflib.get_close_matches(token.split("=", 1)[0], _options(sub), n=1, cutoff=0.6)
             if close:
-                hints.append(close[0] if len(extra) == 1 else f"{close[0]} for {token.split('=', 1)[0]}")
-    if hints:
-        message += f"; did you mean {' / '.join(hints)}?"
+                hints.append((token.split("=", 1)[0], close[0]))
+    if len(hints) == 1:
+        message += f"; did you mean {hints[0][1]}?"
+    elif hints:
+        message += "; did you mean " + ", ".join(f"{new} for {old}" for old, new in hints) + "?"
     sub.error(message)
 
 

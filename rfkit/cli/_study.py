@@ -75,12 +75,37 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):  
     print(f"rfkit run: warning: {message}", file=sys.stderr)
 
 
+def check_device(backend: str, device: str | None) -> None:
+    """Refuse a PyTorch device this machine does not have, naming it and what is installed.
+
+    Only the format of a device is checked with the design; whether a CUDA, MPS or XPU device
+    is present is asked of PyTorch here, before the run starts.
+    """
+    if backend != "torch" or device is None or device.startswith("cpu"):
+        return
+    try:
+        import torch
+    except ImportError:
+        return  # the backend names the missing library
+    kind, _, index = device.partition(":")
+    module = getattr(torch, kind, None) if kind in ("cuda", "xpu") else getattr(torch.backends, kind, None)
+    available = bool(module is not None and module.is_available())
+    count = int(module.device_count()) if available and hasattr(module, "device_count") else 1
+    if not available or (index and int(index) >= count):
+        have = f"{count} {kind} device(s)" if available else f"no {kind} device"
+        raise RFKitError(
+            f"`--device` {device!r} is not available: torch {torch.__version__} sees {have} on this machine "
+            "(use --device cpu, or install a PyTorch build for your GPU)"
+        )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``rfkit run``: run a study into its output folder, write its report, print the theory check."""
     path = find_study(args.study)
     design = load_design(path, allow_large=bool(getattr(args, "allow_large", False)))
     if args.quick:
         design = design.quick_profile()
+    check_device(args.backend or design.backend, args.device or design.device)
     out = Path(args.out) if args.out else Path("out") / design.name
     workers = args.workers
     executor = "serial" if (workers is None or workers == 1) and not args.scheduler else "processes"

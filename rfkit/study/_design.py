@@ -256,12 +256,13 @@ class Design:
 
     def data_key(self, cell: Mapping[str, Any]) -> int:
         """Index of the cell's data among the distinct data settings (cells sharing data share it)."""
-        keys = []
-        for c in self.cells():
-            k = json.dumps(self.data_params(c), sort_keys=True, default=str)
-            if k not in keys:
-                keys.append(k)
-        return keys.index(json.dumps(self.data_params(cell), sort_keys=True, default=str))
+        keys: dict[str, int] | None = self.__dict__.get("_data_keys")
+        if keys is None:  # computed once per design (a run asks for every cell's key)
+            keys = {}
+            for c in self.cells():
+                keys.setdefault(json.dumps(self.data_params(c), sort_keys=True, default=str), len(keys))
+            object.__setattr__(self, "_data_keys", keys)
+        return keys[json.dumps(self.data_params(cell), sort_keys=True, default=str)]
 
     def estimator_params(self, est: Mapping[str, Any], cell: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters of an estimator in a cell.

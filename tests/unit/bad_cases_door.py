@@ -309,6 +309,13 @@ CLI_CASES: list[Cli] = [
     Cli("run-scheduler-port", _run_argv("--scheduler", "tcp://host:99999"), 2, "--scheduler", "99999"),
     Cli("run-device-meta", _run_argv("--backend", "torch", "--device", "meta"), 2, "device", "meta"),
     Cli("run-device-numpy-cuda", _run_argv("--device", "cuda"), 2, "device", "cuda"),
+    Cli(
+        "run-device-cuda-99",
+        _run_argv("--backend", "torch", "--device", "cuda:99"),
+        2,
+        "--device",
+        "'cuda:99'",
+    ),
     Cli("run-device-bogus", _run_argv("--backend", "torch", "--device", "bogus:7"), 2, "device", "bogus"),
     Cli("run-backend-bogus", _run_argv("--backend", "jax"), 2, "--backend", "'jax'"),
     Cli("run-option-misspelt", _run_argv("--quik"), 2, "--quik", "--quick"),
