@@ -15,6 +15,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ..exceptions import DamagedResultWarning, RFKitError
 from ..report import write_report
@@ -88,8 +89,10 @@ def check_device(backend: str, device: str | None) -> None:
     except ImportError:
         return  # the backend names the missing library
     kind, _, index = device.partition(":")
-    module = getattr(torch, kind, None) if kind in ("cuda", "xpu") else getattr(torch.backends, kind, None)
-    available = bool(module is not None and module.is_available())
+    if kind not in ("cuda", "xpu", "mps") or (index and not index.isdigit()):
+        return  # not a device kind asked of torch here: the design checks its format
+    module: Any = getattr(torch, kind) if kind != "mps" else torch.backends.mps
+    available = bool(module.is_available())
     count = int(module.device_count()) if available and hasattr(module, "device_count") else 1
     if not available or (index and int(index) >= count):
         have = f"{count} {kind} device(s)" if available else f"no {kind} device"
@@ -144,7 +147,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     taken = getattr(lock, "taken_over", None) or result.provenance.get("lock_taken_over")
     if taken:
-        who = ", ".join(f"{k} {v}" for k, v in taken.items()) if isinstance(taken, dict) else str(taken)
+        if isinstance(taken, dict):
+            who = f"pid {taken.get('pid', '?')} on {taken.get('host', '?')}, started {taken.get('started', '?')}"
+            who += f": {taken['command']}" if taken.get("command") else ""
+        else:
+            who = str(taken)
         print(f"took over the stale lock of an earlier run that is gone ({who})")
     ran = result.design  # what really ran: --quick and --trials applied
     print(

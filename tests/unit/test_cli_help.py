@@ -139,3 +139,29 @@ def test_help_does_not_load_the_study_harness() -> None:
     code = "import sys\nfrom rfkit.cli import main\nmain(['--help'])\nprint('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("False")
+
+
+def test_a_run_says_when_it_took_over_a_stale_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that has finished: its lock is stale
+    study = tmp_path / "s.toml"
+    study.write_text(textwrap.dedent(STUDY))
+    out = tmp_path / "o"
+    out.mkdir()
+    lock = {
+        "pid": gone.pid,
+        "host": socket.gethostname(),
+        "started": "earlier",
+        "command": "rfkit run s.toml",
+    }
+    (out / "run.lock").write_text(json.dumps(lock))
+    assert main(["run", str(study), "--out", str(out), "--no-progress", "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert f"took over the stale lock of an earlier run that is gone (pid {gone.pid}" in printed, printed
