@@ -139,6 +139,7 @@ def check_design(d: Design) -> None:
     _check_data(d)
     _check_grid(d)
     _check_values(d)
+    _check_quick(d)
     check_size(d, d.allow_large)  # before any map is built: a huge n_features must not allocate
     _check_estimators(d)
 
@@ -193,6 +194,38 @@ def _check_value(src: str, key: str, value: Any, rule: tuple[bool, float, float,
         kind = "an integer" if integer else "a number"
         span = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
         raise _err(src, key, f"must be {kind} in {span}", value)
+
+
+_QUICK_KEYS = ("trials", "chunk_trials", "data", "grid", "metrics", "estimators", "description", "outputs")
+
+
+def _check_quick(d: Design) -> None:
+    """The ``[quick]`` overrides: known keys and values in range (its design is built by --quick)."""
+    src, q = d.source, d.quick
+    for key, value in q.items():
+        where = f"quick.{key}"
+        if key not in _QUICK_KEYS and key not in ("seed", "backend", "device", "on_error", "imports"):
+            raise _err(
+                src, where, f"is not a key a [quick] profile overrides (allowed: {list(_QUICK_KEYS)})", key
+            )
+        if key in ("trials", "chunk_trials") and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise _err(src, where, "must be an integer >= 1", value)
+        if key in ("data", "grid") and not isinstance(value, Mapping):
+            raise _err(src, where, "must be a table", value)
+        if key == "data":
+            for k, v in value.items():
+                if k != "source":
+                    _check_value(src, f"{where}.{k}", v, VALUE_RULES.get(k))
+        if key == "grid":
+            for axis, values in value.items():
+                if not isinstance(values, list) or not values:
+                    raise _err(src, f"{where}.{axis}", "must be a non-empty list of values", values)
+                low = 0 if axis in ("degree", "dataset") else 1
+                rule = (True, low, math.inf, False, True) if axis in INTEGER_AXES else VALUE_RULES.get(axis)
+                for v in values:
+                    _check_value(src, f"{where}.{axis}", v, rule)
 
 
 def _check_values(d: Design) -> None:
