@@ -96,6 +96,20 @@ def _unrecognized(parser: argparse.ArgumentParser, argv: Sequence[str], extra: l
     sub.error(message)
 
 
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after any subcommand too (``rfkit run x --debug``), as before it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.add_argument(
+                    "--debug",
+                    action="store_true",
+                    default=argparse.SUPPRESS,
+                    help="show the full traceback of an unexpected error on stderr",
+                )
+                _add_debug(child)
+
+
 def _fill_help(parser: argparse.ArgumentParser) -> None:
     """Options registered without help text but with choices get a generated one (every option has help)."""
     for action in parser._actions:
@@ -131,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         child.epilog = child.epilog or _EPILOG
         child.formatter_class = argparse.RawDescriptionHelpFormatter
         del name
+    _add_debug(parser)
     _fill_help(parser)
     return parser
 

@@ -130,6 +130,8 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_is_kept(
     assert "Traceback" in Path(saved.group(1)).read_text(encoding="utf-8")
     assert main(["--debug", "list"]) == EXIT_FAILED
     assert "Traceback" in capsys.readouterr().err
+    assert main(["list", "--debug"]) == EXIT_FAILED
+    assert "Traceback" in capsys.readouterr().err
 
 
 def test_help_does_not_load_the_study_harness() -> None:
