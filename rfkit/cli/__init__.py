@@ -4,8 +4,11 @@ Subcommands are registered by one ``add_*`` function each: ``list`` and ``run``
 (:mod:`rfkit.cli._study_args`; the study harness is imported only when one of them runs, so
 ``import rfkit.cli`` and ``rfkit --help`` stay light) and ``bound`` (:mod:`rfkit.cli._bound`)::
 
-    rfkit list
+    rfkit [--version] [--debug] COMMAND ...
+    rfkit list [--paths]
     rfkit run STUDY.toml [--quick] [--trials N] [--workers K] [--scheduler ADDRESS] [--out DIR] [--resume]
+              [--wait-lock SECONDS] [--seed S] [--on-error raise|record] [--backend B] [--device DEV]
+              [--allow-large] [--no-progress]
 
     rfkit bound max-relative-error --r 0.5 --n-features 64 [--r-y R] [--kind hcexp|cexp] [--json]
     rfkit bound chi2 --mean-x ARR --cov-x ARR --mean-y ARR --cov-y ARR [--A ARR] \\
