@@ -266,6 +266,45 @@ CASES: list[Bad] = [
         "estimators[1].label`",
         "'pos'",
     ),
+    Bad(
+        "Design-name-space", lambda t: _design(name="my study"), InvalidParameterError, "`name`", "'my study'"
+    ),
+    Bad("Design-name-CON", lambda t: _design(name="CON.toml"), InvalidParameterError, "`name`", "'CON.toml'"),
+    Bad(
+        "Design-label-leading-space",
+        lambda t: _design(estimators=[{"map": "Positive", "label": " pos"}]),
+        InvalidParameterError,
+        "label`",
+        "' pos'",
+    ),
+    Bad(
+        "Design-label-long",
+        lambda t: _design(estimators=[{"map": "Positive", "label": "p" * 101}]),
+        InvalidParameterError,
+        "label`",
+        "'pppp",
+    ),
+    Bad(
+        "Design-grid-dim-negative",
+        lambda t: _design(data={"source": "pairs", "n_pairs": 3}, grid={"n_features": [2], "dim": [2, -1]}),
+        InvalidParameterError,
+        "`grid.dim`",
+        "-1",
+    ),
+    Bad(
+        "Design-data-dim-float",
+        lambda t: _design(data={"source": "pairs", "n_pairs": 3, "dim": 2.0}),
+        InvalidParameterError,
+        "`data.dim`",
+        "2.0",
+    ),
+    Bad(
+        "Design-data-n_pairs-1e3",
+        lambda t: _design(data={"source": "pairs", "n_pairs": 1e3, "dim": 2}),
+        InvalidParameterError,
+        "`data.n_pairs`",
+        "1000.0",
+    ),
     # ------------------------------------------------------------------ sizes beyond the machine
     Bad(
         "Design-trials-huge",
@@ -373,5 +412,10 @@ CLI_CASES: list[Cli] = [
         "study file",
         "performr-mse",
     ),
+    Cli("run-workers-float", _run_argv("--workers", "1.5"), 2, "`workers`", "'1.5'"),
+    Cli("run-seed-float", _run_argv("--seed", "1e3"), 2, "`seed`", "'1e3'"),
+    Cli("run-on-error-bogus", _run_argv("--on-error", "skip"), 2, "--on-error", "'skip'"),
+    Cli("run-out-blank", _run_argv("--out", "   "), 2, "--out", "'   '"),
+    Cli("bound-misspelt-kind", lambda t: ["bound", "chi"], 2, "'chi'", "chi2"),
     Cli("run-wait-lock-nan", _run_argv("--wait-lock", "nan"), 2, "--wait-lock", "'nan'"),
 ]
