@@ -36,8 +36,8 @@ __all__ = ["StudyTooLargeError", "StudySize", "estimate_size", "check_size", "MA
 MAX_WORK = 1e15
 #: grid cells above which a study is refused (every cell is built and checked up front)
 MAX_CELLS = 100_000
-#: share of the machine's memory that one work unit (or the trial table) may take
-MAX_MEMORY_FRACTION = 0.5
+#: share of the machine's memory one work unit (or the trial table) may take (estimates are upper bounds)
+MAX_MEMORY_FRACTION = 1.0
 _FALLBACK_MEMORY = 8 * 2**30  # where the machine's memory cannot be read
 _TRIAL_ROW_BYTES = 200  # one row of the per-trial table, all columns
 _DEFAULT_ROWS = 64  # the sources' default n_pairs / n_tokens
@@ -129,7 +129,7 @@ def check_size(d: Design, allow_large: bool = False) -> StudySize:
     if size.unit_bytes > limit:
         problems.append(
             f"about {_gib(size.unit_bytes)} for one work unit of {min(d.chunk_trials, d.trials)} trials "
-            f"(limit {_gib(limit)}, half of this machine's memory; a smaller chunk_trials helps)"
+            f"(limit {_gib(limit)}, this machine's memory; a smaller chunk_trials helps)"
         )
     if size.table_bytes > limit:
         problems.append(f"about {_gib(size.table_bytes)} of per-trial results (limit {_gib(limit)})")
