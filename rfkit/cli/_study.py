@@ -97,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not theory.empty:
         t = theory[theory["metric"] == "mse"]
         heavy = heavy_tailed(t)
-        light = t[~heavy]
+        light = t[~heavy & t["z"].notna().to_numpy()]  # rows without a z (non-finite) are counted below
         line = (
             f"theory vs simulation (MSE): {int((light['z'].abs() <= 5).sum())} of {len(light)} within 5 MCSE"
         )

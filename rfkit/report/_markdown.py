@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from ..plots import save_figure
@@ -183,8 +184,14 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
     if not n:
         return []
     heavy = heavy_tailed(t)
-    light = t[~heavy]
+    no_z = ~np.isfinite(t["z"].to_numpy(dtype=float))  # a non-finite measurement or MCSE: no test
+    light = t[~heavy & ~no_z]
     text = f"{n} (cell, estimator) comparisons of the measured MSE with its closed form (rfkit.theory, or the map's own mse)"
+    if no_z.any():
+        text += (
+            f"; {int(no_z.sum())} have no z-score (the measured MSE or its MCSE is not finite: see "
+            '"Non-finite and failed trials")'
+        )
     if len(light):
         worst = light.loc[light["z"].abs().idxmax()]
         where = ", ".join(f"{c}={worst[c]}" for c in grid_cols if c in worst.index)
@@ -206,6 +213,8 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         ]
 
     def fmt_z(v: float, flag: bool) -> str:
+        if not np.isfinite(v):
+            return "n/a"
         body = f"{v:+.2f}" if abs(v) < 1e4 else f"{v:+.2e}"
         return body + (" †" if flag else "")
 

@@ -32,8 +32,9 @@ def md_table(df: pd.DataFrame) -> str:
 
 
 def finite_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    """The summary rows with a finite estimate (those a figure can draw)."""
-    return summary[np.isfinite(summary["estimate"].to_numpy(dtype=float))]
+    """The summary rows with a finite estimate and no infinite MCSE (those a figure can draw)."""
+    est, se = summary["estimate"].to_numpy(dtype=float), summary["mcse"].to_numpy(dtype=float)
+    return summary[np.isfinite(est) & (se != np.inf)]
 
 
 def nonfinite_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
@@ -43,14 +44,15 @@ def nonfinite_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         return []
     counts = [c for c in ("n_trials", "n_failed", "n_nonfinite", "n_nan_rows") if c in bad]
     n_nf = int(bad["n_nonfinite"].sum()) if "n_nonfinite" in bad else 0
-    undrawn = int((~np.isfinite(bad["estimate"].to_numpy(dtype=float))).sum())
+    undrawn = len(bad) - len(finite_rows(bad))
     return [
         "## Non-finite and failed trials",
         "",
         f"{len(bad)} of {len(summary)} summary rows are not `ok` ({n_nf} non-finite trial values in all). "
         "A non-finite trial value (an estimate that overflowed, a NaN output row) is kept: the row's "
         "estimate is the mean of every trial, so it is inf or NaN, and its MCSE is NaN; failed trials are "
-        f"left out and counted. {undrawn} rows with a non-finite estimate are not drawn in the figures.",
+        "left out and counted; `inf_mcse`: finite values whose squares overflow, so the MCSE is "
+        f"infinite. {undrawn} rows with a non-finite estimate or MCSE are not drawn in the figures.",
         "",
         md_table(
             bad[["estimator", *[c for c in grid_cols if c in bad], "metric", "estimate", *counts, "status"]]

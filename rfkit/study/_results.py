@@ -120,7 +120,7 @@ class StudyResult:
                         "predicted": r[pcol],
                         "measured": r["estimate"],
                         "mcse": r["mcse"],
-                        "z": (r["estimate"] - r[pcol]) / r["mcse"] if r["mcse"] > 0 else np.nan,
+                        "z": (r["estimate"] - r[pcol]) / r["mcse"] if 0 < r["mcse"] < np.inf else np.nan,
                         "n_trials": r["n_trials"],
                     }
                 )

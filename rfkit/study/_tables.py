@@ -18,20 +18,19 @@ __all__ = ["facets", "ranking_table", "heavy_tailed", "HEAVY_TAIL_RATIO", "summa
 HEAVY_TAIL_RATIO = 3.0
 
 
-def row_status(n_failed: int, n_nonfinite: int, n_nan_rows: int = 0) -> str:
+def row_status(n_failed: int, n_nonfinite: int, n_nan_rows: int = 0, inf_mcse: bool = False) -> str:
     """The status of a summary row: ``"ok"``, or the reasons it is not, joined by ``","``.
 
     ``"failed"``: some trials raised (counted in ``n_failed``, left out); ``"nonfinite"``: some
     trial values are NaN or infinite (``n_nonfinite``, kept: the estimate is then non-finite);
-    ``"nan_rows"``: attention outputs with NaN rows (``n_nan_rows``, summed over trials).
+    ``"nan_rows"``: attention outputs with NaN rows (``n_nan_rows``, summed over trials);
+    ``"inf_mcse"``: finite values whose squares overflow, so the MCSE is infinite.
 
-    >>> row_status(0, 0), row_status(2, 3), row_status(0, 0, 31)
-    ('ok', 'failed,nonfinite', 'nan_rows')
+    >>> row_status(0, 0), row_status(2, 3), row_status(0, 0, 31), row_status(0, 0, inf_mcse=True)
+    ('ok', 'failed,nonfinite', 'nan_rows', 'inf_mcse')
     """
-    reasons = [
-        r for r, k in (("failed", n_failed), ("nonfinite", n_nonfinite), ("nan_rows", n_nan_rows)) if k
-    ]
-    return ",".join(reasons) or "ok"
+    counts = {"failed": n_failed, "nonfinite": n_nonfinite, "nan_rows": n_nan_rows, "inf_mcse": inf_mcse}
+    return ",".join(r for r, k in counts.items() if k) or "ok"
 
 
 def summarize(
@@ -63,7 +62,7 @@ def summarize(
             row["n_nonfinite"] = s["n_nonfinite"]
             if nan_rows:
                 row["n_nan_rows"] = n_nan
-            row["status"] = row_status(n_failed, s["n_nonfinite"], n_nan)
+            row["status"] = row_status(n_failed, s["n_nonfinite"], n_nan, s["mcse"] == np.inf)
             rows.append(row)
     return pd.DataFrame(rows)
 

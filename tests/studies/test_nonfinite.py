@@ -119,3 +119,69 @@ def test_attention_nan_rows_are_counted_not_nanmeaned():
 )
 def test_format_exponent_from_the_error(est, se, expected):
     assert format_mcse(est, se) == expected
+
+
+def test_infinite_mcse_gives_no_z_and_the_report_says_so(tmp_path):
+    """At norm 14 the trig squared errors are finite but their squares overflow: the MCSE is inf,
+    and z = (measured - predicted) / inf = 0 would read as perfect agreement."""
+    from rfkit.report import write_report
+
+    d = overflow_design(14, estimators=[{"map": "Trig"}], outputs={"figures": ["mse_vs_features"]})
+    res = st.run(d, out=tmp_path / "o")
+    t = res.compare_theory()
+    assert t["z"].isna().all()
+    text = write_report(res, tmp_path / "o").read_text()
+    assert "have no z-score" in text
+
+
+def test_all_nonfinite_cell_with_theory_report(tmp_path):
+    from rfkit.report import write_report
+
+    d = overflow_design(19, estimators=[{"map": "Trig"}], outputs={"figures": ["mse_vs_features"]})
+    res = st.run(d, out=tmp_path / "o")
+    text = write_report(res, tmp_path / "o").read_text()
+    assert "## Non-finite and failed trials" in text and "20 of 20 non-finite" in text
+
+
+def test_console_counts_rows_that_are_not_ok(tmp_path, capsys):
+    from rfkit.cli import main
+
+    study = tmp_path / "ov.toml"
+    study.write_text(
+        'name = "ov"\ntrials = 5\nseed = 1\n[data]\nsource = "pairs"\nn_pairs = 3\ndim = 3\nnorm_x = 30\n'
+        'norm_y = 30\n[grid]\nn_features = [8]\n[[estimators]]\nmap = "Trig"\n'
+    )
+    assert main(["run", str(study), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "summary rows are not ok (nonfinite:" in out and "non-finite trial values" in out
+
+
+def test_proportions_get_wilson_intervals():
+    s = mcse_summary(np.ones(40), proportion=True)
+    assert s["ci_low"] == pytest.approx(0.9124, abs=1e-4) and s["ci_high"] == 1.0
+    s = mcse_summary(np.zeros(40), proportion=True)
+    assert s["ci_low"] == 0.0 and s["ci_high"] == pytest.approx(0.0876, abs=1e-4)
+    s = mcse_summary(np.r_[np.ones(30), np.zeros(10)], proportion=True)
+    assert s["estimate"] == 0.75 and 0.59 < s["ci_low"] < 0.61 and 0.85 < s["ci_high"] < 0.87
+    s = mcse_summary(np.ones(40))  # a mean that is not a proportion keeps its t interval
+    assert s["ci_low"] == s["ci_high"] == 1.0
+
+
+def test_concentration_coverage_uses_wilson():
+    d = st.Design(
+        name="c",
+        kind="concentration",
+        estimators=[{"map": "HCEXP", "A": "identity"}],
+        grid={"p": [0.9], "n_pairs": [4], "n_features": [16]},
+        data={"source": "gaussian", "dim": 3, "mean_q": 0.1, "cov_q": 0.01, "mean_k": 0.0, "cov_k": 0.01},
+        trials=12,
+        seed=2,
+    )
+    s = st.run(d).summary()
+    row = s[s.metric == "coverage"].iloc[0]
+    k = round(row["estimate"] * 12)
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = proportion_confint(k, 12, alpha=0.05, method="wilson")
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi))
+    assert 0 <= row["ci_low"] <= row["estimate"] <= row["ci_high"] <= 1
