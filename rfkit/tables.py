@@ -141,7 +141,7 @@ def _tex_escape(text: str) -> str:
 
 #: the LaTeX that :func:`format_mcse` writes (kept as is); any other cell is text and escaped
 _MCSE_TEX = re.compile(
-    r"^\$\(?-?[0-9.]+(?: \\pm [0-9.]+)?\)?(?: \\times 10\^\{-?[0-9]+\})?\$"
+    r"^\$\(?-?[0-9.e+-]+ \\pm (?:[0-9.]+|\\infty)\)?(?: \\times 10\^\{-?[0-9]+\})?\$"
     r"(?: \([0-9]+ of [0-9?]+ non-finite\))?(?: \[[0-9.e+-]+, [0-9.e+-]+\])?$"
 )
 

@@ -13,11 +13,32 @@ values is returned beside them (docs page *Studies*, section "Non-finite trials"
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
 
+from .._params import check_real
+from ..exceptions import InvalidParameterError
+
 __all__ = ["mcse_summary", "format_mcse", "format_interval"]
+
+
+def _trial_values(values: Any) -> np.ndarray:
+    """``values`` as a 1-D float array of real numbers, or InvalidParameterError naming ``values``."""
+    try:
+        arr = np.asarray(values)
+    except Exception as exc:  # noqa: BLE001 - ragged nested lists and the like
+        raise InvalidParameterError(
+            f"The `values` parameter of mcse_summary must be a 1-D array of real numbers. Got {values!r:.80} "
+            f"instead ({type(exc).__name__})."
+        ) from exc
+    if arr.dtype.kind not in "biuf" or arr.ndim > 1:
+        raise InvalidParameterError(
+            "The `values` parameter of mcse_summary must be a 1-D array of real numbers (one per trial). "
+            f"Got an array of dtype {arr.dtype} and shape {arr.shape} instead."
+        )
+    return arr.astype(float).ravel()
 
 
 def _proportion_interval(v: np.ndarray, confidence: float) -> tuple[float, float] | None:
@@ -68,7 +89,8 @@ def mcse_summary(values: np.ndarray, confidence: float = 0.95, *, proportion: bo
     """
     from statsmodels.stats.weightstats import DescrStatsW
 
-    v = np.asarray(values, dtype=float).ravel()
+    confidence = check_real(confidence, "confidence", "mcse_summary", low=0, high=1, closed="neither")
+    v = _trial_values(values)
     n = v.size
     n_bad = int(n - np.count_nonzero(np.isfinite(v)))
     out: dict[str, Any] = {"estimate": np.nan, "mcse": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": n}
@@ -143,12 +165,21 @@ def format_mcse(
     >>> format_mcse(2.926002366940087e-05, 7.8e-23)
     '2.926e-05'
     """
+    for name, value in (("estimate", estimate), ("mcse", mcse)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise InvalidParameterError(
+                f"The `{name}` parameter of format_mcse must be a real number. Got {value!r} instead."
+            )
+    if mcse < 0:
+        raise InvalidParameterError(
+            f"The `mcse` parameter of format_mcse must be a real number >= 0 (or NaN). Got {mcse!r} instead."
+        )
     note = f" ({n_nonfinite} of {n if n is not None else '?'} non-finite)" if n_nonfinite else ""
     pm = r" \pm " if latex else " ± "
     if not np.isfinite(estimate):
         return ("n/a" if np.isnan(estimate) else ("inf" if estimate > 0 else "-inf")) + note
     if mcse == np.inf:  # finite values whose squares overflow
-        return f"{estimate:.4g}{pm}inf" + note
+        return (f"${estimate:.4g}{pm}\\infty$" if latex else f"{estimate:.4g}{pm}inf") + note
     if not np.isfinite(mcse) or mcse <= 1e-12 * abs(estimate):  # zero, or round-off of an exact value
         return f"{estimate:.4g}" + note
     mag = max(abs(estimate), mcse)
