@@ -364,8 +364,7 @@ def _paired_mcse(ra: StudyResult, rb: StudyResult, m: pd.DataFrame, keys: list[s
         except KeyError:  # not a per-trial mean
             continue
         dv = (grp[f"{col}_b"] - grp[f"{col}_a"]).to_numpy(dtype=float)
-        dv = dv[np.isfinite(dv)]
-        if dv.size > 1:
+        if dv.size > 1 and np.isfinite(dv).all():  # a non-finite difference: no MCSE, never a filtered one
             se = float(dv.std(ddof=1) / np.sqrt(dv.size))
             if row.metric == "variance":  # summary() scales the variance by n / (n - 1)
                 se *= dv.size / (dv.size - 1)

@@ -346,3 +346,18 @@ def _check_latex_inf_mcse_kept(t: Path) -> None:
 
 
 RESULT_CASES.append(Good("to_latex.infinite-mcse-in-math", _check_latex_inf_mcse_kept))
+
+
+def _check_compare_nonfinite(t: Path) -> None:
+    d = _design(
+        estimators=[{"map": "Trig"}],
+        data={"source": "pairs", "n_pairs": 3, "dim": 3, "norm_x": 30, "norm_y": 30},
+        trials=5,
+    )
+    res = st.run(d)
+    m = _quiet(lambda: st.compare(res, res))
+    row = m[m.metric == "mse"].iloc[0]
+    assert math.isnan(row["mcse"]) and math.isnan(row["z"]) and not row["flagged"]
+
+
+RESULT_CASES.append(Good("compare.nonfinite-no-mcse", _check_compare_nonfinite))
