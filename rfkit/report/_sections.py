@@ -123,11 +123,15 @@ def ratio_section(
         table = []
         for est, g in rows.groupby("estimator", sort=False):
             r = g["ratio"].to_numpy(dtype=float)
+            fin = r[
+                np.isfinite(r)
+            ]  # heads with a non-finite MSE (theirs or the reference's) are counted apart
             row = {
                 "estimator": est,
-                "median": f"{np.nanmedian(r):.3g}",
-                "range": f"{np.nanmin(r):.3g} - {np.nanmax(r):.3g}",
-                "beats reference": f"{int(np.sum(r < 1))} of {int(np.sum(np.isfinite(r)))}",
+                "median": f"{np.median(fin):.3g}" if fin.size else "n/a",
+                "range": f"{fin.min():.3g} - {fin.max():.3g}" if fin.size else "n/a",
+                "beats reference": f"{int(np.sum(fin < 1))} of {fin.size}",
+                "non-finite heads": str(r.size - fin.size),
             }
             if st is not None:
                 lr = pd.Series(np.log(r), index=g["cell"].to_numpy())
@@ -143,7 +147,11 @@ def ratio_section(
                     rho = lr.corr(x.reindex(lr.index), method="spearman")
                     row[f"rho({words})"] = f"{rho:+.2f}"
             table.append(row)
-        lines += [md_table(pd.DataFrame(table).sort_values("median", key=lambda c: c.astype(float))), ""]
+        shown = pd.DataFrame(table)
+        if (shown["non-finite heads"] == "0").all():
+            shown = shown.drop(columns="non-finite heads")
+        order = pd.to_numeric(shown["median"], errors="coerce")  # "n/a" last
+        lines += [md_table(shown.iloc[np.argsort(order.to_numpy(), kind="stable")]), ""]
     return lines
 
 

@@ -185,3 +185,20 @@ def test_concentration_coverage_uses_wilson():
     lo, hi = proportion_confint(k, 12, alpha=0.05, method="wilson")
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi))
     assert 0 <= row["ci_low"] <= row["estimate"] <= row["ci_high"] <= 1
+
+
+def test_ratio_to_reference_counts_nonfinite_heads(tmp_path):
+    from rfkit.report._sections import ratio_section
+
+    s = pd.DataFrame(
+        {
+            "cell": [0, 0, 1, 1, 2, 2],
+            "head": [0, 0, 1, 1, 2, 2],
+            "estimator": ["ref", "x"] * 3,
+            "metric": "mse",
+            "estimate": [1.0, 0.5, 1.0, np.inf, 1.0, 2.0],
+            "mcse": 0.1,
+        }
+    )
+    text = "\n".join(ratio_section(s, None, ["head"], "ref", tmp_path))
+    assert "| x | 1.25 | 0.5 - 2 | 1 of 2 | 1 |" in text  # the infinite head is counted, not dropped
