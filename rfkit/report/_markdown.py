@@ -15,12 +15,11 @@ import pandas as pd
 from ..plots import save_figure
 from ..study._metric_sources import metric_words
 from ..study._tables import HEAVY_TAIL_RATIO, heavy_tailed
-from ..tables import format_mcse, summary_table, summary_values, to_latex
+from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
 from ._figures import FIGURE_KINDS, study_figures
 from ._sections import (
     finite_rows,
     hard_heads,
-    md_escape,
     md_table,
     nonfinite_section,
     ranking_section,

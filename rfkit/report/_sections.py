@@ -16,7 +16,6 @@ from ..tables import md_escape, to_markdown
 
 __all__ = [
     "md_table",
-    "md_escape",
     "ranking_section",
     "ratio_section",
     "hard_heads",
