@@ -202,3 +202,26 @@ def test_ratio_to_reference_counts_nonfinite_heads(tmp_path):
     )
     text = "\n".join(ratio_section(s, None, ["head"], "ref", tmp_path))
     assert "| x | 1.25 | 0.5 - 2 | 1 of 2 | 1 |" in text  # the infinite head is counted, not dropped
+
+
+def test_a_nan_error_is_no_coverage_outcome(monkeypatch):
+    """NaN <= bound is False: without care a NaN error would count as a data set the bound misses."""
+    import rfkit.study._eval_concentration as ev
+
+    monkeypatch.setattr(
+        ev.theory,
+        "relative_mse",
+        lambda fm, X, Y: np.full(np.broadcast_shapes(np.shape(X)[:-1], np.shape(Y)[:-1]), np.nan),
+    )
+    d = st.Design(
+        name="c",
+        kind="concentration",
+        estimators=[{"map": "HCEXP", "A": "identity"}],
+        grid={"p": [0.9], "n_pairs": [4], "n_features": [16]},
+        data={"source": "gaussian", "dim": 3, "mean_q": 0.1, "cov_q": 0.01, "mean_k": 0.0, "cov_k": 0.01},
+        trials=5,
+        seed=2,
+    )
+    s = st.run(d).summary()
+    row = s[s.metric == "coverage"].iloc[0]
+    assert row["n_nonfinite"] == 5 and row["status"] == "nonfinite" and np.isnan(row["estimate"])
