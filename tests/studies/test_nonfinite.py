@@ -167,16 +167,20 @@ def test_proportions_get_wilson_intervals():
     assert s["ci_low"] == s["ci_high"] == 1.0
 
 
-def test_concentration_coverage_uses_wilson():
-    d = st.Design(
+def concentration_design(trials: int) -> st.Design:
+    return st.Design(
         name="c",
         kind="concentration",
         estimators=[{"map": "HCEXP", "A": "identity"}],
         grid={"p": [0.9], "n_pairs": [4], "n_features": [16]},
         data={"source": "gaussian", "dim": 3, "mean_q": 0.1, "cov_q": 0.01, "mean_k": 0.0, "cov_k": 0.01},
-        trials=12,
+        trials=trials,
         seed=2,
     )
+
+
+def test_concentration_coverage_uses_wilson():
+    d = concentration_design(12)
     s = st.run(d).summary()
     row = s[s.metric == "coverage"].iloc[0]
     k = round(row["estimate"] * 12)
@@ -213,15 +217,7 @@ def test_a_nan_error_is_no_coverage_outcome(monkeypatch):
         "relative_mse",
         lambda fm, X, Y: np.full(np.broadcast_shapes(np.shape(X)[:-1], np.shape(Y)[:-1]), np.nan),
     )
-    d = st.Design(
-        name="c",
-        kind="concentration",
-        estimators=[{"map": "HCEXP", "A": "identity"}],
-        grid={"p": [0.9], "n_pairs": [4], "n_features": [16]},
-        data={"source": "gaussian", "dim": 3, "mean_q": 0.1, "cov_q": 0.01, "mean_k": 0.0, "cov_k": 0.01},
-        trials=5,
-        seed=2,
-    )
+    d = concentration_design(5)
     s = st.run(d).summary()
     row = s[s.metric == "coverage"].iloc[0]
     assert row["n_nonfinite"] == 5 and row["status"] == "nonfinite" and np.isnan(row["estimate"])
