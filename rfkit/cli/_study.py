@@ -23,7 +23,7 @@ from ..study import load_design, run
 from ..study._builtin import builtin_study_dirs, find_study
 from ..study._lock import RunLock
 from ..study._manifest import units_done
-from ..study._tables import heavy_tailed
+from ..study._tables import heavy_tailed, not_ok
 
 __all__ = ["cmd_list", "cmd_run"]
 
@@ -161,7 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not theory.empty:
         t = theory[theory["metric"] == "mse"]
         heavy = heavy_tailed(t)
-        light = t[~heavy]
+        light = t[~heavy & t["z"].notna().to_numpy()]  # rows without a z (non-finite) are counted below
         line = (
             f"theory vs simulation (MSE): {int((light['z'].abs() <= 5).sum())} of {len(light)} within 5 MCSE"
         )
@@ -170,5 +170,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if heavy.any():
             line += f" ({int(heavy.sum())} heavy-tailed rows not counted: see the report)"
         print(line)
+    bad = not_ok(result.summary())
+    if not bad.empty:  # non-finite trial values or failed trials: never only in the files
+        counts = ", ".join(f"{k}: {v}" for k, v in bad["status"].value_counts().items())
+        failed = int((result.trials["status"] != "ok").sum())
+        print(
+            f"{len(bad)} summary rows are not ok ({counts}): {int(bad['n_nonfinite'].sum())} non-finite "
+            f"trial values, {failed} failed trials; see the status column of summary.csv and the report"
+        )
     print(f"wrote {out}/summary.parquet, summary.csv, trials.parquet, pairs.parquet, report: {report}")
     return 0

@@ -9,14 +9,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from ..plots import save_figure
 from ..study._metric_sources import metric_words
 from ..study._tables import HEAVY_TAIL_RATIO, heavy_tailed
-from ..tables import format_mcse, summary_table, to_latex
+from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
 from ._figures import FIGURE_KINDS, study_figures
-from ._sections import hard_heads, md_table, ranking_section, ratio_section, slopes_section
+from ._sections import (
+    finite_rows,
+    hard_heads,
+    md_table,
+    nonfinite_section,
+    ranking_section,
+    ratio_section,
+    slopes_section,
+)
 
 if TYPE_CHECKING:
     from ..study._results import StudyResult
@@ -82,7 +91,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
     theory = pd.read_csv(theory_path) if theory_path.exists() else pd.DataFrame()
     d = result.design
     grid_cols = list(d.grid)
-    lines = [f"# {d.name}", "", d.description.strip(), ""]
+    lines = [f"# {md_escape(d.name)}", "", d.description.strip(), ""]
     lines += [provenance_line(result), ""]
     quick = d.source.endswith("[quick]")
     if quick:
@@ -98,11 +107,12 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         path = out / f"{name}.parquet"
         return pd.read_parquet(path) if path.exists() else None
 
+    drawn = finite_rows(summary)  # figures draw finite estimates; the others are listed below
     figures = []
     wanted = d.outputs.get("figures", [])
     for kind in FIGURE_KINDS:  # drawn in this order, as before
         if kind in wanted:
-            figures += [_save(fig, out, name) for name, fig in study_figures(kind, d, summary, theory, table)]
+            figures += [_save(fig, out, name) for name, fig in study_figures(kind, d, drawn, theory, table)]
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
     if d.kind == "attention" and "samples" in grid_cols:
@@ -115,7 +125,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         s = summary[summary["metric"] == metric].copy()
         if s.empty:
             continue
-        s["value"] = [format_mcse(e, m) for e, m in zip(s["estimate"], s["mcse"])]
+        s["value"] = summary_values(s)
         other = [c for c in grid_cols if c != "n_features"]
         if "n_features" in grid_cols:
             piv = s.pivot_table(
@@ -156,6 +166,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         lines += [notes.strip(), ""]
     failed = int((result.trials["status"] != "ok").sum())
     lines += [f"Failed trials: {failed}.", ""]
+    lines += nonfinite_section(summary, grid_cols)
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path
@@ -172,14 +183,20 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
     if not n:
         return []
     heavy = heavy_tailed(t)
-    light = t[~heavy]
+    no_z = ~np.isfinite(t["z"].to_numpy(dtype=float))  # a non-finite measurement or MCSE: no test
+    light = t[~heavy & ~no_z]
     text = f"{n} (cell, estimator) comparisons of the measured MSE with its closed form (rfkit.theory, or the map's own mse)"
+    if no_z.any():
+        text += (
+            f"; {int(no_z.sum())} have no z-score (the measured MSE or its MCSE is not finite: see "
+            '"Non-finite and failed trials")'
+        )
     if len(light):
         worst = light.loc[light["z"].abs().idxmax()]
         where = ", ".join(f"{c}={worst[c]}" for c in grid_cols if c in worst.index)
         text += (
             f"; {int((light['z'].abs() <= 5).sum())} of the {len(light)} unflagged ones within 5 MCSE; "
-            f"largest unflagged |z| = {abs(worst['z']):.2f} ({worst['estimator']}, {where})."
+            f"largest unflagged |z| = {abs(worst['z']):.2f} ({md_escape(worst['estimator'])}, {md_escape(where)})."
         )
     else:
         text += "."
@@ -195,6 +212,8 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         ]
 
     def fmt_z(v: float, flag: bool) -> str:
+        if not np.isfinite(v):
+            return "n/a"
         body = f"{v:+.2f}" if abs(v) < 1e4 else f"{v:+.2e}"
         return body + (" †" if flag else "")
 

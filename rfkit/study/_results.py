@@ -17,6 +17,7 @@ from ._design import Design
 from ._manifest import write_result_manifest
 from ._mcse import mcse_summary
 from ._metric_sources import metric_column
+from ._tables import summarize
 from ._verify import verify_result_folder
 from ._views import METRIC_SOURCES  # summary metric -> (per-trial column, description), live
 
@@ -82,22 +83,11 @@ class StudyResult:
     def summary(self, confidence: float = 0.95) -> pd.DataFrame:
         """Tidy summary: one row per (cell, estimator, metric) with estimate, MCSE and CI.
 
-        Failed trials are excluded and counted in ``n_failed``.
+        Failed trials are excluded and counted in ``n_failed``; non-finite trial values are kept
+        and counted in ``n_nonfinite``, and ``status`` says why a row is not ``"ok"``
+        (:func:`~rfkit.study._tables.summarize`).
         """
-        rows = []
-        keys = ["cell", "estimator", *self.grid_columns]
-        for key, grp in self.trials.groupby(keys, sort=False):
-            ok = grp[grp["status"] == "ok"]
-            n_failed = int((grp["status"] != "ok").sum())
-            base = dict(zip(keys, key))
-            for metric in self.design.metrics:
-                s = mcse_summary(ok[metric_column(metric)].to_numpy(), confidence)
-                if metric == "variance" and s["n"] > 1:
-                    f = s["n"] / (s["n"] - 1)
-                    s = {k: (v * f if k != "n" else v) for k, v in s.items()}
-                rows.append({**base, "metric": metric, **s, "n_failed": n_failed})
-        out = pd.DataFrame(rows)
-        return out.rename(columns={"n": "n_trials"})
+        return summarize(self.trials, ["cell", "estimator", *self.grid_columns], self.design.metrics, confidence)
 
     def compare_theory(self) -> pd.DataFrame:  # noqa: C901
         """Measured vs closed-form MSE (mean over pairs), with MCSE and ``z``.
@@ -130,7 +120,7 @@ class StudyResult:
                         "predicted": r[pcol],
                         "measured": r["estimate"],
                         "mcse": r["mcse"],
-                        "z": (r["estimate"] - r[pcol]) / r["mcse"] if r["mcse"] > 0 else np.nan,
+                        "z": (r["estimate"] - r[pcol]) / r["mcse"] if 0 < r["mcse"] < np.inf else np.nan,
                         "n_trials": r["n_trials"],
                     }
                 )
@@ -374,8 +364,7 @@ def _paired_mcse(ra: StudyResult, rb: StudyResult, m: pd.DataFrame, keys: list[s
         except KeyError:  # not a per-trial mean
             continue
         dv = (grp[f"{col}_b"] - grp[f"{col}_a"]).to_numpy(dtype=float)
-        dv = dv[np.isfinite(dv)]
-        if dv.size > 1:
+        if dv.size > 1 and np.isfinite(dv).all():  # a non-finite difference: no MCSE, never a filtered one
             se = float(dv.std(ddof=1) / np.sqrt(dv.size))
             if row.metric == "variance":  # summary() scales the variance by n / (n - 1)
                 se *= dv.size / (dv.size - 1)
