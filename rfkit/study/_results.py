@@ -87,7 +87,9 @@ class StudyResult:
         and counted in ``n_nonfinite``, and ``status`` says why a row is not ``"ok"``
         (:func:`~rfkit.study._tables.summarize`).
         """
-        return summarize(self.trials, ["cell", "estimator", *self.grid_columns], self.design.metrics, confidence)
+        return summarize(
+            self.trials, ["cell", "estimator", *self.grid_columns], self.design.metrics, confidence
+        )
 
     def compare_theory(self) -> pd.DataFrame:  # noqa: C901
         """Measured vs closed-form MSE (mean over pairs), with MCSE and ``z``.
