@@ -58,7 +58,7 @@ bench: install
 # The wheel (with the built-in study files as package data) in dist/; `pip install dist/rfkit-*.whl`
 # then runs `rfkit list` and `rfkit run performer-mse` from any folder.
 wheel: install
-	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation . -w dist
+	$(BIN)/python -m pip wheel --quiet --no-deps . -w dist
 
 clean:
 	rm -rf $(VENV) out dist build rfkit.egg-info .pytest_cache .ruff_cache docs/_build docs/generated docs/notebooks
