@@ -47,7 +47,7 @@ docs: install
 # Writes Parquet tables, figures (PDF+PNG) and a Markdown report to out/performer-mse.
 demo: install
 	rm -rf out/performer-mse
-	$(BIN)/rfkit run studies/performer-mse.toml --out out/performer-mse
+	$(BIN)/rfkit run performer-mse --out out/performer-mse
 	$(BIN)/python scripts/demo.py --out out/demo
 
 # Speed and memory against this machine's limits and, when installed, peer libraries
