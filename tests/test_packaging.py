@@ -64,20 +64,24 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, d
     """A new virtual environment holding only the wheel; returns (bin folder, environment, cwd)."""
     tmp = tmp_path_factory.mktemp("venv")
     env_dir = tmp / "env"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], cwd=tmp)
+    # no PYTHONPATH: the source tree (or an rfkit.egg-info in it) must not be seen by pip or Python
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "RFKIT_"))}
+    env["MPLBACKEND"] = "Agg"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], cwd=tmp, env=env)
     bindir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     py = bindir / ("python.exe" if os.name == "nt" else "python")
     _run(
         [sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet", "--no-deps", "--no-index"]
-        + [str(wheel)],
+        + ["--force-reinstall", str(wheel)],
         cwd=tmp,
+        env=env,
     )
-    purelib = _run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp)
+    purelib = _run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp, env=env
+    )
     site = Path(purelib.stdout.strip())
     deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (site / "zz_rfkit_test_deps.pth").write_text("".join(f"{d}\n" for d in sorted(deps)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "RFKIT_"))}
-    env["MPLBACKEND"] = "Agg"
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
     cwd = tmp / "work"  # no studies/ folder and no source tree here
     cwd.mkdir()
