@@ -82,7 +82,7 @@ def as_float_array(
     if arr.ndim < min_ndim:
         hint = f" {shape_hint}" if shape_hint else ""
         raise ShapeError(f"`{name}` must have ndim >= {min_ndim}; got shape {tuple(arr.shape)}.{hint}")
-    if check_finite and arr.ndim and all(int(n) for n in arr.shape):
+    if check_finite and all(int(n) for n in arr.shape):  # 0-d arrays too
         xp = bk.xp
         with np.errstate(over="ignore", invalid="ignore"):
             # fast path (scikit-learn's): a finite sum means finite entries; a sum that overflows

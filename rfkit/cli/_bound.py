@@ -92,7 +92,7 @@ def _cmd_chi2(args: argparse.Namespace) -> int:
         mx,
         _cov(args.cov_x, "cov-x", d),
         my,
-        _cov(args.cov_y, "cov-y", d),
+        _cov(args.cov_y, "cov-y", int(my.shape[0]) if my.ndim == 1 else 1),
         A,
         args.n_points,
         args.p,

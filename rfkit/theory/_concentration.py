@@ -13,13 +13,14 @@ section 4). Public through :mod:`rfkit.theory.bounds`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from .._validation import as_float_array, check_int, check_option, check_real
-from ..exceptions import InvalidParameterError, ShapeError, SingularMatrixError
+from ..exceptions import InvalidParameterError, NumericalOverflowError, ShapeError, SingularMatrixError
 from ._max_error import BoundResult, rel_rmse
 
 __all__ = ["chi2_concentration", "hotelling_concentration", "ConcentrationBound"]
@@ -118,6 +119,15 @@ def _check_mean_cov(mean: Any, cov: Any, nm: str, nc: str, owner: str) -> tuple[
     return mu.astype(np.float64), S.astype(np.float64)
 
 
+def _check_means(mean_x: Any, mean_y: Any, owner: str) -> None:
+    """The two means first: a dimension mismatch names them, not the covariance checked against them."""
+    mx, my = as_float_array(mean_x, "mean_x"), as_float_array(mean_y, "mean_y")
+    if mx.ndim == 1 and my.ndim == 1 and mx.shape != my.shape:
+        raise ShapeError(
+            f"`mean_x` and `mean_y` of {owner} must have the same dimension d: {mx.shape[0]} != {my.shape[0]}."
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class _Problem:
     """The checked inputs both theorems share: transformed-space ingredients, ``p`` and ``m``."""
@@ -160,11 +170,21 @@ def _assemble(
 ) -> ConcentrationBound:
     """The bound from the checked inputs and the thresholds ``Q`` on the Mahalanobis distances of x and y."""
     Am, Ainv = pr.A, pr.A_inv
-    lam_x = float(np.linalg.eigvalsh(Am @ pr.cov[0] @ Am.T).max())
-    lam_y = float(np.linalg.eigvalsh(Ainv.T @ pr.cov[1] @ Ainv).max())
-    mx, my = Am @ pr.mean[0], Ainv.T @ pr.mean[1]  # transformed means A mu_x, A^-T mu_y
-    r_x = float(np.sqrt(lam_x * Q[0]) + np.linalg.norm(mx))
-    r_y = float(np.sqrt(lam_y * Q[1]) + np.linalg.norm(my))
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected below, never a warning
+        Cx, Cy = Am @ pr.cov[0] @ Am.T, Ainv.T @ pr.cov[1] @ Ainv
+        mx, my = Am @ pr.mean[0], Ainv.T @ pr.mean[1]  # transformed means A mu_x, A^-T mu_y
+        finite = all(np.all(np.isfinite(a)) for a in (Cx, Cy, mx, my))
+        if finite:
+            lam_x = float(np.linalg.eigvalsh(Cx).max())
+            lam_y = float(np.linalg.eigvalsh(Cy).max())
+            r_x = float(np.sqrt(lam_x * Q[0]) + np.linalg.norm(mx))
+            r_y = float(np.sqrt(lam_y * Q[1]) + np.linalg.norm(my))
+            finite = math.isfinite(r_x) and math.isfinite(r_y)
+    if not finite:
+        raise NumericalOverflowError(
+            f"{method}_concentration: the radii r_x, r_y of the transformed points (A x, A^-T y from `A`, the "
+            "means and covariances) overflow float64; the bound is vacuous there. Rescale `A` or the data."
+        )
     r = max(r_x, r_y)
     return ConcentrationBound(
         bound=rel_rmse(4.0 * r * r, pr.m, "hcexp"),
@@ -246,6 +266,7 @@ def chi2_concentration(
         Inconsistent dimensions.
     """
     owner = "chi2_concentration"
+    _check_means(mean_x, mean_y, owner)
     pr = _problem(
         _check_mean_cov(mean_x, cov_x, "mean_x", "cov_x", owner),
         _check_mean_cov(mean_y, cov_y, "mean_y", "cov_y", owner),
