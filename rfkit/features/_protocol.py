@@ -169,9 +169,7 @@ def _check_at_scale(spec: Any, d: int, D: int, X: np.ndarray, Y: np.ndarray, arr
         pcall = call.replace("queries(X)", "log_pairwise(X, Y)")
         lp = _as_np(_call(spec, pcall, draw.log_pairwise, Xd, Yd))
         if lp.shape != (T, n) or np.any(np.isinf(lp) & (lp > 0)):
-            raise violation(
-                spec, f"{pcall} must have shape ({T}, {n}) and no +inf", f"shape {lp.shape}"
-            )
+            raise violation(spec, f"{pcall} must have shape ({T}, {n}) and no +inf", f"shape {lp.shape}")
         if spec.is_random and _same(fq, fq, 0, 1):
             raise violation(
                 spec,
