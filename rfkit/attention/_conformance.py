@@ -195,11 +195,12 @@ def check_attention_estimator(
         )
     QL, KL = _rows_at_norms(rows, d, levels, g), _rows_at_norms(rows, d, levels, g)
     VL = g.standard_normal((rows, 4))
-    variants = [(est, "")]
-    if dataclasses.is_dataclass(est) and "causal" in {f.name for f in dataclasses.fields(est)}:
-        if not est.causal:
+    variants: list[tuple[Any, str]] = [(est, "")]
+    spec: Any = est
+    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        if "causal" in {f.name for f in dataclasses.fields(spec)} and not est.causal:
             try:
-                variants.append((dataclasses.replace(est, causal=True), ", causal=True"))
+                variants.append((dataclasses.replace(spec, causal=True), ", causal=True"))
             except RFKitError:  # options without a causal form (LARA's optimal weights): not supported
                 pass
     rand = _is_random(est, random)

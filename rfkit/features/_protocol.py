@@ -144,7 +144,9 @@ def _rows_at_norms(d: int, n: int, norms: tuple[float, ...], seed: int) -> np.nd
 def _check_norms(norms: Any) -> tuple[float, ...]:
     vals = np.asarray(norms, dtype=object).ravel().tolist() if norms is not None else []
     ok = norms is not None and len(vals) > 0
-    ok = ok and all(isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < v < 1e150 for v in vals)
+    ok = ok and all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < float(v) < 1e150 for v in vals
+    )
     ok = ok and all(np.isfinite(float(v)) for v in vals)
     if not ok:
         raise InvalidParameterError(
