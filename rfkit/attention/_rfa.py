@@ -11,6 +11,7 @@ import numpy as np
 
 from .._backend import NUMPY, Backend, get_backend
 from .._parallel import threads
+from .._params import check_allocation
 from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
@@ -381,6 +382,15 @@ class RFA:
         T = None if n_draws is None or draw is not None else check_int(n_draws, "n_draws", "RFA", low=1)
         if draw is not None:
             T = draw.n_draws
+        size = int(np.dtype(bk.dtype_name(x.dtype)).itemsize)
+        width = (self.feature_map if draw is None else draw.spec).feature_dim(x.dim)
+        lead_t = 1 if T is None else T
+        check_allocation(
+            (lead_t, x.n_slices, x.n_queries, x.value_dim), size, "the output (T, batch, n, dv)", "RFA"
+        )
+        check_allocation(
+            (lead_t, x.n_slices, width, x.value_dim + 1), size, "the key sums (T, batch, D, dv+1)", "RFA"
+        )
         with threads(nt):
             if draw is not None:
                 specs, draws = [draw.spec], [draw]

@@ -163,6 +163,20 @@ def ra_mse(variance_f: Any, n_samples: Any) -> np.ndarray:
     return v / S
 
 
+def _real_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a float64 array; complex, text and object values raise (never a silent cast)."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        arr = np.asarray(None)
+    if arr.dtype.kind not in "fiub" or arr.dtype.kind == "b":
+        raise InvalidParameterError(
+            f"The `{name}` parameter of attention_error_bound must be real numbers. Got {value!r:.80} "
+            f"(dtype {arr.dtype}) instead."
+        )
+    return arr.astype(np.float64)
+
+
 def attention_error_bound(eps: Any, v_max: Any = 1.0) -> np.ndarray:
     r"""Kernel-to-attention propagation bound (derived and verified here; docs page *Theory*, section 3).
 
@@ -176,8 +190,7 @@ def attention_error_bound(eps: Any, v_max: Any = 1.0) -> np.ndarray:
     InvalidParameterError
         Unless :math:`0\le\varepsilon<1` and :math:`v_{\max}\ge0`.
     """
-    e = np.asarray(eps, dtype=np.float64)
-    vm = np.asarray(v_max, dtype=np.float64)
+    e, vm = _real_array(eps, "eps"), _real_array(v_max, "v_max")
     if not np.all(np.isfinite(e)) or np.any((e < 0) | (e >= 1)):
         raise InvalidParameterError(
             f"The `eps` parameter of attention_error_bound must be in [0, 1). Got {eps!r} instead."
