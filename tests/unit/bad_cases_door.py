@@ -409,7 +409,7 @@ CLI_CASES: list[Cli] = [
         "run-study-misspelt",
         lambda t: ["run", "performr-mse", "--no-progress"],
         2,
-        "study file",
+        "did you mean 'performer-mse'",
         "performr-mse",
     ),
     Cli("run-workers-float", _run_argv("--workers", "1.5"), 2, "`workers`", "'1.5'"),
