@@ -17,6 +17,7 @@ estimator              what it is                                               
 """
 
 from ._exact import softmax
+from ._hybrid import Hybrid
 from ._lara import LARA
 from ._ra import RA
 from ._result import AttentionResult
@@ -24,3 +25,4 @@ from ._rfa import RFA
 from ._snis import SNIS
 
 __all__ = ["softmax", "AttentionResult", "RFA", "RA", "SNIS", "LARA"]
+__all__ += ["Hybrid"]
