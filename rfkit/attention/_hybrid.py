@@ -184,6 +184,8 @@ class Hybrid:
         num_g = xp.reshape(res.numerator_values, pre + (B, n, dv))
         den_g = xp.reshape(res.denominator_values, pre + (B, n))
         if idx.shape[-1] == 0:
+            if res.n_nonpositive:
+                _warn(res.n_nonpositive, tuple(res.output.shape[:-1]))
             return dataclasses.replace(res, method="Hybrid", estimator=self)
         log_scale = bk.empty(pre + (B, n), x.dtype)
         num = bk.empty(pre + (B, n, dv), x.dtype)
@@ -206,13 +208,7 @@ class Hybrid:
             output, nbad = finish_ratio(log_scale, ratio_num, ratio_den)
             num = output * den[..., None]
         if nbad:
-            warnings.warn(
-                nonpositive_message(
-                    "Hybrid", nbad, tuple(output.shape[:-1]), "use Positive/OPRF features or more features."
-                ),
-                NonPositiveNormalizerWarning,
-                stacklevel=2,
-            )
+            _warn(nbad, tuple(output.shape[:-1]))
         return dataclasses.replace(
             res,
             output=x.unflatten(output, pre),
@@ -223,6 +219,13 @@ class Hybrid:
             denominator_values=x.unflatten(den, pre),
             n_nonpositive=nbad,
         )
+
+
+def _warn(nbad: int, shape: tuple[int, ...]) -> None:
+    hint = "use Positive/OPRF features or more features."
+    warnings.warn(
+        nonpositive_message("Hybrid", nbad, shape, hint), NonPositiveNormalizerWarning, stacklevel=3
+    )
 
 
 def _visible(x: QKV, causal: bool) -> np.ndarray:
