@@ -75,6 +75,12 @@ class Hybrid:
     :math:`j \le n`; padded keys are in neither. Rows whose support holds every key they may see
     get exact softmax attention (the remainder is set to 0, not computed by subtraction).
 
+    Numerical limit (plain variant): the remainder is a difference of random-feature sums; when
+    a support key's random-feature term exceeds the remainder's by about the inverse machine
+    precision (huge query/key norms) it is lost to round-off, and for positive maps a
+    non-positive remainder is set to 0 (the row returns the support's exact mean). The ratio
+    variant's denominator is the global sum and does not have this limit.
+
     Parameters
     ----------
     feature_map : FeatureMap
