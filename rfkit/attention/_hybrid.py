@@ -11,7 +11,7 @@ import numpy as np
 
 from .._random import check_rng
 from .._validation import check_int
-from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
+from ..exceptions import IllConditionedWarning, InvalidParameterError, NonPositiveNormalizerWarning
 from ..features import FeatureDraw, FeatureMap
 from ._common import QKV, check_option, check_qkv, check_shared_options, finish_ratio, nonpositive_message
 from ._result import AttentionResult
@@ -75,11 +75,13 @@ class Hybrid:
     :math:`j \le n`; padded keys are in neither. Rows whose support holds every key they may see
     get exact softmax attention (the remainder is set to 0, not computed by subtraction).
 
-    Numerical limit (plain variant): the remainder is a difference of random-feature sums; when
-    a support key's random-feature term exceeds the remainder's by about the inverse machine
-    precision (huge query/key norms) it is lost to round-off, and for positive maps a
-    non-positive remainder is set to 0 (the row returns the support's exact mean). The ratio
-    variant's denominator is the global sum and does not have this limit.
+    Limits of the plain variant: at large query/key norms the random-feature remainder is
+    heavy-tailed (unbiased, but typically far below its mean), so the exact support mass
+    dominates every draw and the row returns about the support's exact mean; and the remainder
+    is a difference of random-feature sums, so it can be lost to round-off (for positive maps a
+    non-positive remainder is set to 0; such rows are counted and an
+    :class:`~rfkit.exceptions.IllConditionedWarning` is emitted). The ratio variant weighs the
+    support by a mass estimated on the same scale as the remainder's and has neither limit.
 
     Parameters
     ----------
@@ -200,6 +202,7 @@ class Hybrid:
         ratio_den = bk.empty(pre + (B, n), x.dtype) if self.variant == "ratio" else None
         h = len(draws)
         visible = _visible(x, self.causal)
+        n_lost = 0
         for j, dr in enumerate(draws):
             sl = slice(j, None, h)
             job = _Group(self, x, dr, sl, idx, valid, visible, pre)
@@ -208,6 +211,15 @@ class Hybrid:
                 log_scale[..., sl, rs], num[..., sl, rs, :], den[..., sl, rs] = out[:3]
                 if ratio_num is not None and ratio_den is not None:
                     ratio_num[..., sl, rs, :], ratio_den[..., sl, rs] = out[3:]
+            n_lost += job.n_lost
+        if n_lost:
+            warnings.warn(
+                f"Hybrid: in {n_lost} query rows the random-feature terms of the support exceed the "
+                "remainder's so far that the remainder (their difference) is lost to round-off; those rows "
+                "are close to the support's exact mean. Use variant='ratio', float64, or smaller inputs.",
+                IllConditionedWarning,
+                stacklevel=2,
+            )
         if ratio_num is None or ratio_den is None:
             output, nbad = finish_ratio(log_scale, num, den)
         else:
@@ -277,6 +289,8 @@ class _Group:
         fq = dr.features(self.Q, "query")
         self.uq, self.lq = fq.values, fq.log_scale
         self.neg = xp.asarray(-math.inf, dtype=x.dtype, device=bk.device)
+        self.eps = float(bk.finfo(x.dtype).eps)
+        self.n_lost = 0
 
     def row_blocks(self) -> list[slice]:
         s = self.idx.shape[-1]
@@ -323,6 +337,9 @@ class _Group:
         Z = z_ex * fe + rem * fr
         N = e_ex * fe[..., None] + n_rem * fr[..., None]
         if self.variant == "plain":
+            # rows whose remainder (a difference of random-feature sums) is lost to round-off
+            noise = 64.0 * self.eps * xp.abs(den_g * f) * fr
+            self.n_lost += bk.count(~cov & (noise > 1e-3 * xp.abs(Z)))
             return c, N, Z
         mu = e_ex / xp.where(zero, xp.ones_like(z_ex), z_ex)[..., None]
         r_den = z_s + rem
