@@ -193,3 +193,13 @@ def test_signed_trig_features(variant):
     np.testing.assert_allclose(full.output, rk.attention.softmax(Q, K, V), rtol=1e-10)
     part = H(fm, window=2, n_global=1, variant=variant)(Q, K, V, rng=0)
     assert np.all(np.isfinite(part.output))
+
+
+@pytest.mark.parametrize("variant", ["plain", "ratio"])
+def test_protocol_check_and_float32(variant):
+    for kw in ({"window": 2, "n_global": 1}, {"lsh_buckets": 4}):
+        rk.study.check_attention_estimator(H(rk.features.Positive(16), variant=variant, **kw), 8)
+    Q, K, V = (a.astype(np.float32) for a in _qkv(11))
+    h = H(rk.features.Positive(16), window=24, variant=variant, causal=True)(Q, K, V, rng=0)
+    assert h.output.dtype == np.float32
+    np.testing.assert_allclose(h.output, rk.attention.softmax(Q, K, V, causal=True), rtol=2e-5, atol=2e-6)
