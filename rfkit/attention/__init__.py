@@ -21,10 +21,11 @@ protocol, on a small probe and at the sizes a study uses.
 
 from ._conformance import check_attention_estimator
 from ._exact import softmax
+from ._hybrid import Hybrid
 from ._lara import LARA
 from ._ra import RA
 from ._result import AttentionResult
 from ._rfa import RFA
 from ._snis import SNIS
 
-__all__ = ["softmax", "AttentionResult", "RFA", "RA", "SNIS", "LARA", "check_attention_estimator"]
+__all__ = ["softmax", "AttentionResult", "RFA", "RA", "SNIS", "LARA", "Hybrid", "check_attention_estimator"]
