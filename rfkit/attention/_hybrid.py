@@ -13,7 +13,15 @@ from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import IllConditionedWarning, InvalidParameterError, NonPositiveNormalizerWarning
 from ..features import FeatureDraw, FeatureMap
-from ._common import QKV, check_option, check_qkv, check_shared_options, finish_ratio, nonpositive_message
+from ._common import (
+    QKV,
+    check_feature_map_field,
+    check_option,
+    check_qkv,
+    check_shared_options,
+    finish_ratio,
+    nonpositive_message,
+)
 from ._result import AttentionResult
 from ._rfa import RFA
 from ._support import lsh_codes, lsh_support, sink_support, union_support, window_support
@@ -118,11 +126,7 @@ class Hybrid:
     n_threads: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.feature_map, FeatureMap):
-            raise InvalidParameterError(
-                "The `feature_map` parameter of Hybrid must be an rfkit feature map "
-                f"(e.g. rk.features.Positive(64)). Got {self.feature_map!r} instead."
-            )
+        check_feature_map_field(self, "Hybrid")
         check_shared_options(self, "Hybrid")
         if self.window is not None:
             object.__setattr__(self, "window", check_int(self.window, "window", "Hybrid", low=0))

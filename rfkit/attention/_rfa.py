@@ -21,6 +21,7 @@ from ._common import (
     QKV,
     blocks_per_job,
     budget,
+    check_feature_map_field,
     check_qkv,
     check_shared_options,
     finish_ratio,
@@ -318,11 +319,7 @@ class RFA:
     n_threads: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.feature_map, FeatureMap):
-            raise InvalidParameterError(
-                "The `feature_map` parameter of RFA must be an rfkit feature map "
-                f"(e.g. rk.features.Positive(256)). Got {self.feature_map!r} instead."
-            )
+        check_feature_map_field(self, "RFA")
         check_shared_options(self, "RFA")
 
     def __call__(

@@ -177,5 +177,3 @@ def check_attention_output(res: Any, shape: tuple[int, ...], est: Any) -> np.nda
             f"of exact attention {tuple(shape)} (..., n_queries, d_v). Got shape {tuple(out.shape)} instead."
         )
     return out
-
-

@@ -38,25 +38,12 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._validation import as_float_array
-from ..exceptions import InvalidParameterError, ShapeError
-from ._ratio import RFADeltaMethod
+from ..exceptions import InvalidParameterError
+from ._ratio import RFADeltaMethod, query_keys_values
 
 __all__ = ["hybrid_delta_method", "hybrid_budget_split", "HybridSplit"]
 
 _OWNER = "hybrid_delta_method"
-
-
-def _inputs(q: Any, K: Any, V: Any, owner: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    qv = as_float_array(q, "q", min_ndim=1).astype(np.float64)
-    Kv = as_float_array(K, "K", min_ndim=2).astype(np.float64)
-    Vv = as_float_array(V, "V", min_ndim=1).astype(np.float64)
-    if qv.ndim != 1 or Kv.ndim != 2 or Kv.shape[1] != qv.shape[0]:
-        raise ShapeError(f"{owner}: need q (d,), K (M, d); got q {qv.shape}, K {Kv.shape}.")
-    scalar = Vv.ndim == 1
-    V2 = Vv[:, None] if scalar else Vv
-    if V2.ndim != 2 or V2.shape[0] != Kv.shape[0]:
-        raise ShapeError(f"{owner}: V must be (M,) or (M, dv) with M={Kv.shape[0]}; got {Vv.shape}.")
-    return qv, Kv, V2, scalar
 
 
 def hybrid_delta_method(q: Any, K: Any, V: Any, exact: Any = None, variant: str = "plain") -> RFADeltaMethod:
@@ -112,7 +99,7 @@ def hybrid_delta_method(q: Any, K: Any, V: Any, exact: Any = None, variant: str 
         raise InvalidParameterError(
             f"The `variant` parameter of {_OWNER} must be one of 'plain', 'ratio'. Got {variant!r} instead."
         )
-    qv, Kv, V2, scalar = _inputs(q, K, V, _OWNER)
+    qv, Kv, V2, scalar = query_keys_values(q, K, V, _OWNER)
     M = Kv.shape[0]
     ex = np.zeros(M, dtype=bool) if exact is None else np.asarray(exact)
     if ex.dtype != bool or ex.shape != (M,):
