@@ -107,27 +107,30 @@ def add_study_commands(sub: Any) -> None:
     p_run.add_argument(
         "--quick", action="store_true", help="apply the study's [quick] profile (small, for CI)"
     )
-    p_run.add_argument(
-        "--trials",
-        type=_integer("trials", 1),
-        default=None,
-        metavar="N",
-        help="override the number of trials per cell (also that of --quick)",
-    )
-    p_run.add_argument(
-        "--workers",
-        type=_integer("workers", 1),
-        default=None,
-        metavar="K",
-        help="run work units (cell, chunk of trials) in K local worker processes (default: 1, serial)",
-    )
-    p_run.add_argument(
-        "--scheduler",
-        type=scheduler_address,
-        default=None,
-        metavar="ADDRESS",
-        help="run work units on the Dask scheduler at ADDRESS (e.g. tcp://host:8786)",
-    )
+    # options that take a value and default to the study file's (None)
+    for flag, kind, metavar, text in (
+        (
+            "--trials",
+            _integer("trials", 1),
+            "N",
+            "override the number of trials per cell (also that of --quick)",
+        ),
+        (
+            "--workers",
+            _integer("workers", 1),
+            "K",
+            "run work units (cell, chunk of trials) in K local worker processes (default: 1, serial)",
+        ),
+        (
+            "--scheduler",
+            scheduler_address,
+            "ADDRESS",
+            "run work units on the Dask scheduler at ADDRESS (e.g. tcp://host:8786)",
+        ),
+        ("--seed", _integer("seed", 0), "S", "root seed (default: the study file's seed)"),
+        ("--device", str, "DEV", "device of the backend, e.g. cuda, cuda:1 (default: the library's)"),
+    ):
+        p_run.add_argument(flag, type=kind, default=None, metavar=metavar, help=text)
     p_run.add_argument(
         "--out", type=_out_dir, default=None, metavar="DIR", help="output folder (default: out/<study name>)"
     )
@@ -146,13 +149,6 @@ def add_study_commands(sub: Any) -> None:
         "at once, naming it)",
     )
     p_run.add_argument(
-        "--seed",
-        type=_integer("seed", 0),
-        default=None,
-        metavar="S",
-        help="root seed (default: the study file's seed)",
-    )
-    p_run.add_argument(
         "--on-error",
         choices=["raise", "record"],
         default=None,
@@ -164,12 +160,6 @@ def add_study_commands(sub: Any) -> None:
         choices=["numpy", "torch", "cupy", "array_api_strict"],
         help="array library the estimates run on (default: the study file's, else numpy); tables equal "
         "NumPy's to round-off",
-    )
-    p_run.add_argument(
-        "--device",
-        default=None,
-        metavar="DEV",
-        help="device of the backend, e.g. cuda, cuda:1 (default: the library's)",
     )
     p_run.add_argument(
         "--allow-large",
