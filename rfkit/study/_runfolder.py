@@ -20,6 +20,13 @@ or altered part is reported by path and its trials are recomputed (they are dete
 same checks run when a finished folder is reopened (:meth:`StudyResult.load`,
 :func:`verify_run`): a damaged folder is an error, never a silently partial result.
 
+A run touches only files it wrote and recorded (and its own temporary files, named
+``.NAME.<pid>-<thread>.rfkit-tmp``): anything else in the folder is left alone, and a fresh run
+into a folder holding files it did not write refuses. The run's identity includes the SHA-256
+of the source of every module of yours the design names (``module:Class`` maps and estimators,
+registered records, ``imports``), so a resume after that code changed refuses instead of mixing
+results of two versions.
+
 Atomic writes and checksums: :mod:`rfkit.study._atomic`; the lock: :mod:`rfkit.study._lock`;
 the manifests: :mod:`rfkit.study._manifest`; checking a folder: :mod:`rfkit.study._verify`.
 """
@@ -27,7 +34,10 @@ the manifests: :mod:`rfkit.study._manifest`; checking a folder: :mod:`rfkit.stud
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.util
 import io
+import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,8 +47,8 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import DamagedResultWarning, StudyError
-from ._atomic import check_file, hook, npy_bytes, parquet_bytes, write_atomic
-from ._lock import RunLock
+from ._atomic import TMP_SUFFIX, check_file, ensure_dir, hook, npy_bytes, parquet_bytes, write_atomic
+from ._lock import GUARD, LOCK, RunLock
 from ._manifest import (
     PARTS,
     RESULT_MANIFEST,
@@ -48,12 +58,60 @@ from ._manifest import (
     manifest_damaged_message,
     part_name,
     read_run_manifest,
+    recorded_files,
     write_run_manifest,
 )
+from ._plain import is_path
+from ._records import attention_estimator_record, feature_map_record
 
-__all__ = ["RunFolder", "PartTables"]
+__all__ = ["RunFolder", "PartTables", "code_hashes"]
 
 PartTables = dict[str, Any]  # part name -> DataFrame or ndarray
+#: legacy temporary files of older rfkit versions (fixed names), removed on resume
+_LEGACY_TMP = ("run.json.tmp", "manifest.json.tmp")
+
+
+def _user_module(obj: Any) -> str | None:
+    mod = getattr(obj, "__module__", None)
+    return mod if mod and mod.split(".")[0] != "rfkit" else None
+
+
+def code_hashes(design: Any) -> dict[str, str]:
+    """SHA-256 of the source file of every module of yours a design names, by module name.
+
+    The modules of ``"module:Class"`` maps and estimators, of registered records the design
+    names by name (when they are not rfkit's own), and of ``imports``. A module without a
+    source file (a notebook's ``__main__``) is recorded as ``"no source file"``.
+    """
+    names: list[str] = list(getattr(design, "imports", []) or [])
+    for est in design.estimators:
+        for key, look in (("map", feature_map_record), ("estimator", attention_estimator_record)):
+            v = est.get(key)
+            if v is None:
+                continue
+            if is_path(v):
+                names.append(str(v).partition(":")[0])
+                continue
+            try:
+                mod = _user_module(look(v).factory)
+            except Exception:  # noqa: BLE001 - an unknown name was refused when the design was checked
+                mod = None
+            if mod:
+                names.append(mod)
+    out: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        if origin is None and name != "__main__":
+            with contextlib.suppress(ImportError, ValueError):
+                spec = importlib.util.find_spec(name)
+                origin = spec.origin if spec is not None else None
+        try:
+            out[name] = (
+                hashlib.sha256(Path(str(origin)).read_bytes()).hexdigest() if origin else "no source file"
+            )
+        except OSError:
+            out[name] = "no source file"
+    return out
 
 
 class RunFolder:
@@ -88,6 +146,8 @@ class RunFolder:
         self.ident["backend"] = (
             f"{getattr(design, 'backend', 'numpy')}:{getattr(design, 'device', None) or 'default'}"
         )
+        # the code of your own modules the design names: a resume after it changed is another run
+        self.ident["code"] = code_hashes(design)
         self.n_cells = len(design.cells())
         self.n_chunks = n_chunks
         self.resume = resume
@@ -121,13 +181,22 @@ class RunFolder:
             return True
         return old is None and (out / PARTS).is_dir() and any((out / PARTS).iterdir())
 
+    def _foreign(self) -> list[str]:
+        """Entries of the folder that no run wrote (a fresh run refuses to write among them).
+
+        A run's own: the lock, the manifests, ``parts/`` (and ``cells/`` of older versions), and
+        every file ``manifest.json`` lists (tables, figures, report).
+        """
+        ours = {LOCK, GUARD, RUN_MANIFEST, RESULT_MANIFEST, PARTS, "cells"}
+        ours |= {rel.split("/", 1)[0] for rel in recorded_files(self.out)}
+        return sorted(
+            p.name + ("/" if p.is_dir() else "")
+            for p in self.out.iterdir()
+            if p.name not in ours and not p.name.endswith(TMP_SUFFIX)
+        )
+
     def _open(self) -> None:
         out = self.out
-        (out / PARTS).mkdir(exist_ok=True)
-        for d in (out, out / PARTS):  # leftovers of writes interrupted by a crash
-            for tmp in d.glob("*.tmp"):
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
         mpath = out / RUN_MANIFEST
         old: dict[str, Any] | None = None
         damaged: str | None = None
@@ -136,12 +205,32 @@ class RunFolder:
                 old = read_run_manifest(mpath)
             except ManifestDamagedError as exc:
                 damaged = str(exc)
+        if not self.resume and (damaged is not None or self._has_results(old)):
+            raise StudyError(
+                f"{out} already holds results of a study run; pass resume=True (--resume) to continue "
+                "it, or choose another output directory. Nothing was overwritten."
+            )
+        if (not self.resume or (old is None and damaged is None)) and self._foreign():
+            found = self._foreign()
+            raise StudyError(
+                f"output folder {str(out)!r} holds files this run did not write ({', '.join(found[:8])}"
+                f"{', ...' if len(found) > 8 else ''}): a run writes only into an empty folder or one of its "
+                "own (resume=True, --resume). Choose another output folder, or move those files. Nothing "
+                "was written."
+            )
+        ensure_dir(out / PARTS)
+        for d in (out, out / PARTS):  # leftovers of rfkit's own writes interrupted by a crash
+            for tmp in d.glob(f".*{TMP_SUFFIX}"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        for name in _LEGACY_TMP:
+            with contextlib.suppress(OSError):
+                (out / name).unlink()
+        for tmp in (out / PARTS).glob("cell-*.tmp"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         if not self.resume:
-            if damaged is not None or self._has_results(old):
-                raise StudyError(
-                    f"{out} already holds results of a study run; pass resume=True (--resume) to continue "
-                    "it, or choose another output directory. Nothing was overwritten."
-                )
+            pass
         elif damaged is not None:
             raise StudyError(manifest_damaged_message(out, damaged))
         elif old is None or "format" not in old:
@@ -165,6 +254,18 @@ class RunFolder:
 
     def _refuse_other(self, old: Mapping[str, Any]) -> None:
         theirs = ident_of(old, self.ident)
+        if {k: v for k, v in theirs.items() if k != "code"} == {
+            k: v for k, v in self.ident.items() if k != "code"
+        }:
+            was, now = theirs.get("code") or {}, self.ident["code"]
+            changed = sorted(m for m in set(was) | set(now) if was.get(m) != now.get(m))
+            raise StudyError(
+                f"cannot resume in {self.out}: the source of module(s) {', '.join(map(repr, changed))} "
+                "changed since the run began (its SHA-256 differs from the one recorded in run.json), so "
+                "the finished work units were computed by other code; mixing them would give tables of "
+                "two code versions. Start a fresh run in another folder (or restore the module's code "
+                "and resume). Nothing was overwritten."
+            )
         raise StudyError(
             f"cannot resume in {self.out}: it holds a run of a different design, seed or backend "
             f"(design hash {theirs.get('design_hash')} vs {self.ident['design_hash']}, entropy "
@@ -238,9 +339,14 @@ class RunFolder:
         hook(f"after-unit:{self.recorded}")
 
     def write_result(self, result: Any) -> None:
-        """Write the final tables: ``manifest.json`` goes first (removed) and comes back last."""
+        """Write the final tables: ``manifest.json`` goes first (removed) and comes back last.
+
+        Earlier outputs recorded in it (figures, report) stay listed, so a damaged one is still
+        detected until the report is written again.
+        """
+        keep = recorded_files(self.out)
         (self.out / RESULT_MANIFEST).unlink(missing_ok=True)
-        result.save(self.out)
+        result.save(self.out, keep=keep)
 
 
 def _decode(rel: str, data: bytes) -> Any:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import numbers
 import os
 import platform
 import sys
@@ -18,6 +20,7 @@ from .._backend import backend_for
 from .._random import as_seed_sequence
 from .._version import __version__
 from ..exceptions import InvalidParameterError, StudyError
+from ._builtin import find_study
 from ._cell import finalize_cell, n_chunks, replay_trial, run_unit
 from ._design import Design, load_design
 from ._plain import workers_can_import
@@ -62,11 +65,14 @@ def _machine() -> dict[str, Any]:
 
 
 def _resolve_design(design: Design | str | Path, quick: bool, trials: int | None) -> Design:
-    if isinstance(design, (str, Path)):
+    if isinstance(design, str):
+        design = find_study(design)  # a built-in study by name ("performer-mse"), else a path
+    if isinstance(design, Path):
         design = load_design(design)
     if not isinstance(design, Design):
         raise InvalidParameterError(
-            f"`design` must be a Design or a path to a TOML file. Got {type(design).__name__}."
+            f"`design` must be a Design, a path to a TOML file or the name of a built-in study. "
+            f"Got {type(design).__name__}."
         )
     if quick:
         design = design.quick_profile()
@@ -75,6 +81,28 @@ def _resolve_design(design: Design | str | Path, quick: bool, trials: int | None
             raise InvalidParameterError(f"`trials` must be an integer >= 1. Got {trials!r} instead.")
         design = design.with_trials(trials)
     return design
+
+
+def _root_seed(rng: Any, design_seed: int | None) -> np.random.SeedSequence:
+    """The root seed of a run, with one integer entropy that is recorded and can be passed back.
+
+    ``rng`` is None (the design's ``seed``, or fresh OS entropy), an int (or the decimal string
+    recorded in a provenance), a SeedSequence or a Generator. A Generator contributes one draw
+    (so it advances, and the same Generator state gives the same run); a SeedSequence whose
+    entropy is a list of ints is reduced to one 128-bit int drawn from it (deterministically).
+    """
+    if rng is None:
+        rng = design_seed
+    if isinstance(rng, str) and rng.strip().isdigit():
+        rng = int(rng)
+    if isinstance(rng, np.random.Generator):
+        rng = int(rng.integers(0, 2**63))
+    root = as_seed_sequence(rng)
+    if not isinstance(root.entropy, numbers.Integral):
+        words = root.generate_state(4, np.uint32)
+        entropy = sum(int(w) << (32 * i) for i, w in enumerate(words))
+        root = np.random.SeedSequence(entropy, spawn_key=root.spawn_key)
+    return root
 
 
 def _worker_threads(workers: int) -> int:
@@ -125,14 +153,27 @@ def _init_worker(env: dict[str, str], parent: int) -> None:
     threading.Thread(target=watch, name="rfkit-lead-watch", daemon=True).start()
 
 
+def _died(tasks: list[tuple[Any, ...]], unit: tuple[Any, ...], left: int, hint: str, why: str) -> StudyError:
+    """The named error for a worker process that died while computing a work unit."""
+    return StudyError(
+        f"a worker process died ({why}) while computing work unit (cell {unit[1]}, chunk {unit[2]}); "
+        f"{left} of {len(tasks)} units of this call were not finished. {hint}"
+    )
+
+
 def _iter_results(
     fn: Callable[..., Any],
     tasks: list[tuple[Any, ...]],
     executor: Any,
     workers: int | None,
     scheduler: str | None,
+    hint: str = "",
 ) -> Iterable[Any]:
-    """Yield ``fn(*task)`` for every task, in the order they finish."""
+    """Yield ``fn(*task)`` for every task, in the order they finish.
+
+    A worker process that dies (killed, out of memory) raises :class:`StudyError` naming the
+    work unit and ending with ``hint`` (how to resume).
+    """
     if not tasks:
         return
     if executor == "serial":
@@ -142,6 +183,7 @@ def _iter_results(
     if executor == "processes":
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures.process import BrokenProcessPool
 
         n = min(workers or os.cpu_count() or 1, len(tasks))
         env = worker_env(n)
@@ -159,9 +201,16 @@ def _iter_results(
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
+        unit_of = dict(zip(futs, tasks))
+        left = len(futs)
         try:
             for f in as_completed(futs):
-                yield f.result()
+                try:
+                    res = f.result()
+                except BrokenProcessPool:
+                    raise _died(tasks, unit_of[f], left, hint, "killed, or out of memory") from None
+                left -= 1
+                yield res
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return
@@ -191,12 +240,25 @@ def _iter_results(
                     env=worker_env(n),
                 )
                 client = own_client = Client(cluster)
-        except (OSError, TimeoutError) as exc:
-            raise StudyError(f"cannot reach the Dask scheduler {scheduler!r}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a bad address raises ValueError, TypeError, OSError, ...
+            where = f"the Dask scheduler {scheduler!r}" if scheduler else "a local Dask cluster"
+            raise StudyError(
+                f"cannot connect to {where}: {type(exc).__name__}: {exc}. Check the address (for example "
+                "'tcp://host:8786') and that the scheduler runs; nothing was computed."
+            ) from None
+    from distributed import KilledWorker
+
     try:
         dfuts: list[Any] = [client.submit(fn, *t, pure=False) for t in tasks]
+        dunit = dict(zip((f.key for f in dfuts), tasks))
+        dleft = len(dfuts)
         for f in das_completed(dfuts):
-            yield f.result()
+            try:
+                res = f.result()
+            except KilledWorker:
+                raise _died(tasks, dunit[f.key], dleft, hint, "a Dask worker was lost") from None
+            dleft -= 1
+            yield res
     finally:
         if own_client is not None:
             own_client.close()
@@ -250,19 +312,28 @@ def run(
 
     Parameters
     ----------
-    design : Design or path
-        A :class:`Design` or a TOML study file.
+    design : Design, path or str
+        A :class:`Design`, a TOML study file, or the name of a built-in study (``"performer-mse"``,
+        as ``rfkit list`` shows them).
     rng : {None, int, SeedSequence, Generator}, optional
         Root of all randomness; defaults to the design's ``seed`` (or OS entropy, recorded).
         Trial ``t`` of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key +
-        (c, t))``, so results do not depend on the executor, worker count or order.
+        (c, t))``, so results do not depend on the executor, worker count or order. A Generator
+        contributes one draw from its stream (it advances; the same state gives the same run); a
+        SeedSequence with a list of ints as entropy is reduced to one int drawn from it. The
+        entropy and spawn key used are recorded (``provenance["entropy"]``, ``["spawn_key"]``)
+        and reproduce the run when passed back: ``rng=provenance["entropy"]`` (the int or its
+        decimal string) where the spawn key is empty, else
+        ``rng=SeedSequence(int(provenance["entropy"]), spawn_key=provenance["spawn_key"])``.
     executor : {"serial", "processes", "dask"} or dask.distributed.Client, default="serial"
         Where work units run. ``"processes"`` uses a local pool of ``workers`` processes;
         ``"dask"`` a local cluster of ``workers`` processes, or the scheduler at ``scheduler``.
         Local worker processes get ``max(1, cpus // workers)`` threads each
         (``RFKIT_NUM_THREADS`` and the BLAS/OpenMP variables), so cores are not oversubscribed.
     workers : int, optional
-        Number of worker processes (default: CPU count).
+        Number of worker processes of ``"processes"`` or a local Dask cluster (default: CPU
+        count). With ``executor="serial"`` only ``workers=1`` is accepted (a larger number would
+        be ignored); the provenance records the number of worker processes actually used.
     scheduler : str, optional
         Dask scheduler address (implies ``executor="dask"``).
     out : path, optional
@@ -286,7 +357,9 @@ def run(
         (so is every trial of a data-dependent map that cannot be fitted to a cell's data).
         Default: the design's ``on_error`` (``"raise"`` unless the study file says otherwise).
     progress : bool, optional
-        Show a progress bar (default: when stderr is a terminal).
+        Show a progress bar: ``True`` always, ``False`` never; default: when stderr is a terminal
+        or in a Jupyter notebook. In a notebook the bar is a widget when ``ipywidgets`` is
+        installed and a text bar otherwise (never a warning about missing widgets).
     lock_timeout : float or None, default=0
         When another live run holds ``out``: seconds to wait for it before refusing with a
         :class:`~rfkit.exceptions.StudyError` that names it (0: refuse at once; None: wait
@@ -319,6 +392,13 @@ def run(
         )
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise InvalidParameterError(f"`workers` must be an integer >= 1. Got {workers!r} instead.")
+    if executor == "serial" and workers not in (None, 1):
+        raise InvalidParameterError(
+            f"`workers` = {workers!r} needs executor='processes' (or 'dask'): executor='serial' computes "
+            f"every work unit in this process. Got workers={workers!r} with executor='serial'."
+        )
+    if progress is not None and not isinstance(progress, bool):
+        raise InvalidParameterError(f"`progress` must be None, True or False. Got {progress!r} instead.")
     if not isinstance(resume, bool):
         raise InvalidParameterError(f"`resume` must be True or False. Got {resume!r} instead.")
     if resume and out is None:
@@ -327,7 +407,7 @@ def run(
         reason = workers_can_import(design.estimators)
         if reason is not None:
             raise InvalidParameterError(f"executor={executor!r}: {reason}")
-    root = as_seed_sequence(design.seed if rng is None and design.seed is not None else rng)
+    root = _root_seed(rng, design.seed)
     entropy, spawn_key = int(root.entropy), tuple(int(k) for k in root.spawn_key)  # type: ignore[arg-type]
     cells = design.cells()
     chunks = n_chunks(design)
@@ -351,11 +431,16 @@ def run(
             if (c, k) not in merger.have
         ]
         t0 = time.perf_counter()
-        show = sys.stderr.isatty() if progress is None else progress
-        bar = _progress(len(cells) * chunks, n_resumed, show, design.name)
+        bar = _progress(len(cells) * chunks, n_resumed, progress, design.name)
         pids = set()
+        hint = (
+            f"The finished units are kept in {out}: the run is resumable, rerun with resume=True "
+            "(--resume) and the same arguments to continue."
+            if out is not None
+            else "Nothing was saved (no `out` folder); pass out=FOLDER to make a run resumable."
+        )
         try:
-            for res in _iter_results(run_unit, tasks, executor, workers, scheduler):
+            for res in _iter_results(run_unit, tasks, executor, workers, scheduler, hint):
                 pids.add(res["pid"])
                 if folder is not None:
                     folder.record(res["cell"], res["chunk"], res["final"], res["tables"])
@@ -378,7 +463,7 @@ def run(
             "entropy": str(entropy),
             "spawn_key": list(spawn_key),
             "executor": executor if isinstance(executor, str) else type(executor).__name__,
-            "workers": workers,
+            "workers": _workers_used(executor, workers, scheduler, len(tasks)),
             "cells": len(cells),
             "cells_resumed": int(resumed_cells) if folder is not None and n_resumed else 0,
             "chunk_trials": design.chunk_trials,
@@ -421,10 +506,36 @@ def _with_grid(df: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
     return merged[front + [c for c in merged.columns if c not in front]]
 
 
-def _progress(total: int, initial: int, show: bool, name: str) -> Callable[[int | None], None]:
+def _workers_used(executor: Any, workers: int | None, scheduler: str | None, n_tasks: int) -> int | None:
+    """Worker processes this run started (1 for serial; None where a Dask scheduler decides)."""
+    if executor == "serial":
+        return 1
+    if not isinstance(executor, str) or scheduler:
+        return None
+    return min(workers or os.cpu_count() or 1, max(n_tasks, 1))
+
+
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (the test tqdm.auto makes)."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+        return shell is not None and "IPKernelApp" in shell.config
+    except Exception:  # noqa: BLE001 - any odd IPython counts as not a notebook
+        return False
+
+
+def _progress(total: int, initial: int, show: bool | None, name: str) -> Callable[[int | None], None]:
+    """A progress bar: tqdm.auto's choice (a widget in a notebook with ipywidgets, else text), no warning."""
+    notebook = _in_notebook()
+    if show is None:
+        show = sys.stderr.isatty() or notebook
     if not show:
         return lambda n: None
-    from tqdm.auto import tqdm
+    if notebook and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm
+    else:
+        from tqdm.std import tqdm  # type: ignore[assignment]
 
     bar = tqdm(total=total, initial=initial, desc=name, unit="unit")
 
@@ -446,4 +557,26 @@ def run_trial(
     squared error of each query's output per estimator.
     """
     design = _resolve_design(design, False, None)
-    return replay_trial(design, cell, trial, entropy, tuple(spawn_key))
+    n_cells = len(design.cells())
+    for name, value, top in (("cell", cell, n_cells), ("trial", trial, design.trials)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < top:
+            raise InvalidParameterError(
+                f"`{name}` must be an integer in [0, {top}) for this design ({n_cells} cells, "
+                f"{design.trials} trials). Got {value!r} instead."
+            )
+    if isinstance(entropy, str) and entropy.strip().isdigit():
+        entropy = int(entropy)  # as recorded in a provenance
+    if isinstance(entropy, bool) or not isinstance(entropy, numbers.Integral) or entropy < 0:
+        raise InvalidParameterError(
+            f"`entropy` must be a non-negative integer (a run's provenance['entropy']). Got {entropy!r} instead."
+        )
+    try:
+        key = tuple(int(k) for k in spawn_key)
+        if any(k < 0 for k in key) or any(isinstance(k, bool) for k in spawn_key):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"`spawn_key` must be a sequence of non-negative integers (a run's provenance['spawn_key']). "
+            f"Got {spawn_key!r} instead."
+        ) from None
+    return replay_trial(design, int(cell), int(trial), int(entropy), key)
