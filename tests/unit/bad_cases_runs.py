@@ -467,7 +467,8 @@ def _notebook_without_widgets(tmp: Path) -> None:
     ):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            st.run(_design())
+            st.run(_design())  # shown by default in a notebook
+            st.run(_design(), progress=True)
 
 
 RESULT_CASES = [
