@@ -167,7 +167,7 @@ def _iter_results(
         except Exception as exc:  # noqa: BLE001 - a bad address raises ValueError, TypeError, OSError, ...
             where = f"the Dask scheduler {scheduler!r}" if scheduler else "a local Dask cluster"
             raise StudyError(
-                f"cannot connect to {where}: {type(exc).__name__}: {exc}. Check the address (for example "
+                f"cannot reach {where}: {type(exc).__name__}: {exc}. Check the address (for example "
                 "'tcp://host:8786') and that the scheduler runs; nothing was computed."
             ) from None
     from distributed import KilledWorker

@@ -277,6 +277,7 @@ def test_recorded_values_reproduce_the_run_when_passed_back(reference):
         executor=prov["executor"],
         workers=prov["workers"],
         backend=prov["backend"],
+        device=prov["device"],
     )
     _same(again, reference)
     _same(st.run(small(), rng=int(prov["entropy"])), reference)
@@ -317,7 +318,7 @@ def test_builtin_study_by_name():
 
 
 def test_bogus_dask_scheduler_is_a_named_error():
-    with pytest.raises(StudyError, match="cannot connect to the Dask scheduler 'bogus://x'"):
+    with pytest.raises(StudyError, match="cannot reach the Dask scheduler 'bogus://x'"):
         st.run(small(), scheduler="bogus://x")
 
 
