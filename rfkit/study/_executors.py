@@ -188,5 +188,3 @@ def _iter_results(
             own_client.close()
         if cluster is not None:
             cluster.close()
-
-

@@ -67,6 +67,8 @@ from ._records import attention_estimator_record, feature_map_record
 __all__ = ["RunFolder", "PartTables", "code_hashes"]
 
 PartTables = dict[str, Any]  # part name -> DataFrame or ndarray
+#: files every finish of a run rewrites (final tables and their CSV)
+_TABLE_FILES = ("summary.csv", "theory.csv")
 #: legacy temporary files of older rfkit versions (fixed names), removed on resume
 _LEGACY_TMP = ("run.json.tmp", "manifest.json.tmp")
 
@@ -229,10 +231,10 @@ class RunFolder:
         for tmp in (out / PARTS).glob("cell-*.tmp"):
             with contextlib.suppress(OSError):
                 tmp.unlink()
-        if not self.resume:
-            pass
-        elif damaged is not None:
+        if self.resume and damaged is not None:
             raise StudyError(manifest_damaged_message(out, damaged))
+        elif not self.resume:
+            pass  # a fresh run: nothing of an earlier one is used
         elif old is None or "format" not in old:
             if old is not None and ident_of(old, self.ident) != self.ident:
                 self._refuse_other(old)
@@ -250,7 +252,30 @@ class RunFolder:
             if ident_of(old, self.ident) != self.ident:
                 self._refuse_other(old)
             self._verify_units(old["units"])
+        if self.resume:
+            self._verify_outputs()
         self._save()
+
+    def _verify_outputs(self) -> None:
+        """Check the recorded outputs of an earlier finish (figures, report) on resume.
+
+        The final tables and their CSV files are rewritten by every finish, so only the files drawn
+        from them (figures, report, LaTeX and report tables) are reported here.
+        """
+        bad = []
+        for rel, rec in recorded_files(self.out).items():
+            if rel in _TABLE_FILES or ("/" not in rel and rel.endswith(".parquet")):
+                continue
+            _, problem = check_file(self.out / rel, rec if isinstance(rec, dict) else {})
+            if problem is not None:
+                bad.append((str(self.out / rel), problem))
+        if bad:
+            self.repaired += [{"path": p, "problem": why} for p, why in bad]
+            lines = "\n".join(f"  {p}: {why}" for p, why in bad)
+            _warn(
+                f"{len(bad)} damaged output file(s) in {self.out}, drawn from the tables: `rfkit run ... "
+                f"--resume` (or rfkit.report.write_report) draws them again:\n{lines}"
+            )
 
     def _refuse_other(self, old: Mapping[str, Any]) -> None:
         theirs = ident_of(old, self.ident)

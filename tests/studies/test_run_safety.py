@@ -18,7 +18,7 @@ import pytest
 
 import rfkit.study as st
 from rfkit.cli import main as cli_main
-from rfkit.exceptions import InvalidParameterError, StudyError
+from rfkit.exceptions import DamagedResultWarning, InvalidParameterError, StudyError
 from rfkit.report import write_report
 from rfkit.study import _atomic, _runfolder
 from rfkit.study._atomic import OutputWriteError, tmp_name
@@ -196,7 +196,9 @@ def test_every_output_is_recorded_and_a_truncated_figure_is_detected_and_rerende
     png.write_bytes(png.read_bytes()[:100])
     report = st.verify_run(out)
     assert not report.ok and str(png) in str(report) and "truncated" in str(report)
-    st.run(study, out=out, resume=True)  # the API run keeps listing the damaged figure
+    with pytest.warns(DamagedResultWarning, match=r"(?s)damaged output file.*png: truncated"):
+        res = st.run(study, out=out, resume=True)  # the API run reports it and keeps listing it
+    assert res.provenance["repaired"][0]["path"] == str(png)
     assert not st.verify_run(out).ok
     assert cli_main(["run", str(study), "--out", str(out), "--no-progress", "--resume"]) == 0
     assert st.verify_run(out).ok  # re-rendered
