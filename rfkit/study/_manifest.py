@@ -120,10 +120,10 @@ def record_outputs(out: Path, files: Mapping[str, Record]) -> bool:
 def ident_of(old: Mapping[str, Any], like: Mapping[str, Any]) -> dict[str, Any]:
     """The identity recorded in an old manifest.
 
-    Runs from before backends were recorded ran on NumPy; runs from before the source of user
-    modules was recorded named none (``code`` = {}).
+    Runs from before backends were recorded ran on NumPy; for runs from before the source of
+    user modules was recorded, ``code`` is None (unknown).
     """
-    defaults: dict[str, Any] = {"backend": "numpy:default", "code": {}}
+    defaults: dict[str, Any] = {"backend": "numpy:default", "code": None}
     return {k: old.get(k, defaults.get(k)) for k in like}
 
 

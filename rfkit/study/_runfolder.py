@@ -236,7 +236,7 @@ class RunFolder:
         elif not self.resume:
             pass  # a fresh run: nothing of an earlier one is used
         elif old is None or "format" not in old:
-            if old is not None and ident_of(old, self.ident) != self.ident:
+            if old is not None and not self._same_run(old):
                 self._refuse_other(old)
             n_old = sum(1 for _ in (out / PARTS).glob("cell-*")) + sum(1 for _ in out.glob("cells/*.parquet"))
             if n_old:
@@ -249,7 +249,7 @@ class RunFolder:
                     "(the trials are deterministic, so the tables are unchanged)."
                 )
         else:
-            if ident_of(old, self.ident) != self.ident:
+            if not self._same_run(old):
                 self._refuse_other(old)
             self._verify_units(old["units"])
         if self.resume:
@@ -277,8 +277,17 @@ class RunFolder:
                 f"--resume` (or rfkit.report.write_report) draws them again:\n{lines}"
             )
 
-    def _refuse_other(self, old: Mapping[str, Any]) -> None:
+    def _theirs(self, old: Mapping[str, Any]) -> dict[str, Any]:
         theirs = ident_of(old, self.ident)
+        if theirs.get("code") is None:  # written before the code was recorded: not checkable
+            theirs["code"] = self.ident["code"]
+        return theirs
+
+    def _same_run(self, old: Mapping[str, Any]) -> bool:
+        return self._theirs(old) == self.ident
+
+    def _refuse_other(self, old: Mapping[str, Any]) -> None:
+        theirs = self._theirs(old)
         if {k: v for k, v in theirs.items() if k != "code"} == {
             k: v for k, v in self.ident.items() if k != "code"
         }:

@@ -23,6 +23,7 @@ from rfkit.report import write_report
 from rfkit.study import _atomic, _runfolder
 from rfkit.study._atomic import OutputWriteError, tmp_name
 from rfkit.study._lock import RunLock
+from rfkit.study._manifest import read_run_manifest, write_run_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "studies" / "examples"
@@ -173,6 +174,17 @@ def test_resume_after_the_user_module_changed_refuses_naming_it(tmp_path, monkey
     with pytest.raises(StudyError, match="source of module.*'mymaps_w' changed"):
         st.run(design, out=out, resume=True)
     assert st.load(out).trials.equals(first.trials)
+
+
+def test_a_run_recorded_before_code_hashes_still_resumes(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    design = small(estimators=[{"map": "rescaled:RescaledPositive", "scale": 0.5}])
+    out = tmp_path / "o"
+    first = st.run(design, out=out)
+    body = read_run_manifest(out / "run.json")
+    assert "rescaled" in body.pop("code")
+    write_run_manifest(out, body)  # as an older rfkit wrote it
+    _same(st.run(design, out=out, resume=True), first)
 
 
 def test_code_hashes_name_imports_and_module_paths(tmp_path, monkeypatch):
