@@ -307,9 +307,9 @@ def compare(
         One row per (estimator, grid point, metric): ``estimate_a``, ``mcse_a``, ``estimate_b``,
         ``mcse_b``, ``diff``, ``rel_diff`` (``diff / |estimate_a|``), ``mcse``, ``z``,
         ``flagged`` and ``paired``. ``attrs["z"]`` holds the threshold and
-        ``attrs["differences"]`` a table (DataFrame with columns ``what``, ``a``, ``b``) of
-        what differs between the runs besides the numbers: backend, device, trials (empty when
-        nothing does).
+        ``attrs["differences"]`` what differs between the runs besides the numbers (backend,
+        device, trials): a list of ``{"what", "a", "b"}`` records, empty when nothing does
+        (``pd.DataFrame(m.attrs["differences"])`` shows it as a table).
 
     Raises
     ------
@@ -391,7 +391,7 @@ def compare(
 _LOOSE = ("backend", "device")
 
 
-def _differences(ra: StudyResult, rb: StudyResult) -> pd.DataFrame:
+def _differences(ra: StudyResult, rb: StudyResult) -> list[dict[str, Any]]:
     """Backend, device and trial count of two runs where they differ: one row (what, a, b) each."""
     pa, pb = ra.provenance, rb.provenance
     rows = []
@@ -402,7 +402,7 @@ def _differences(ra: StudyResult, rb: StudyResult) -> pd.DataFrame:
     ):
         if str(va) != str(vb):
             rows.append({"what": what, "a": va, "b": vb})
-    return pd.DataFrame(rows, columns=["what", "a", "b"])
+    return rows
 
 
 def _paired_mcse(ra: StudyResult, rb: StudyResult, m: pd.DataFrame, keys: list[str]) -> np.ndarray:
