@@ -362,12 +362,16 @@ def _progress(total: int, initial: int, show: bool | None, name: str) -> Callabl
         show = sys.stderr.isatty() or notebook
     if not show:
         return lambda n: None
-    if notebook and importlib.util.find_spec("ipywidgets") is not None:
-        from tqdm.notebook import tqdm
-    else:
-        from tqdm.std import tqdm  # type: ignore[assignment]
+    from tqdm.std import tqdm
 
-    bar = tqdm(total=total, initial=initial, desc=name, unit="unit")
+    bar = None
+    if notebook and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        with contextlib.suppress(ImportError):  # ipywidgets too old for tqdm: the text bar
+            bar = notebook_tqdm(total=total, initial=initial, desc=name, unit="unit")
+    if bar is None:
+        bar = tqdm(total=total, initial=initial, desc=name, unit="unit")
 
     def update(n: int | None) -> None:
         if n is None:
