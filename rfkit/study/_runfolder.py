@@ -269,13 +269,19 @@ class RunFolder:
             _, problem = check_file(self.out / rel, rec if isinstance(rec, dict) else {})
             if problem is not None:
                 bad.append((str(self.out / rel), problem))
-        if bad:
-            self.repaired += [{"path": p, "problem": why} for p, why in bad]
-            lines = "\n".join(f"  {p}: {why}" for p, why in bad)
-            _warn(
-                f"{len(bad)} damaged output file(s) in {self.out}, drawn from the tables: `rfkit run ... "
-                f"--resume` (or rfkit.report.write_report) draws them again:\n{lines}"
-            )
+        self._report(
+            bad,
+            "damaged output file(s) {where}, drawn from the tables: `rfkit run ... --resume` (or "
+            "rfkit.report.write_report) draws them again",
+        )
+
+    def _report(self, bad: list[tuple[str, str]], what: str) -> None:
+        """Record damaged files in :attr:`repaired` and warn, one line per file."""
+        if not bad:
+            return
+        self.repaired += [{"path": p, "problem": why} for p, why in bad]
+        lines = "\n".join(f"  {p}: {why}" for p, why in bad)
+        _warn(f"{len(bad)} {what.format(where=f'in {self.out}')}:\n{lines}")
 
     def _theirs(self, old: Mapping[str, Any]) -> dict[str, Any]:
         theirs = ident_of(old, self.ident)
@@ -335,13 +341,11 @@ class RunFolder:
                 continue
             self.units[key] = {"final": final, "files": dict(files)}
             self.resumed[(c, k)] = (final, tables)
-        if problems:
-            self.repaired += [{"path": p, "problem": why} for p, why in problems]
-            lines = "\n".join(f"  {p}: {why}" for p, why in problems)
-            _warn(
-                f"{len(problems)} damaged part file(s) in {self.out}; their work units are recomputed "
-                f"(the trials are deterministic, so the tables equal an undamaged run's):\n{lines}"
-            )
+        self._report(
+            problems,
+            "damaged part file(s) {where}; their work units are recomputed (the trials are "
+            "deterministic, so the tables equal an undamaged run's)",
+        )
 
     # -------------------------------------------------------------- write
     def _save(self) -> None:
