@@ -1,7 +1,9 @@
 """The Markdown report of a finished study: ``report.md`` with its figures and LaTeX tables.
 
 Figures and tables are drawn from the saved tables (``summary.parquet``, ``theory.csv``, ...):
-compute, save, then present.
+compute, save, then present. Every file written here (figures, ``report.md``, LaTeX tables, CSV
+tables) is written atomically and added with its size and SHA-256 to the folder's
+``manifest.json``, so :func:`rfkit.study.verify_run` and a resumed run detect a damaged one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..plots import save_figure
+from ..study._atomic import Record, atomic_text, ensure_dir, file_record, write_error
+from ..study._manifest import record_outputs
 from ..study._metric_sources import metric_words
 from ..study._tables import HEAVY_TAIL_RATIO, heavy_tailed
 from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
@@ -68,16 +72,34 @@ def provenance_line(result: StudyResult) -> str:
     )
 
 
-def _save(fig: object, out: Path, name: str) -> Path:
-    """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG."""
+def _save(fig: object, out: Path, name: str, files: dict[str, Record]) -> Path:
+    """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG.
+
+    Both files are written atomically and their records added to ``files``.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    saved = save_figure(fig, out / "figures" / name)
-    plt.close(fig)  # type: ignore[arg-type]
+    ensure_dir(out / "figures")
+    try:
+        saved = save_figure(fig, out / "figures" / name)
+    except OSError as exc:
+        raise write_error(out / "figures" / name, exc) from None
+    finally:
+        plt.close(fig)  # type: ignore[arg-type]
+    for f in saved:
+        files[f.relative_to(out).as_posix()] = file_record(f)
     return saved[1]
+
+
+def _record_written(out: Path, files: dict[str, Record], names: list[str]) -> None:
+    """Add the records of CSV tables the report sections wrote (``ranking_*.csv``, ...) to ``files``."""
+    for name in names:
+        for f in sorted(out.glob(name)):
+            if f.is_file():
+                files[f.name] = file_record(f)
 
 
 def write_report(result: StudyResult, out: str | Path) -> Path:
@@ -109,10 +131,13 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
 
     drawn = finite_rows(summary)  # figures draw finite estimates; the others are listed below
     figures = []
+    files: dict[str, Record] = {}  # every file written here: recorded in manifest.json at the end
     wanted = d.outputs.get("figures", [])
     for kind in FIGURE_KINDS:  # drawn in this order, as before
         if kind in wanted:
-            figures += [_save(fig, out, name) for name, fig in study_figures(kind, d, drawn, theory, table)]
+            figures += [
+                _save(fig, out, name, files) for name, fig in study_figures(kind, d, drawn, theory, table)
+            ]
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
     if d.kind == "attention" and "samples" in grid_cols:
@@ -151,7 +176,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         for rank_by in ranked:
             lines += ranking_section(summary, grid_cols, out, rank_by)
     lines += slopes_section(summary, grid_cols)
-    lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind)
+    lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind, files)
     stats_path = out / "data_stats.parquet"
     if "ratio_to_reference" in d.outputs.get("tables", []) and d.outputs.get("reference"):
         stats = pd.read_parquet(stats_path) if stats_path.exists() else None
@@ -168,7 +193,9 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
     lines += [f"Failed trials: {failed}.", ""]
     lines += nonfinite_section(summary, grid_cols)
     path = out / "report.md"
-    path.write_text("\n".join(lines))
+    files["report.md"] = atomic_text(path, "\n".join(lines))
+    _record_written(out, files, ["ranking_*.csv", "mse_ratio_to_reference.csv"])
+    record_outputs(out, files)  # listed with size and SHA-256 beside the tables
     return path
 
 
@@ -231,11 +258,16 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
 
 
 def _latex_tables(
-    summary: pd.DataFrame, out: Path, metrics: list[str], grid_cols: list[str], kind: str
+    summary: pd.DataFrame,
+    out: Path,
+    metrics: list[str],
+    grid_cols: list[str],
+    kind: str,
+    files: dict[str, Record] | None = None,
 ) -> list[str]:
-    """One booktabs table per metric in ``tables/`` (estimate ± MCSE)."""
-    tdir = out / "tables"
-    tdir.mkdir(exist_ok=True)
+    """One booktabs table per metric in ``tables/`` (estimate ± MCSE), written atomically and recorded."""
+    tdir = ensure_dir(out / "tables")
+    files = {} if files is None else files
     written = []
     for metric in metrics:
         if summary[summary["metric"] == metric].empty:
@@ -245,8 +277,9 @@ def _latex_tables(
             t = summary_table(summary, metric, rows=["estimator", *other], columns="n_features", latex=True)
         else:
             t = summary_table(summary, metric, rows=["estimator", *grid_cols], columns=None, latex=True)
-        (tdir / f"{metric}.tex").write_text(
-            to_latex(t, caption=metric_description(metric, kind), label=f"tab:{metric}")
+        files[f"tables/{metric}.tex"] = atomic_text(
+            tdir / f"{metric}.tex",
+            to_latex(t, caption=metric_description(metric, kind), label=f"tab:{metric}"),
         )
         written.append(f"tables/{metric}.tex")
     return [f"LaTeX (booktabs) tables: {', '.join(written)}.", ""] if written else []
