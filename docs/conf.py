@@ -9,6 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RFKIT_DOCS_QUICK", "1")
+# Agg for anything imported by Sphinx itself; the notebooks switch their kernels to the inline
+# backend (`%matplotlib inline`), so their figures are embedded in the pages (a test checks).
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 project = "rfkit"

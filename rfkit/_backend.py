@@ -44,6 +44,7 @@ __all__ = [
     "NUMPY",
     "is_array",
     "to_numpy",
+    "available_devices",
 ]
 
 #: Libraries whose arrays rfkit computes on (``array_api_strict`` is the strict reference
@@ -382,15 +383,51 @@ def backend_for(library: str, device: Any = None) -> Backend:
             f"backend {library!r} needs the package {library!r}, which is not installed "
             f"(pip install {'array-api-strict' if library == 'array_api_strict' else library})."
         ) from None
-    if library == "torch":
-        dev = mod.device("cpu" if device is None else device)
-        probe = mod.empty(0, device=dev)
-    elif library == "cupy":
-        with mod.cuda.Device(0 if device is None else device):
-            probe = mod.empty(0)
-    else:
-        probe = mod.asarray([0.0]) if device is None else mod.asarray([0.0], device=device)
+    try:
+        if library == "torch":
+            dev = mod.device("cpu" if device is None else device)
+            if dev.type == "meta":
+                raise ValueError("the meta device holds no data")
+            probe = mod.empty(0, device=dev)
+        elif library == "cupy":
+            with mod.cuda.Device(0 if device is None else device):
+                probe = mod.empty(0)
+        else:
+            probe = mod.asarray([0.0]) if device is None else mod.asarray([0.0], device=device)
+    except Exception as exc:  # torch raises RuntimeError, AssertionError (no CUDA build), ValueError ...
+        raise BackendError(
+            f"The `device` {device!r} is not usable with {library}: {exc}. "
+            f"Available: {available_devices(library, mod)}."
+        ) from None
     return _backend_of(probe)
+
+
+def available_devices(library: str, mod: Any = None) -> str:
+    """A readable list of the devices ``library`` can compute on here, with its version."""
+    if library == "numpy":
+        return f"numpy {np.__version__}: cpu"
+    try:
+        mod = mod if mod is not None else __import__(library)
+    except ImportError:
+        return f"{library} is not installed"
+    version = getattr(mod, "__version__", "?")
+    devices = ["cpu"]
+    try:
+        if library == "torch":
+            n_cuda = int(mod.cuda.device_count()) if mod.cuda.is_available() else 0
+            devices += [f"cuda:{i}" for i in range(n_cuda)]
+            if getattr(mod.backends, "mps", None) is not None and mod.backends.mps.is_available():
+                devices.append("mps")
+            if not n_cuda:
+                build = "CPU-only build" if mod.version.cuda is None else f"built for CUDA {mod.version.cuda}"
+                devices.append(f"no CUDA device ({build})")
+        elif library == "cupy":
+            devices = [f"cuda:{i}" for i in range(int(mod.cuda.runtime.getDeviceCount()))]
+        elif library == "array_api_strict":
+            devices = [str(d) for d in mod.__array_namespace_info__().devices()]
+    except Exception:  # pragma: no cover - a broken driver: report what is known
+        devices.append("device query failed")
+    return f"{library} {version}: {', '.join(devices) or 'no device'}"
 
 
 def _backend_of(arr: Any) -> Backend:

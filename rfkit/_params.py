@@ -9,15 +9,32 @@ _backend < _validation``.
 
 from __future__ import annotations
 
+import math
 import numbers
+import os
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from .exceptions import InvalidParameterError
+from .exceptions import InvalidParameterError, MemoryLimitError
 
-__all__ = ["check_int", "check_n_features", "check_real", "check_option"]
+__all__ = [
+    "check_int",
+    "check_n_features",
+    "check_real",
+    "check_option",
+    "MAX_BYTES_ENV",
+    "max_bytes",
+    "check_allocation",
+]
+
+#: Environment variable holding rfkit's allocation limit in bytes (suffixes K, M, G, T allowed).
+MAX_BYTES_ENV = "RFKIT_MAX_BYTES"
+#: Share of the physical memory one allocation may take when ``RFKIT_MAX_BYTES`` is not set.
+DEFAULT_MEMORY_FRACTION = 0.5
+_FALLBACK_BYTES = 8 << 30  # where the physical memory cannot be read
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def _range_text(low: float | None, high: float | None, closed: str) -> str:
@@ -99,3 +116,85 @@ def check_option(value: Any, name: str, owner: str, options: Iterable[str]) -> s
             f"The `{name}` parameter of {owner} must be a str among {sorted(opts)}. Got {value!r} instead."
         )
     return value
+
+
+def _physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return _FALLBACK_BYTES
+
+
+def max_bytes() -> int:
+    """The allocation limit in bytes: ``RFKIT_MAX_BYTES``, else half of the physical memory.
+
+    Read at every call, so setting the environment variable takes effect at once.
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``RFKIT_MAX_BYTES`` is set but is not a positive number of bytes (``"64G"``,
+        ``"500M"``, ``"1e9"``).
+    """
+    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
+    if not raw:
+        return int(DEFAULT_MEMORY_FRACTION * _physical_memory())
+    text = raw.upper().removesuffix("B").removesuffix("I")
+    unit = text[-1:] if text[-1:] in _SUFFIX else ""
+    try:
+        value = float(text[: len(text) - len(unit)]) * _SUFFIX[unit]
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1):
+        raise InvalidParameterError(
+            f"The environment variable `{MAX_BYTES_ENV}` must be a positive number of bytes "
+            f"(e.g. 8G, 500M, 1e9). Got {raw!r} instead."
+        )
+    return int(value)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover
+
+
+def check_allocation(shape: Iterable[int], itemsize: int, what: str, owner: str, hint: str = "") -> int:
+    """Refuse an allocation of ``prod(shape) * itemsize`` bytes beyond :func:`max_bytes`, before making it.
+
+    Parameters
+    ----------
+    shape : iterable of int
+        Shape of the array about to be allocated (Python ints: no overflow).
+    itemsize : int
+        Bytes per element (8 for float64).
+    what : str
+        The array, named in the message (``"the directions (T, m, d)"``).
+    owner : str
+        The call that needs it (``"Positive.sample"``).
+    hint : str, optional
+        What to reduce, appended to the message.
+
+    Returns
+    -------
+    int
+        The estimate in bytes.
+
+    Raises
+    ------
+    MemoryLimitError
+        If the estimate exceeds the limit.
+    """
+    dims = tuple(int(n) for n in shape)
+    need = math.prod(dims) * int(itemsize)
+    limit = max_bytes()
+    if need > limit:
+        more = f" {hint}" if hint else ""
+        raise MemoryLimitError(
+            f"{owner} would allocate {what} of shape {dims}: about {_size(need)} ({need} bytes), more than "
+            f"rfkit's limit of {_size(limit)}.{more} Set the environment variable {MAX_BYTES_ENV} "
+            "(bytes, or e.g. 64G) to raise the limit."
+        )
+    return need

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._backend import get_backend, is_array, prod
-from ._params import check_int, check_n_features, check_option, check_real
+from ._params import check_allocation, check_int, check_n_features, check_option, check_real
 from .exceptions import InvalidParameterError, NonFiniteInputError, NumericalOverflowError, ShapeError
 
 __all__ = [
@@ -24,6 +24,8 @@ __all__ = [
     "check_real",
     "check_option",
     "as_float_array",
+    "refuse_masked_and_matrix",
+    "check_pairwise_memory",
     "check_points",
     "check_same_dim",
     "check_point_pair",
@@ -53,7 +55,8 @@ def as_float_array(
     :mod:`rfkit._backend`) are checked in that library and returned as they are; plain
     Python data becomes an array of the call's backend. Integer, boolean, complex,
     half-precision and object inputs raise :class:`InvalidParameterError` (no silent casts:
-    an integer array is almost always a bug in a kernel study).
+    an integer array is almost always a bug in a kernel study); so do masked arrays
+    (:func:`refuse_masked_and_matrix`). A ``numpy.matrix`` becomes a plain ndarray (lossless).
 
     Parameters
     ----------
@@ -61,6 +64,7 @@ def as_float_array(
         The call's backend (from :func:`rfkit._backend.get_backend`); resolved from ``X``
         alone when omitted.
     """
+    X = refuse_masked_and_matrix(X, name)
     bk = get_backend((name, X)) if backend is None else backend
     try:
         arr = X if is_array(X) else bk.asarray(X)
@@ -78,7 +82,7 @@ def as_float_array(
     if arr.ndim < min_ndim:
         hint = f" {shape_hint}" if shape_hint else ""
         raise ShapeError(f"`{name}` must have ndim >= {min_ndim}; got shape {tuple(arr.shape)}.{hint}")
-    if check_finite and arr.ndim and all(int(n) for n in arr.shape):
+    if check_finite and all(int(n) for n in arr.shape):  # 0-d arrays too
         xp = bk.xp
         with np.errstate(over="ignore", invalid="ignore"):
             # fast path (scikit-learn's): a finite sum means finite entries; a sum that overflows
@@ -94,6 +98,25 @@ def as_float_array(
                 f"(first at index {idx})."
             )
     return arr
+
+
+def refuse_masked_and_matrix(X: Any, name: str) -> Any:
+    """Refuse a NumPy masked array; turn a ``numpy.matrix`` into a plain ndarray.
+
+    A masked array would silently lose its mask (rfkit computes on the data underneath), so it
+    raises :class:`InvalidParameterError`; a ``numpy.matrix`` keeps its values exactly as an
+    ndarray (``numpy.asarray``), which rfkit then computes on (matrix semantics of ``*`` and
+    indexing would otherwise give wrong shapes).
+    """
+    if isinstance(X, np.ma.MaskedArray):
+        raise InvalidParameterError(
+            f"`{name}` is a numpy masked array (MaskedArray); rfkit does not honour masks and would "
+            "silently compute on the masked entries. Pass key_padding_mask= (attention) or fill the masked "
+            f"entries ({name}.filled(value)) and pass a plain ndarray."
+        )
+    if isinstance(X, np.matrix):
+        return np.asarray(X)
+    return X
 
 
 def check_points(
@@ -198,6 +221,23 @@ def check_finite_and_norms(arrays: dict[str, Any], owner: str, norms: tuple[str,
             limit = float(xp.finfo(a.dtype).max) / 4
             if top * top * a.shape[-1] > limit:
                 check_square_norms(a, name, owner)
+
+
+def check_pairwise_memory(
+    X: Any, Y: Any, owner: str, *, lead: tuple[int, ...] = (), width: int | None = None, copies: int = 2
+) -> int:
+    """Refuse an (``lead``, batch..., n, ``width`` or m) result of rows ``X`` and ``Y`` beyond the memory limit.
+
+    The batch axes of ``X`` (..., n, d) and ``Y`` (..., m, d) broadcast; ``width`` replaces
+    ``m`` for feature arrays (``D`` columns); ``copies`` counts the temporaries of the same
+    size (2: a result and one work array). See :func:`rfkit._params.check_allocation`.
+    """
+    batch = check_broadcast({"X": X.shape[:-2], "Y": Y.shape[:-2]})
+    cols = int(Y.shape[-2]) if width is None else int(width)
+    itemsize = int(np.dtype(get_backend(("X", X)).dtype_name(X.dtype)).itemsize)
+    shape = (copies, *lead, *batch, int(X.shape[-2]), cols)
+    what = "an (n, m) result and its work array" if width is None else "the (n, D) features and a work array"
+    return check_allocation(shape, itemsize, what, owner, "Split the rows into smaller blocks.")
 
 
 def check_same_dim(X: Any, Y: Any, nx: str, ny: str) -> None:

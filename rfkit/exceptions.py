@@ -15,14 +15,16 @@ TypeError)`` idea)::
     ├── ModelNotInstalledError(RFKitError, ImportError)
     ├── CorruptWeightsError(RFKitError, ValueError)
     ├── BackendError(RFKitError, TypeError)
-    └── BackendNotInstalledError(RFKitError, ImportError)
+    ├── BackendNotInstalledError(RFKitError, ImportError)
+    └── MemoryLimitError(RFKitError, MemoryError)
 
     RFKitWarning(UserWarning)
     ├── IllConditionedWarning(RFKitWarning, RuntimeWarning)
     ├── NonPositiveNormalizerWarning(RFKitWarning, RuntimeWarning)
     ├── MonteCarloPrecisionWarning(RFKitWarning)
     ├── DegenerateInputWarning(RFKitWarning, RuntimeWarning)
-    └── DamagedResultWarning(RFKitWarning)
+    ├── DamagedResultWarning(RFKitWarning)
+    └── DamagedCacheWarning(RFKitWarning)
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ __all__ = [
     "CorruptWeightsError",
     "BackendError",
     "BackendNotInstalledError",
+    "MemoryLimitError",
     "RFKitWarning",
     "IllConditionedWarning",
     "NonPositiveNormalizerWarning",
     "MonteCarloPrecisionWarning",
     "DegenerateInputWarning",
     "DamagedResultWarning",
+    "DamagedCacheWarning",
 ]
 
 
@@ -128,6 +132,16 @@ class BackendNotInstalledError(RFKitError, ImportError):
     """The array library a backend needs (PyTorch, CuPy, ...) is not installed."""
 
 
+class MemoryLimitError(RFKitError, MemoryError):
+    """An allocation whose size follows from the arguments would exceed rfkit's memory limit.
+
+    The size is estimated before anything is allocated; the limit is
+    ``rfkit._params.max_bytes()`` (the environment variable ``RFKIT_MAX_BYTES``, default
+    half of the physical memory). Raise the limit by setting ``RFKIT_MAX_BYTES`` (bytes, or
+    with a suffix such as ``64G``), or reduce the sizes named in the message.
+    """
+
+
 class RFKitWarning(UserWarning):
     """Base class of every warning emitted by rfkit."""
 
@@ -150,3 +164,7 @@ class DegenerateInputWarning(RFKitWarning, RuntimeWarning):
 
 class DamagedResultWarning(RFKitWarning):
     """A stored part of a study run failed verification (missing, truncated, altered) and is recomputed."""
+
+
+class DamagedCacheWarning(RFKitWarning):
+    """A cached array file (real-model extractions) failed its checksum or could not be read; it is rebuilt."""

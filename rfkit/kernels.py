@@ -14,10 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._backend import Backend, get_backend
-from ._validation import (
-    check_point_pair,
-    exp_checked,
-)
+from ._validation import check_pairwise_memory, check_point_pair, exp_checked
 from .exceptions import InvalidParameterError
 
 __all__ = ["softmax_kernel", "log_softmax_kernel", "gaussian_kernel", "log_gaussian_kernel"]
@@ -28,7 +25,9 @@ def _pair_iv(X: Any, Y: Any, check_finite: bool, owner: str) -> tuple[Any, Any, 
         raise InvalidParameterError(
             f"The `check_finite` parameter of {owner} must be a bool. Got {check_finite!r} instead."
         )
-    return check_point_pair(X, Y, owner, check_finite=check_finite)
+    X, Y, bk = check_point_pair(X, Y, owner, check_finite=check_finite)
+    check_pairwise_memory(X, Y, owner)
+    return X, Y, bk
 
 
 def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:

@@ -98,6 +98,7 @@ from scipy.linalg import hadamard
 from scipy.special import ndtri
 from scipy.stats import qmc
 
+from ._params import check_allocation
 from ._random import check_rng
 from ._validation import check_int, check_n_features, check_option
 from .exceptions import InvalidParameterError, NumericalOverflowError
@@ -155,6 +156,22 @@ def _check_kind(kind: str, n_features: int, dim: int, owner: str) -> tuple[str, 
     return kind, m, d
 
 
+def _check_memory(kind: str, T: int, m: int, d: int, owner: str) -> None:
+    """Refuse draws whose directions and random ingredients exceed rfkit's allocation limit.
+
+    Estimate: twice the float64 directions ``(T, m', d)`` (ingredients and assembly), where
+    ``m'`` rounds ``m`` up to whole blocks for the block-structured kinds.
+    """
+    rows = m if kind in ("iid", "qmc") else -(-m // d) * d
+    check_allocation(
+        (2, T, rows, d),
+        8,
+        "the directions (T, n_features, dim) and their random numbers",
+        owner,
+        f"Reduce n_features={m}, dim={d} or the number of draws T={T}.",
+    )
+
+
 def sample_projection(
     kind: str,
     n_features: int,
@@ -191,6 +208,7 @@ def sample_projection(
     kind, m, d = _check_kind(kind, n_features, dim, owner)
     T = 1 if n_draws is None else check_int(n_draws, "n_draws", owner, low=1)
     hb = check_int(hd_blocks, "hd_blocks", owner, low=1)
+    _check_memory(kind, T, m, d, owner)
     gen = check_rng(rng)
     W = _assemble(kind, _ingredients(kind, gen, T, m, d, hb), m, d)
     return W[0] if n_draws is None else W
@@ -211,6 +229,7 @@ def sample_projection_streams(
     gens = [_stream_generator(r) for r in rngs]
     if not gens:
         raise InvalidParameterError("`rngs` must hold at least one random stream.")
+    _check_memory(kind, len(gens), m, d, owner)
     if kind == "iid":  # hot path of studies: one small draw per stream, no per-stream bookkeeping
         return np.stack([g.standard_normal((m, d)) for g in gens])
     parts = [_ingredients(kind, g, 1, m, d, hb) for g in gens]

@@ -3,18 +3,59 @@
 Tables read study tables only (``StudyResult.summary()`` or its saved Parquet/CSV);
 they never recompute estimates. Rounding follows ArviZ's ``round_to="auto"``: the MCSE is
 shown to 2 significant figures and the estimate to the same decimal place (:func:`format_mcse`,
-defined beside the MCSE itself in the study package).
+defined beside the MCSE itself in the study package). A row with non-finite trial values says
+how many (``inf (99 of 100 non-finite)``); a proportion (the coverage of a bound) is followed by
+its Wilson interval (``1 [0.912, 1]``).
+
+Text that comes from the user (labels, estimator and study names) is escaped in both formats:
+Markdown's table and emphasis characters (:func:`md_escape`) and LaTeX's special characters;
+line breaks become spaces.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
-from .study._mcse import format_mcse
+from .study._mcse import format_interval, format_mcse
+from .study._metric_sources import metric_is_proportion
 
-__all__ = ["format_mcse", "summary_table", "to_markdown", "to_latex"]
+__all__ = [
+    "format_mcse",
+    "format_interval",
+    "summary_values",
+    "summary_table",
+    "to_markdown",
+    "to_latex",
+    "md_escape",
+]
+
+
+def summary_values(summary: pd.DataFrame, *, latex: bool = False) -> list[str]:
+    """The display text of each summary row: ``estimate ± MCSE`` (:func:`format_mcse`), the count of
+    non-finite trial values where there are any, and the Wilson interval of a proportion.
+
+    >>> s = pd.DataFrame({"metric": ["coverage", "mse"], "estimate": [1.0, np.inf], "mcse": [0.0, np.nan],
+    ...                   "ci_low": [0.9124, np.nan], "ci_high": [1.0, np.nan], "n_trials": [40, 40],
+    ...                   "n_nonfinite": [0, 39]})
+    >>> summary_values(s)
+    ['1 [0.912, 1]', 'inf (39 of 40 non-finite)']
+    """
+    out = []
+    for r in summary.to_dict("records"):
+        n_bad = r.get("n_nonfinite", 0)
+        n_bad = int(n_bad) if np.isfinite(n_bad) else 0
+        n = r.get("n_trials")
+        text = format_mcse(
+            r["estimate"], r["mcse"], latex=latex, n_nonfinite=n_bad, n=None if n is None else int(n)
+        )
+        if "ci_low" in r and metric_is_proportion(str(r.get("metric", ""))) and not n_bad:
+            text += " " + format_interval(r["ci_low"], r["ci_high"])
+        out.append(text)
+    return out
 
 
 def summary_table(
@@ -45,7 +86,7 @@ def summary_table(
         raise KeyError(
             f"summary has no rows for metric {metric!r}; available: {sorted(summary['metric'].unique())}"
         )
-    s["value"] = [format_mcse(e, m, latex=latex) for e, m in zip(s["estimate"], s["mcse"])]
+    s["value"] = summary_values(s, latex=latex)
     if columns is None:
         return s[[*rows, "value"]].reset_index(drop=True)
     piv = s.pivot_table(index=list(rows), columns=columns, values="value", aggfunc="first", sort=False)
@@ -53,12 +94,27 @@ def summary_table(
     return piv.reset_index()
 
 
+#: Markdown's active characters; ``_`` inside a word (``n_features``) is not emphasis and stays
+_MD_SPECIAL = re.compile(r"([\\`*|<>\[\]$~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def md_escape(text: object) -> str:
+    r"""Text written into Markdown as itself: table bars, emphasis, code, HTML, links and math escaped,
+    line breaks as spaces.
+
+    >>> print(md_escape("a|b_c*d _x_ $x$ \\ `e`\nf"))
+    a\|b_c\*d \_x\_ \$x\$ \\ \`e\` f
+    """
+    return _MD_SPECIAL.sub(r"\\\1", _LINE_BREAK.sub(" ", str(text)))
+
+
 def to_markdown(table: pd.DataFrame) -> str:
-    """GitHub-flavoured Markdown table (no extra dependency)."""
-    cols = [str(c) for c in table.columns]
+    """GitHub-flavoured Markdown table (no extra dependency); every cell and header is escaped (:func:`md_escape`)."""
+    cols = [md_escape(c) for c in table.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in table.itertuples(index=False):
-        out.append("| " + " | ".join(str(v) for v in row) + " |")
+        out.append("| " + " | ".join(md_escape(v) for v in row) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -79,14 +135,27 @@ _TEX = str.maketrans(
 
 
 def _tex_escape(text: str) -> str:
-    """Escape LaTeX's special characters (one pass, so replacements are not re-escaped)."""
-    return text.translate(_TEX)
+    """Escape LaTeX's special characters (one pass, so replacements are not re-escaped); line breaks as spaces."""
+    return _LINE_BREAK.sub(" ", text).translate(_TEX)
+
+
+#: the LaTeX that :func:`format_mcse` writes (kept as is); any other cell is text and escaped
+_MCSE_TEX = re.compile(
+    r"^\$\(?-?[0-9.e+-]+ \\pm (?:[0-9.]+|\\infty)\)?(?: \\times 10\^\{-?[0-9]+\})?\$"
+    r"(?: \([0-9]+ of [0-9?]+ non-finite\))?(?: \[[0-9.e+-]+, [0-9.e+-]+\])?$"
+)
+
+
+def _tex_cell(value: object) -> str:
+    text = str(value)
+    return text if _MCSE_TEX.match(text) else _tex_escape(text)
 
 
 def to_latex(table: pd.DataFrame, *, caption: str | None = None, label: str | None = None) -> str:
     """A booktabs ``tabular`` (wrapped in ``table`` when a caption or label is given).
 
-    Cells already in math mode (``$...$``) are kept; other text is escaped.
+    Cells written by :func:`format_mcse` (``$0.100 \\pm 0.010$``) are kept; every other cell,
+    header, the caption and the label are escaped (a label ``$x$`` is shown as ``$x$``).
     """
     cols = list(table.columns)
     align = "l" * 1 + "r" * (len(cols) - 1)
@@ -97,7 +166,7 @@ def to_latex(table: pd.DataFrame, *, caption: str | None = None, label: str | No
         r"\midrule",
     ]
     for row in table.itertuples(index=False):
-        cells = [str(v) if str(v).startswith("$") else _tex_escape(str(v)) for v in row]
+        cells = [_tex_cell(v) for v in row]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     body = "\n".join(lines)
@@ -107,6 +176,6 @@ def to_latex(table: pd.DataFrame, *, caption: str | None = None, label: str | No
     if caption:
         wrapped.append(rf"\caption{{{_tex_escape(caption)}}}")
     if label:
-        wrapped.append(rf"\label{{{label}}}")
+        wrapped.append(rf"\label{{{re.sub(r'[^A-Za-z0-9:._-]', '-', label)}}}")
     wrapped += [body, r"\end{table}"]
     return "\n".join(wrapped) + "\n"

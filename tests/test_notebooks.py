@@ -35,3 +35,12 @@ def test_notebook_executes(path, monkeypatch):
     ]
     assert not errors
     assert os.environ.get("RFKIT_DOCS_QUICK") == "1"
+    # the figures reach the page (a non-interactive backend and plt.show() would leave none)
+    images = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if "image/png" in o.get("data", {})
+    ]
+    assert images, f"{path.name}: no cell output holds a figure"

@@ -14,13 +14,18 @@ estimator              what it is                                               
 :class:`SNIS`          RFA as self-normalised importance sampling, N(mu, I)         O((n+M) S d)
 :class:`LARA`          linear randomized attention, multiple importance sampling    O((n+M) C k d)
 =====================  ==========================================================  ==========
+
+:func:`check_attention_estimator` checks an estimator of your own (or rfkit's) against the
+protocol, on a small probe and at the sizes a study uses.
 """
 
+from ._conformance import check_attention_estimator
 from ._exact import softmax
+from ._hybrid import Hybrid
 from ._lara import LARA
 from ._ra import RA
 from ._result import AttentionResult
 from ._rfa import RFA
 from ._snis import SNIS
 
-__all__ = ["softmax", "AttentionResult", "RFA", "RA", "SNIS", "LARA"]
+__all__ = ["softmax", "AttentionResult", "RFA", "RA", "SNIS", "LARA", "Hybrid", "check_attention_estimator"]

@@ -33,6 +33,7 @@ from .._validation import (
     float_dtype,
 )
 from ..exceptions import InvalidParameterError, ShapeError
+from ..features import FeatureMap
 from ..projections import PROJECTIONS, sample_projection
 
 __all__ = [
@@ -327,6 +328,16 @@ def check_threads(n_threads: Any, owner: str) -> int | None:
     if n_threads is None:
         return None
     return check_int(n_threads, "n_threads", owner, low=1)
+
+
+def check_feature_map_field(estimator: Any, owner: str) -> None:
+    """The ``feature_map`` field of a random-feature estimator must be an rfkit feature map."""
+    fm = estimator.feature_map
+    if not isinstance(fm, FeatureMap):
+        raise InvalidParameterError(
+            f"The `feature_map` parameter of {owner} must be an rfkit feature map "
+            f"(e.g. rk.features.Positive(256)). Got {fm!r} instead."
+        )
 
 
 def check_shared_options(estimator: Any, owner: str) -> None:

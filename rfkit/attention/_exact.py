@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._parallel import threads
+from .._params import check_allocation
 from ..exceptions import DegenerateInputWarning
 from ._common import CHUNK_ELEMS, check_bool, check_chunk_size, check_qkv, check_threads, run, threads_of
 
@@ -82,9 +83,14 @@ def softmax(
     x = check_qkv(Q, K, V, "softmax", causal=causal, key_padding_mask=key_padding_mask, refuse_hidden=False)
     bk, xp = x.bk, x.xp
     B, n, M, dv = x.n_slices, x.n_queries, x.n_keys, x.value_dim
-    out = bk.empty((B, n, dv), x.dtype)
     qc = chunk if chunk is not None else max(1, min(n, CHUNK_ELEMS // M))
     qc = min(qc, n)
+    size = int(np.dtype(bk.dtype_name(x.dtype)).itemsize)
+    check_allocation((B, n, dv), size, "the output (batch, n, dv)", "softmax")
+    check_allocation(
+        (nt, 2, qc, M), size, "per thread two (chunk_size, M) score blocks", "softmax", "Lower chunk_size."
+    )
+    out = bk.empty((B, n, dv), x.dtype)
     bb = max(1, CHUNK_ELEMS // (qc * M)) if chunk is None else 1
     tasks = [
         (slice(b0, min(B, b0 + bb)), slice(q0, min(n, q0 + qc)))

@@ -81,6 +81,22 @@ def warn_nonpositive(owner: str, nbad: int, shape: tuple[int, ...], stacklevel: 
 
 
 # ----------------------------------------------------------------------------- bidirectional core
+@dataclasses.dataclass(frozen=True)
+class SampledOptions:
+    """The options SNIS and LARA share, keyword-only fields after each estimator's own.
+
+    ``projection`` (how the Gaussian samples' directions are drawn), ``shared_across_heads``
+    (one set of samples for every head), ``chunk_size`` (query rows per block), ``causal``
+    and ``n_threads``; validated by :func:`rfkit.attention._common.check_shared_options`.
+    """
+
+    projection: str = dataclasses.field(default="iid", kw_only=True)
+    shared_across_heads: bool = dataclasses.field(default=True, kw_only=True)
+    chunk_size: int | None = dataclasses.field(default=None, kw_only=True)
+    causal: bool = dataclasses.field(default=False, kw_only=True)
+    n_threads: int | None = dataclasses.field(default=None, kw_only=True)
+
+
 @dataclasses.dataclass
 class ISJob:
     """A group of slices ``sl`` with samples ``omega`` (g or 1, S, d) and ``log_corr`` (g or 1, S)."""

@@ -26,6 +26,7 @@ from ._common import (
 from ._importance import (
     IS_BLOCK_ELEMS,
     ISJob,
+    SampledOptions,
     causal_sample_attention,
     importance_sampling,
     jobs_of,
@@ -65,7 +66,7 @@ def _column_logsumexp(bk: Backend, jobs: list[ISJob], n_threads: int) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class LARA:
+class LARA(SampledOptions):
     r"""Linear Randomized Attention: multiple importance sampling with chunk-mean proposals.
 
     Proposals :math:`q_c(\omega) = \mathcal N(\omega; \tilde q_c + \tilde k_c, I)`,
@@ -189,11 +190,6 @@ class LARA:
     samples_per_proposal: int = 1
     alpha_floor: float | None = 1e-8
     proposal_means: Any = None
-    projection: str = "iid"
-    shared_across_heads: bool = True
-    chunk_size: int | None = None
-    causal: bool = False
-    n_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.n_proposals is not None:

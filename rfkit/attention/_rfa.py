@@ -11,6 +11,7 @@ import numpy as np
 
 from .._backend import NUMPY, Backend, get_backend
 from .._parallel import threads
+from .._params import check_allocation
 from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
@@ -20,6 +21,7 @@ from ._common import (
     QKV,
     blocks_per_job,
     budget,
+    check_feature_map_field,
     check_qkv,
     check_shared_options,
     finish_ratio,
@@ -317,11 +319,7 @@ class RFA:
     n_threads: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.feature_map, FeatureMap):
-            raise InvalidParameterError(
-                "The `feature_map` parameter of RFA must be an rfkit feature map "
-                f"(e.g. rk.features.Positive(256)). Got {self.feature_map!r} instead."
-            )
+        check_feature_map_field(self, "RFA")
         check_shared_options(self, "RFA")
 
     def __call__(
@@ -381,6 +379,15 @@ class RFA:
         T = None if n_draws is None or draw is not None else check_int(n_draws, "n_draws", "RFA", low=1)
         if draw is not None:
             T = draw.n_draws
+        size = int(np.dtype(bk.dtype_name(x.dtype)).itemsize)
+        width = (self.feature_map if draw is None else draw.spec).feature_dim(x.dim)
+        lead_t = 1 if T is None else T
+        check_allocation(
+            (lead_t, x.n_slices, x.n_queries, x.value_dim), size, "the output (T, batch, n, dv)", "RFA"
+        )
+        check_allocation(
+            (lead_t, x.n_slices, width, x.value_dim + 1), size, "the key sums (T, batch, D, dv+1)", "RFA"
+        )
         with threads(nt):
             if draw is not None:
                 specs, draws = [draw.spec], [draw]

@@ -18,7 +18,7 @@ from .._random import check_rng
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
 from ._common import QKV, check_qkv, check_shared_options, threads_of
-from ._importance import causal_sample_attention, importance_sampling, jobs_of, sampled_result
+from ._importance import SampledOptions, causal_sample_attention, importance_sampling, jobs_of, sampled_result
 from ._proposals import check_means, chunk_means, mixture_offsets, mixture_samples, noise
 from ._result import AttentionResult
 
@@ -27,7 +27,7 @@ __all__ = ["SNIS"]
 
 # ----------------------------------------------------------------------------- SNIS
 @dataclasses.dataclass(frozen=True)
-class SNIS:
+class SNIS(SampledOptions):
     r"""RFA written as self-normalised importance sampling with Gaussian proposals.
 
     .. math::
@@ -110,11 +110,6 @@ class SNIS:
     proposal: Any = "standard"
     n_samples: int = 64
     n_chunks: int | None = None
-    projection: str = "iid"
-    shared_across_heads: bool = True
-    chunk_size: int | None = None
-    causal: bool = False
-    n_threads: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_samples", check_int(self.n_samples, "n_samples", "SNIS", low=1))

@@ -28,7 +28,12 @@ def _parse_array(text: str, name: str) -> np.ndarray:
     if os.path.exists(text):
         try:
             if text.endswith(".npy"):
-                return np.asarray(np.load(text, allow_pickle=False), dtype=np.float64)
+                raw = np.load(text, allow_pickle=False)
+                if raw.dtype.kind not in "fiu":  # complex would lose its imaginary part: refuse
+                    raise UserError(
+                        f"--{name} must hold real numbers; {text!r} holds an array of dtype {raw.dtype}"
+                    )
+                return np.asarray(raw, dtype=np.float64)
             with open(text, encoding="utf-8") as fh:
                 first = fh.readline()
             delim = "," if "," in first else None
@@ -92,7 +97,7 @@ def _cmd_chi2(args: argparse.Namespace) -> int:
         mx,
         _cov(args.cov_x, "cov-x", d),
         my,
-        _cov(args.cov_y, "cov-y", d),
+        _cov(args.cov_y, "cov-y", int(my.shape[0]) if my.ndim == 1 else 1),
         A,
         args.n_points,
         args.p,

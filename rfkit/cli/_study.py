@@ -8,10 +8,14 @@ measured MSEs compare with their closed forms.
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
+import shutil
 import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ..exceptions import DamagedResultWarning, RFKitError
 from ..report import write_report
@@ -19,13 +23,21 @@ from ..study import load_design, run
 from ..study._builtin import builtin_study_dirs, find_study
 from ..study._lock import RunLock
 from ..study._manifest import units_done
-from ..study._tables import heavy_tailed
+from ..study._tables import heavy_tailed, not_ok
 
 __all__ = ["cmd_list", "cmd_run"]
 
 
+def _one_line(text: str) -> str:
+    """The first sentence of a description, on one line."""
+    flat = " ".join(text.split())
+    end = re.search(r"(?<! al)(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z])", flat)
+    return flat if end is None else flat[: end.start() + 1]
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    """``rfkit list``: every study file in ./studies and the built-in ones, with its description."""
+    """``rfkit list``: every study file in ./studies and the built-in ones: name, one-line description."""
+    rows: list[tuple[str, str, str]] = []
     seen = set()
     for d in builtin_study_dirs():
         for f in sorted(d.glob("*.toml")):
@@ -33,14 +45,30 @@ def cmd_list(args: argparse.Namespace) -> int:
                 continue
             seen.add(f.name)
             try:
-                design = load_design(f)
-                desc = " ".join(design.description.split())
-                print(f"{design.name:<24} {f}\n    {desc[:150]}{'...' if len(desc) > 150 else ''}")
+                design = load_design(f, allow_large=True)
+                rows.append((design.name, _one_line(design.description) or "(no description)", str(f)))
             except RFKitError as exc:
-                print(f"{f.stem:<24} {f}\n    INVALID: {exc}")
-    if not seen:
+                rows.append((f.stem, f"INVALID: {_one_line(str(exc))}", str(f)))
+    if not rows:
         print("no study files found (looked in ./studies and next to the package)")
+        return 0
+    width = max(len(r[0]) for r in rows)
+    paths = bool(getattr(args, "paths", False))
+    room = max(40, shutil.get_terminal_size((100, 24)).columns - width - 3)
+    for name, desc, path in rows:
+        if paths:
+            print(f"{name:<{width}}  {desc}\n{'':<{width}}  {path}")
+        else:
+            print(f"{name:<{width}}  {desc if len(desc) <= room else desc[: room - 3] + '...'}")
     return 0
+
+
+def _resume_command(args: argparse.Namespace, out: Path) -> str:
+    """The command line that resumes this run: the one given, with ``--resume`` and ``--out``."""
+    argv = [a for a in getattr(args, "argv", None) or sys.argv[1:] if a != "--resume"]
+    has_out = any(a == "--out" or a.startswith("--out=") for a in argv)
+    extra = ["--resume"] + ([] if has_out else ["--out", str(out)])
+    return shlex.join(["rfkit", *argv, *extra])
 
 
 def _print_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
@@ -48,12 +76,39 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):  
     print(f"rfkit run: warning: {message}", file=sys.stderr)
 
 
+def check_device(backend: str, device: str | None) -> None:
+    """Refuse a PyTorch device this machine does not have, naming it and what is installed.
+
+    Only the format of a device is checked with the design; whether a CUDA, MPS or XPU device
+    is present is asked of PyTorch here, before the run starts.
+    """
+    if backend != "torch" or device is None or device.startswith("cpu"):
+        return
+    try:
+        import torch
+    except ImportError:
+        return  # the backend names the missing library
+    kind, _, index = device.partition(":")
+    if kind not in ("cuda", "xpu", "mps") or (index and not index.isdigit()):
+        return  # not a device kind asked of torch here: the design checks its format
+    module: Any = getattr(torch, kind) if kind != "mps" else torch.backends.mps
+    available = bool(module.is_available())
+    count = int(module.device_count()) if available and hasattr(module, "device_count") else 1
+    if not available or (index and int(index) >= count):
+        have = f"{count} {kind} device(s)" if available else f"no {kind} device"
+        raise RFKitError(
+            f"`--device` {device!r} is not available: torch {torch.__version__} sees {have} on this machine "
+            "(use --device cpu, or install a PyTorch build for your GPU)"
+        )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``rfkit run``: run a study into its output folder, write its report, print the theory check."""
     path = find_study(args.study)
-    design = load_design(path)
+    design = load_design(path, allow_large=bool(getattr(args, "allow_large", False)))
     if args.quick:
         design = design.quick_profile()
+    check_device(args.backend or design.backend, args.device or design.device)
     out = Path(args.out) if args.out else Path("out") / design.name
     workers = args.workers
     executor = "serial" if (workers is None or workers == 1) and not args.scheduler else "processes"
@@ -63,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         # one writer per folder: held across the run and its report (run() re-enters it)
-        with RunLock(out, args.wait_lock), warnings.catch_warnings():
+        with RunLock(out, args.wait_lock) as lock, warnings.catch_warnings():
             warnings.simplefilter("always", DamagedResultWarning)
             warnings.showwarning = _print_warning
             result = run(
@@ -85,19 +140,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: {units_done(out)} finished work unit(s) are kept in {out}; continue with "
-            f"`rfkit run {args.study} --resume --out {out}`{' --quick' if args.quick else ''}.",
+            f"`{_resume_command(args, out)}`.",
             file=sys.stderr,
         )
         return 130
     dt = time.perf_counter() - t0
+    taken = getattr(lock, "taken_over", None) or result.provenance.get("lock_taken_over")
+    if taken:
+        if isinstance(taken, dict):
+            who = f"pid {taken.get('pid', '?')} on {taken.get('host', '?')}, started {taken.get('started', '?')}"
+            who += f": {taken['command']}" if taken.get("command") else ""
+        else:
+            who = str(taken)
+        print(f"took over the stale lock of an earlier run that is gone ({who})")
+    ran = result.design  # what really ran: --quick and --trials applied
     print(
-        f"{design.name}: {len(design.cells())} cells x {len(design.estimators)} estimators x {design.trials} trials in {dt:.1f} s"
+        f"{ran.name}: {len(ran.cells())} cells x {len(ran.estimators)} estimators x {ran.trials} trials in {dt:.1f} s"
     )
     theory = result.compare_theory()
     if not theory.empty:
         t = theory[theory["metric"] == "mse"]
         heavy = heavy_tailed(t)
-        light = t[~heavy]
+        light = t[~heavy & t["z"].notna().to_numpy()]  # rows without a z (non-finite) are counted below
         line = (
             f"theory vs simulation (MSE): {int((light['z'].abs() <= 5).sum())} of {len(light)} within 5 MCSE"
         )
@@ -106,5 +170,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if heavy.any():
             line += f" ({int(heavy.sum())} heavy-tailed rows not counted: see the report)"
         print(line)
+    bad = not_ok(result.summary())
+    if not bad.empty:  # non-finite trial values or failed trials: never only in the files
+        counts = ", ".join(f"{k}: {v}" for k, v in bad["status"].value_counts().items())
+        failed = int((result.trials["status"] != "ok").sum())
+        print(
+            f"{len(bad)} summary rows are not ok ({counts}): {int(bad['n_nonfinite'].sum())} non-finite "
+            f"trial values, {failed} failed trials; see the status column of summary.csv and the report"
+        )
     print(f"wrote {out}/summary.parquet, summary.csv, trials.parquet, pairs.parquet, report: {report}")
     return 0

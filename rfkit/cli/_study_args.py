@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_study_commands"]
+__all__ = ["add_study_commands", "scheduler_address"]
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
@@ -24,6 +24,53 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         return int(getattr(_study, name)(args))
 
     return call
+
+
+def _integer(name: str, low: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low`` (the message names the option's key and the value)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            got = text if value is not None else repr(text)
+            raise argparse.ArgumentTypeError(f"`{name}` must be an integer >= {low}. Got {got} instead.")
+        return value
+
+    return parse
+
+
+def _out_dir(text: str) -> str:
+    """``--out``: a folder name that is not empty or blank."""
+    if not text.strip() or "\0" in text:
+        raise argparse.ArgumentTypeError(f"must be a folder name (not empty); got {text!r}")
+    return text
+
+
+_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+
+
+def scheduler_address(text: str) -> str:
+    """``--scheduler``: a Dask scheduler address, ``[tcp|tls|inproc|ucx|ws|wss://]host[:port]``.
+
+    Only the form is checked here (the runner reports a scheduler it cannot reach).
+
+    >>> scheduler_address("tcp://127.0.0.1:8786"), scheduler_address("localhost:8786")
+    ('tcp://127.0.0.1:8786', 'localhost:8786')
+    """
+    rule = f"must be a Dask scheduler address such as tcp://host:8786 (schemes: {', '.join(_SCHEMES)})"
+    scheme, sep, rest = text.strip().partition("://")
+    if not sep:
+        scheme, rest = "tcp", text.strip()
+    host, colon, port = rest.rpartition(":") if ":" in rest else (rest, "", "")
+    ok = scheme in _SCHEMES and bool(host or rest) and not any(c.isspace() for c in rest) and "/" not in rest
+    if scheme != "inproc" and colon:
+        ok = ok and port.isdigit() and 0 < int(port) < 65536 and bool(host)
+    if not ok:
+        raise argparse.ArgumentTypeError(f"{rule}; got {text!r}")
+    return text.strip()
 
 
 def _seconds(text: str) -> float | None:
@@ -42,7 +89,10 @@ def add_study_commands(sub: Any) -> None:
     p_list = sub.add_parser(
         "list",
         help="list the built-in studies",
-        description="List study files in ./studies and the built-in ones.",
+        description="List the study files in ./studies and the built-in ones: name and one-line description.",
+    )
+    p_list.add_argument(
+        "--paths", action="store_true", help="also print the path of each study file (a third column)"
     )
     p_list.set_defaults(func=_command("cmd_list"))
 
@@ -57,23 +107,33 @@ def add_study_commands(sub: Any) -> None:
     p_run.add_argument(
         "--quick", action="store_true", help="apply the study's [quick] profile (small, for CI)"
     )
+    # options that take a value and default to the study file's (None)
+    for flag, kind, metavar, text in (
+        (
+            "--trials",
+            _integer("trials", 1),
+            "N",
+            "override the number of trials per cell (also that of --quick)",
+        ),
+        (
+            "--workers",
+            _integer("workers", 1),
+            "K",
+            "run work units (cell, chunk of trials) in K local worker processes (default: 1, serial)",
+        ),
+        (
+            "--scheduler",
+            scheduler_address,
+            "ADDRESS",
+            "run work units on the Dask scheduler at ADDRESS (e.g. tcp://host:8786)",
+        ),
+        ("--seed", _integer("seed", 0), "S", "root seed (default: the study file's seed)"),
+        ("--device", str, "DEV", "device of the backend, e.g. cuda, cuda:1 (default: the library's)"),
+    ):
+        p_run.add_argument(flag, type=kind, default=None, metavar=metavar, help=text)
     p_run.add_argument(
-        "--trials", type=int, default=None, metavar="N", help="override the number of trials per cell"
+        "--out", type=_out_dir, default=None, metavar="DIR", help="output folder (default: out/<study name>)"
     )
-    p_run.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="K",
-        help="run work units (cell, chunk of trials) in K local worker processes (default: 1, serial)",
-    )
-    p_run.add_argument(
-        "--scheduler",
-        default=None,
-        metavar="ADDRESS",
-        help="run work units on the Dask scheduler at ADDRESS (e.g. tcp://host:8786)",
-    )
-    p_run.add_argument("--out", default=None, metavar="DIR", help="output folder (default: out/<study name>)")
     p_run.add_argument(
         "--resume",
         action="store_true",
@@ -89,9 +149,6 @@ def add_study_commands(sub: Any) -> None:
         "at once, naming it)",
     )
     p_run.add_argument(
-        "--seed", type=int, default=None, metavar="S", help="root seed (default: the study file's seed)"
-    )
-    p_run.add_argument(
         "--on-error",
         choices=["raise", "record"],
         default=None,
@@ -105,10 +162,10 @@ def add_study_commands(sub: Any) -> None:
         "NumPy's to round-off",
     )
     p_run.add_argument(
-        "--device",
-        default=None,
-        metavar="DEV",
-        help="device of the backend, e.g. cuda, cuda:1 (default: the library's)",
+        "--allow-large",
+        action="store_true",
+        help="run a study whose estimated work or memory is beyond this machine (refused otherwise, "
+        "with the estimate)",
     )
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.set_defaults(func=_command("cmd_run"))

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._params import check_allocation
 from .._random import check_rng
 from .._validation import as_float_array, check_int, check_real
 from ..exceptions import InvalidParameterError, ShapeError
@@ -64,6 +65,7 @@ def pairs_with_norms(
     owner = "pairs_with_norms"
     n = check_int(n_pairs, "n_pairs", owner, low=1)
     d = check_int(dim, "dim", owner, low=1)
+    check_allocation((3, n, d), 8, "the points and a work array (n_pairs, dim)", owner)
     nx = check_real(norm_x, "norm_x", owner, low=0.0)
     ny = check_real(norm_y, "norm_y", owner, low=0.0)
     gen = check_rng(rng)
@@ -84,9 +86,29 @@ def pairs_with_norms(
     return nx * U, ny * V
 
 
+def _real(value: Any, name: str) -> np.ndarray:
+    """``value`` as a float64 array; complex, text, boolean and object values raise (no silent cast)."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        arr = np.asarray(None)
+    if arr.dtype.kind not in "fiu":
+        raise InvalidParameterError(
+            f"`{name}` must be real numbers (a scalar or an array). Got {value!r:.80} (dtype {arr.dtype}) instead."
+        )
+    return arr.astype(np.float64)
+
+
 def _moments(mean: Any, cov: Any, d: int, name: str) -> tuple[np.ndarray, np.ndarray]:
-    mu = as_float_array(np.broadcast_to(np.asarray(mean, dtype=float), (d,)), f"mean_{name}")
-    c = np.asarray(cov, dtype=float)
+    mean_arr = _real(mean, f"mean_{name}")
+    try:
+        mean_arr = np.broadcast_to(mean_arr, (d,))
+    except ValueError:
+        raise ShapeError(
+            f"`mean_{name}` must be a scalar or have shape ({d},); got shape {mean_arr.shape}."
+        ) from None
+    mu = as_float_array(mean_arr, f"mean_{name}")
+    c = _real(cov, f"cov_{name}")
     if c.ndim == 0:
         C = float(c) * np.eye(d)
     elif c.ndim == 1 and c.shape == (d,):
@@ -128,6 +150,7 @@ def gaussian_qk(
     nq = check_int(n, "n", owner, low=1)
     nk = nq if n_k is None else check_int(n_k, "n_k", owner, low=1)
     d = check_int(dim, "dim", owner, low=1)
+    check_allocation((nq + nk + 2 * d, d), 8, "the queries (n, dim), keys (n_k, dim) and covariances", owner)
     gen = check_rng(rng)
     mq, Cq = _moments(mean_q, cov_q, d, "q")
     mk, Ck = _moments(mean_k, cov_k, d, "k")
@@ -208,6 +231,7 @@ def hard_qk(
     nn = check_int(n, "n", owner, low=1)
     d = check_int(dim, "dim", owner, low=1)
     sets = 1 if n_sets is None else check_int(n_sets, "n_sets", owner, low=1)
+    check_allocation((4, sets, nn, d), 8, "the queries and keys (n_sets, n, dim) and work arrays", owner)
     if not isinstance(regime, str) or regime not in HARD_REGIMES:
         raise InvalidParameterError(
             f"The `regime` parameter of {owner} must be a str among {sorted(HARD_REGIMES)}. Got {regime!r} instead."
@@ -279,6 +303,7 @@ def sequence_qkv(
     n = check_int(n_tokens, "n_tokens", owner, low=1)
     d = check_int(dim, "dim", owner, low=1)
     dv = check_int(d_v, "d_v", owner, low=1)
+    check_allocation((n, 3 * d + 2 * dv), 8, "Q, K (n_tokens, dim), V (n_tokens, d_v) and work arrays", owner)
     s = check_real(scale, "scale", owner, low=0.0)
     if structure not in ("iid", "local"):
         raise InvalidParameterError(

@@ -134,9 +134,11 @@ class _MonomialMap(FeatureMap):
     def _from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
         D = self.feature_dim(dim)
         if D > _MAX_COLUMNS:
+            form = self.form  # type: ignore[attr-defined]
+            other = "form='symmetric', " if form == "full" else ""
             raise InvalidParameterError(
-                f"{self.name}(form={self.form!r}) would build {D} feature columns for dim={dim} "  # type: ignore[attr-defined]
-                f"(limit {_MAX_COLUMNS}); use form='symmetric', a lower degree, or "
+                f"{self.name}(form={form!r}) would build {D} feature columns for dim={dim} "
+                f"(limit {_MAX_COLUMNS}); use {other}a lower degree, or "
                 f"{self.name}.exact_kernel() which never builds features."
             )
         E, c = _exponents(self._kind, dim, self._degree, self.form)  # type: ignore[attr-defined]

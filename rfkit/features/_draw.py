@@ -27,6 +27,7 @@ import numpy as np
 
 from .._backend import Backend, get_backend, prod
 from .._validation import (
+    check_pairwise_memory,
     check_point_pair,
     check_points,
     check_square_norms,
@@ -240,10 +241,21 @@ class FeatureDraw(abc.ABC):
     def _check(self, X: Any, name: str, bk: Backend | None = None) -> Any:
         X = check_points(X, name, dim=self.dim, backend=bk)
         check_square_norms(X, name, self.owner)
+        self._check_memory(X, X)
         return X
+
+    def _check_memory(self, X: Any, Y: Any, *, kernel: bool = False) -> None:
+        """Refuse features ([T,] ..., n, D) or a kernel ([T,] ..., n, m) beyond rfkit's memory limit."""
+        lead = () if self.n_draws is None else (self.n_draws,)
+        width = self.spec.feature_dim(self.dim)
+        check_pairwise_memory(X, X, self.owner, lead=lead, width=width)
+        check_pairwise_memory(Y, Y, self.owner, lead=lead, width=width)
+        if kernel:
+            check_pairwise_memory(X, Y, self.owner, lead=lead)
 
     def _check_pair(self, X: Any, Y: Any, *, paired: bool) -> tuple[Any, Any]:
         X, Y, bk = check_point_pair(X, Y, self.owner, dim=self.dim, paired=paired)
+        self._check_memory(X, Y, kernel=not paired)
         if self.n_draws is not None and X.ndim != Y.ndim:
             # the draw axis T leads every output: align the batch axes, not T with a batch axis
             nd = max(X.ndim, Y.ndim)

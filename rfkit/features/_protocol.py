@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._backend import to_numpy
+from .._validation import check_int
 from ..exceptions import InvalidParameterError
 from ._base import FeatureMap
 from ._draw import FeatureDraw, Features
@@ -119,8 +120,84 @@ def _probe(dim: int) -> tuple[np.ndarray, np.ndarray]:
     return 0.3 * g.standard_normal((n, dim)), 0.3 * g.standard_normal((n, dim))
 
 
-def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] | None = None) -> None:
-    """Check that ``fm`` follows rfkit's feature-map protocol, on three probe points.
+#: default row norms of the realistic-size probe (those of a study's pairs: small, unit, large)
+PROBE_NORMS: tuple[float, ...] = (0.1, 1.0, 3.0)
+#: rows of the realistic-size probe (fewer when the map has very many columns: see _scale_rows)
+PROBE_ROWS = 256
+_SCALE_STREAMS = 3
+_SCALE_BUDGET = 1 << 19  # elements of one probe's features (streams x rows x D)
+
+
+def _scale_rows(D: int, n_rows: int, streams: int) -> int:
+    """Rows of the realistic-size probe: ``n_rows``, fewer (>= 8) for maps with very many columns."""
+    return max(8, min(n_rows, _SCALE_BUDGET // (streams * D)))
+
+
+def _rows_at_norms(d: int, n: int, norms: tuple[float, ...], seed: int) -> np.ndarray:
+    """``n`` rows with random directions and norms cycling through ``norms``."""
+    g = np.random.default_rng(seed)
+    U = g.standard_normal((n, d))
+    U /= np.linalg.norm(U, axis=1, keepdims=True)
+    return U * np.resize(np.asarray(norms, dtype=np.float64), n)[:, None]
+
+
+def _check_norms(norms: Any) -> tuple[float, ...]:
+    vals = np.asarray(norms, dtype=object).ravel().tolist() if norms is not None else []
+    ok = norms is not None and len(vals) > 0
+    ok = ok and all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < float(v) < 1e150 for v in vals
+    )
+    ok = ok and all(np.isfinite(float(v)) for v in vals)
+    if not ok:
+        raise InvalidParameterError(
+            "The `norms` parameter of check_feature_map must be a non-empty sequence of finite reals > 0 "
+            f"(row norms of the realistic-size probe). Got {norms!r:.80} instead."
+        )
+    return tuple(float(v) for v in vals)
+
+
+def _check_at_scale(spec: Any, d: int, D: int, X: np.ndarray, Y: np.ndarray, array_api: bool) -> None:
+    """Hundreds of rows, several streams, float32 and float64, and array_api_strict when installed."""
+    n = int(X.shape[0])
+    T = _SCALE_STREAMS if spec.is_random else 1  # a deterministic map's streams are all alike
+    seeds = [np.random.SeedSequence(_SEED_A + 7 * t) for t in range(T)]
+    draw = _call(spec, f"sample_streams({d}, [{T} streams])", spec.sample_streams, d, seeds)
+    for dtype in (np.float64, np.float32):
+        Xd, Yd = X.astype(dtype), Y.astype(dtype)
+        call = f"queries(X) of {n} rows at norms up to {float(np.max(np.linalg.norm(X, axis=1))):.3g} ({dtype.__name__})"
+        fq = _check_features(spec, _call(spec, call, draw.queries, Xd), call, (T,), n, D)
+        kcall = call.replace("queries(X)", "keys(Y)")
+        _check_features(spec, _call(spec, kcall, draw.keys, Yd), kcall, (T,), n, D)
+        pcall = call.replace("queries(X)", "log_pairwise(X, Y)")
+        lp = _as_np(_call(spec, pcall, draw.log_pairwise, Xd, Yd))
+        if lp.shape != (T, n) or np.any(np.isinf(lp) & (lp > 0)):
+            raise violation(spec, f"{pcall} must have shape ({T}, {n}) and no +inf", f"shape {lp.shape}")
+        if spec.is_random and _same(fq, fq, 0, 1):
+            raise violation(
+                spec,
+                "draws from different streams must differ (every random number from the stream's Generator)",
+                "identical features for two different streams",
+            )
+    if not array_api:
+        return
+    try:
+        import array_api_strict as xps
+    except ImportError:  # pragma: no cover - the strict namespace is a test dependency
+        return
+    call = f"queries(X) of {n} rows on array_api_strict"
+    _check_features(spec, _call(spec, call, draw.queries, xps.asarray(X)), call, (T,), n, D)
+
+
+def check_feature_map(
+    fm: Any,
+    dim: int | None = None,
+    *,
+    data: tuple[Any, Any] | None = None,
+    norms: Any = None,
+    n_rows: int = PROBE_ROWS,
+    array_api: bool | None = None,
+) -> None:
+    """Check that ``fm`` follows rfkit's feature-map protocol, on small and realistic-size probes.
 
     The checks, each with an error that names the class, what it lacks and what was received:
 
@@ -134,7 +211,14 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
     5. ``sample_streams(d, [a, b])`` gives for stream ``b`` the features that
        ``sample_streams(d, [b])`` gives (draw ``t`` depends on stream ``t`` alone);
     6. ``pairwise(X, Y)`` equals the diagonal of ``kernel(X, Y)`` (up to round-off);
-    7. an optional ``mse(x, y)`` method returns one finite value >= 0 per pair.
+    7. an optional ``mse(x, y)`` method returns one finite value >= 0 per pair;
+    8. at realistic size: ``n_rows`` (256) rows whose norms cycle through ``norms`` (default
+       0.1, 1 and 3, as in a study), three streams of ``sample_streams``, in float64 and in
+       float32: features of the right shape, finite, ``|values| <= 1``; ``log_pairwise``
+       never ``+inf``; different streams give different features (random maps); and the
+       same on the ``array_api_strict`` namespace when it is installed (``array_api``). Maps with very many
+       columns get fewer rows (at least 8) so the probe stays small. For a built-in map the
+       whole check takes well under 0.2 s.
 
     Parameters
     ----------
@@ -144,7 +228,16 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
         Input dimension of the probe points (standard normal times 0.3, fixed seed).
     data : (Q, K), optional
         Points of your own, arrays (n, d): data-adaptive maps are fitted on them and the
-        first three rows are the probe (default: ``2d + 4`` standard normal rows times 0.3).
+        first three rows are the probe (default: ``2d + 4`` standard normal rows times 0.3);
+        with ``norms`` omitted, the realistic-size probe is the first ``n_rows`` rows of it.
+    norms : sequence of float, optional
+        Row norms of the realistic-size probe (default :data:`PROBE_NORMS`, 0.1, 1, 3).
+    n_rows : int, default=256
+        Rows of the realistic-size probe.
+    array_api : bool, optional
+        Also probe the ``array_api_strict`` namespace (when installed): default True for
+        rfkit's own maps, False for maps of your own (which may compute in NumPy only); pass
+        True before running a study of your map on PyTorch or CuPy.
 
     Raises
     ------
@@ -169,6 +262,8 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
                 f"The `dim` parameter of check_feature_map must be an int >= 1. Got {dim!r} instead."
             )
         QF, KF = _probe(int(dim))
+    rows = check_int(n_rows, "n_rows", "check_feature_map", low=1)
+    levels = PROBE_NORMS if norms is None else _check_norms(norms)
     X, Y = QF[:3], KF[:3]
     d, n = int(X.shape[-1]), int(X.shape[0])
     spec = _call(fm, "fit(Q, K)", fm.fit, QF, KF) if fm.needs_data else fm
@@ -245,3 +340,10 @@ def check_feature_map(fm: Any, dim: int | None = None, *, data: tuple[Any, Any] 
             "_slog_pairwise disagrees with the features)",
             f"pairwise {p[:3]} vs kernel diagonal {k[:3]}",
         )
+    rows = _scale_rows(D, rows, _SCALE_STREAMS if spec.is_random else 1)
+    strict = type(spec).__module__.startswith("rfkit.") if array_api is None else bool(array_api)
+    if data is not None and norms is None:
+        _check_at_scale(spec, d, D, QF[:rows], KF[:rows], strict)
+    else:
+        XS = _rows_at_norms(d, rows, levels, _SEED_DATA)
+        _check_at_scale(spec, d, D, XS, _rows_at_norms(d, rows, levels, _SEED_DATA + 1), strict)

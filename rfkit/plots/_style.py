@@ -297,9 +297,33 @@ def _embedded_fonts(save: Any) -> Any:
     return wrapped
 
 
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file (unique per process and thread), fsync, rename.
+
+    A reader never sees a half-written figure; on failure the temporary file is removed and the
+    ``OSError`` raised.
+    """
+    import os
+    import threading
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.rfkit-tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        if tmp.exists():
+            tmp.unlink()
+        raise
+
+
 @_embedded_fonts
 def save_figure(fig: Any, path: str | Path) -> list[Path]:
-    """Save ``fig`` as vector PDF and PNG next to each other; returns the two paths."""
+    """Save ``fig`` as vector PDF and PNG next to each other, each atomically; returns the two paths."""
+    import io
+
     p = Path(path)
     if p.suffix.lower() in (".pdf", ".png", ".svg"):
         p = p.with_suffix("")
@@ -307,7 +331,9 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
     out = []
     for ext in (".pdf", ".png"):
         q = p.with_name(p.name + ext)  # not with_suffix: stems may hold dots (``set-norm-0.5``)
-        fig.savefig(q, bbox_inches="tight", dpi=200)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext[1:], bbox_inches="tight", dpi=200)
+        _write_atomically(q, buf.getvalue())
         out.append(q)
     return out
 

@@ -1,7 +1,9 @@
 """The Markdown report of a finished study: ``report.md`` with its figures and LaTeX tables.
 
 Figures and tables are drawn from the saved tables (``summary.parquet``, ``theory.csv``, ...):
-compute, save, then present.
+compute, save, then present. Every file written here (figures, ``report.md``, LaTeX tables, CSV
+tables) is written atomically and added with its size and SHA-256 to the folder's
+``manifest.json``, so :func:`rfkit.study.verify_run` and a resumed run detect a damaged one.
 """
 
 from __future__ import annotations
@@ -9,14 +11,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from ..plots import save_figure
+from ..study._atomic import Record, atomic_text, ensure_dir, file_record, write_error
+from ..study._manifest import record_outputs
 from ..study._metric_sources import metric_words
 from ..study._tables import HEAVY_TAIL_RATIO, heavy_tailed
-from ..tables import format_mcse, summary_table, to_latex
+from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
 from ._figures import FIGURE_KINDS, study_figures
-from ._sections import hard_heads, md_table, ranking_section, ratio_section, slopes_section
+from ._sections import (
+    finite_rows,
+    hard_heads,
+    md_table,
+    nonfinite_section,
+    ranking_section,
+    ratio_section,
+    slopes_section,
+)
 
 if TYPE_CHECKING:
     from ..study._results import StudyResult
@@ -59,16 +72,34 @@ def provenance_line(result: StudyResult) -> str:
     )
 
 
-def _save(fig: object, out: Path, name: str) -> Path:
-    """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG."""
+def _save(fig: object, out: Path, name: str, files: dict[str, Record]) -> Path:
+    """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG.
+
+    Both files are written atomically and their records added to ``files``.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    saved = save_figure(fig, out / "figures" / name)
-    plt.close(fig)  # type: ignore[arg-type]
+    ensure_dir(out / "figures")
+    try:
+        saved = save_figure(fig, out / "figures" / name)
+    except OSError as exc:
+        raise write_error(out / "figures" / name, exc) from None
+    finally:
+        plt.close(fig)  # type: ignore[arg-type]
+    for f in saved:
+        files[f.relative_to(out).as_posix()] = file_record(f)
     return saved[1]
+
+
+def _record_written(out: Path, files: dict[str, Record], names: list[str]) -> None:
+    """Add the records of CSV tables the report sections wrote (``ranking_*.csv``, ...) to ``files``."""
+    for name in names:
+        for f in sorted(out.glob(name)):
+            if f.is_file():
+                files[f.name] = file_record(f)
 
 
 def write_report(result: StudyResult, out: str | Path) -> Path:
@@ -82,7 +113,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
     theory = pd.read_csv(theory_path) if theory_path.exists() else pd.DataFrame()
     d = result.design
     grid_cols = list(d.grid)
-    lines = [f"# {d.name}", "", d.description.strip(), ""]
+    lines = [f"# {md_escape(d.name)}", "", d.description.strip(), ""]
     lines += [provenance_line(result), ""]
     quick = d.source.endswith("[quick]")
     if quick:
@@ -98,11 +129,15 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         path = out / f"{name}.parquet"
         return pd.read_parquet(path) if path.exists() else None
 
+    drawn = finite_rows(summary)  # figures draw finite estimates; the others are listed below
     figures = []
+    files: dict[str, Record] = {}  # every file written here: recorded in manifest.json at the end
     wanted = d.outputs.get("figures", [])
     for kind in FIGURE_KINDS:  # drawn in this order, as before
         if kind in wanted:
-            figures += [_save(fig, out, name) for name, fig in study_figures(kind, d, summary, theory, table)]
+            figures += [
+                _save(fig, out, name, files) for name, fig in study_figures(kind, d, drawn, theory, table)
+            ]
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
     if d.kind == "attention" and "samples" in grid_cols:
@@ -115,7 +150,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         s = summary[summary["metric"] == metric].copy()
         if s.empty:
             continue
-        s["value"] = [format_mcse(e, m) for e, m in zip(s["estimate"], s["mcse"])]
+        s["value"] = summary_values(s)
         other = [c for c in grid_cols if c != "n_features"]
         if "n_features" in grid_cols:
             piv = s.pivot_table(
@@ -141,7 +176,7 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         for rank_by in ranked:
             lines += ranking_section(summary, grid_cols, out, rank_by)
     lines += slopes_section(summary, grid_cols)
-    lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind)
+    lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind, files)
     stats_path = out / "data_stats.parquet"
     if "ratio_to_reference" in d.outputs.get("tables", []) and d.outputs.get("reference"):
         stats = pd.read_parquet(stats_path) if stats_path.exists() else None
@@ -156,8 +191,11 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         lines += [notes.strip(), ""]
     failed = int((result.trials["status"] != "ok").sum())
     lines += [f"Failed trials: {failed}.", ""]
+    lines += nonfinite_section(summary, grid_cols)
     path = out / "report.md"
-    path.write_text("\n".join(lines))
+    files["report.md"] = atomic_text(path, "\n".join(lines))
+    _record_written(out, files, ["ranking_*.csv", "mse_ratio_to_reference.csv"])
+    record_outputs(out, files)  # listed with size and SHA-256 beside the tables
     return path
 
 
@@ -172,14 +210,20 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
     if not n:
         return []
     heavy = heavy_tailed(t)
-    light = t[~heavy]
+    no_z = ~np.isfinite(t["z"].to_numpy(dtype=float))  # a non-finite measurement or MCSE: no test
+    light = t[~heavy & ~no_z]
     text = f"{n} (cell, estimator) comparisons of the measured MSE with its closed form (rfkit.theory, or the map's own mse)"
+    if no_z.any():
+        text += (
+            f"; {int(no_z.sum())} have no z-score (the measured MSE or its MCSE is not finite: see "
+            '"Non-finite and failed trials")'
+        )
     if len(light):
         worst = light.loc[light["z"].abs().idxmax()]
         where = ", ".join(f"{c}={worst[c]}" for c in grid_cols if c in worst.index)
         text += (
             f"; {int((light['z'].abs() <= 5).sum())} of the {len(light)} unflagged ones within 5 MCSE; "
-            f"largest unflagged |z| = {abs(worst['z']):.2f} ({worst['estimator']}, {where})."
+            f"largest unflagged |z| = {abs(worst['z']):.2f} ({md_escape(worst['estimator'])}, {md_escape(where)})."
         )
     else:
         text += "."
@@ -195,6 +239,8 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         ]
 
     def fmt_z(v: float, flag: bool) -> str:
+        if not np.isfinite(v):
+            return "n/a"
         body = f"{v:+.2f}" if abs(v) < 1e4 else f"{v:+.2e}"
         return body + (" †" if flag else "")
 
@@ -212,11 +258,16 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
 
 
 def _latex_tables(
-    summary: pd.DataFrame, out: Path, metrics: list[str], grid_cols: list[str], kind: str
+    summary: pd.DataFrame,
+    out: Path,
+    metrics: list[str],
+    grid_cols: list[str],
+    kind: str,
+    files: dict[str, Record] | None = None,
 ) -> list[str]:
-    """One booktabs table per metric in ``tables/`` (estimate ± MCSE)."""
-    tdir = out / "tables"
-    tdir.mkdir(exist_ok=True)
+    """One booktabs table per metric in ``tables/`` (estimate ± MCSE), written atomically and recorded."""
+    tdir = ensure_dir(out / "tables")
+    files = {} if files is None else files
     written = []
     for metric in metrics:
         if summary[summary["metric"] == metric].empty:
@@ -226,8 +277,9 @@ def _latex_tables(
             t = summary_table(summary, metric, rows=["estimator", *other], columns="n_features", latex=True)
         else:
             t = summary_table(summary, metric, rows=["estimator", *grid_cols], columns=None, latex=True)
-        (tdir / f"{metric}.tex").write_text(
-            to_latex(t, caption=metric_description(metric, kind), label=f"tab:{metric}")
+        files[f"tables/{metric}.tex"] = atomic_text(
+            tdir / f"{metric}.tex",
+            to_latex(t, caption=metric_description(metric, kind), label=f"tab:{metric}"),
         )
         written.append(f"tables/{metric}.tex")
     return [f"LaTeX (booktabs) tables: {', '.join(written)}.", ""] if written else []

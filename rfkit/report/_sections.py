@@ -1,5 +1,5 @@
 """Sections of the Markdown report beyond the metric tables: rankings, ratios to a reference,
-hard heads and fitted slopes."""
+hard heads, fitted slopes and the rows with non-finite or failed trials."""
 
 from __future__ import annotations
 
@@ -11,16 +11,53 @@ import pandas as pd
 from ..plots import fit_slopes, prepare_ratio_to_reference
 from ..study import ranking_table
 from ..study._metric_sources import metric_words
+from ..study._tables import not_ok
+from ..tables import md_escape, to_markdown
 
-__all__ = ["md_table", "ranking_section", "ratio_section", "hard_heads", "slopes_section"]
+__all__ = [
+    "md_table",
+    "ranking_section",
+    "ratio_section",
+    "hard_heads",
+    "slopes_section",
+    "finite_rows",
+    "nonfinite_section",
+]
 
 
 def md_table(df: pd.DataFrame) -> str:
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(str(v) for v in r.tolist()) + " |")
-    return "\n".join(lines)
+    """A Markdown table of ``df`` (every cell escaped: :func:`rfkit.tables.to_markdown`), no final newline."""
+    return to_markdown(df).rstrip("\n")
+
+
+def finite_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows with a finite estimate and no infinite MCSE (those a figure can draw)."""
+    est, se = summary["estimate"].to_numpy(dtype=float), summary["mcse"].to_numpy(dtype=float)
+    return summary[np.isfinite(est) & (se != np.inf)]
+
+
+def nonfinite_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
+    """The summary rows whose status is not ``ok``: non-finite trial values, failed trials, NaN rows."""
+    bad = not_ok(summary)
+    if bad.empty:
+        return []
+    counts = [c for c in ("n_trials", "n_failed", "n_nonfinite", "n_nan_rows") if c in bad]
+    n_nf = int(bad["n_nonfinite"].sum()) if "n_nonfinite" in bad else 0
+    undrawn = len(bad) - len(finite_rows(bad))
+    return [
+        "## Non-finite and failed trials",
+        "",
+        f"{len(bad)} of {len(summary)} summary rows are not `ok` ({n_nf} non-finite trial values in all). "
+        "A non-finite trial value (an estimate that overflowed, a NaN output row) is kept: the row's "
+        "estimate is the mean of every trial, so it is inf or NaN, and its MCSE is NaN; failed trials are "
+        "left out and counted; `inf_mcse`: finite values whose squares overflow, so the MCSE is "
+        f"infinite. {undrawn} rows with a non-finite estimate or MCSE are not drawn in the figures.",
+        "",
+        md_table(
+            bad[["estimator", *[c for c in grid_cols if c in bad], "metric", "estimate", *counts, "status"]]
+        ),
+        "",
+    ]
 
 
 def ranking_section(
@@ -38,7 +75,7 @@ def ranking_section(
     ]
     frames = []
     for name, table in ranking_table(summary, grid_cols, metric):
-        lines += [f"### {name.replace('_', ', ') or 'all cells'}", "", md_table(table), ""]
+        lines += [f"### {md_escape(name.replace('_', ', ')) or 'all cells'}", "", md_table(table), ""]
         frames.append(table.assign(setting=name))
     if frames:
         pd.concat(frames, ignore_index=True).to_csv(out / f"ranking_{metric}.csv", index=False)
@@ -65,9 +102,9 @@ def ratio_section(
     frame = prepare_ratio_to_reference(summary, reference, "mse", tuple(cell_axes))
     frame.to_csv(out / "mse_ratio_to_reference.csv", index=False)
     lines = [
-        f"## Output MSE relative to {reference}",
+        f"## Output MSE relative to {md_escape(reference)}",
         "",
-        f"Per cell (head): each estimator's attention-output MSE divided by `{reference}`'s on the same "
+        f"Per cell (head): each estimator's attention-output MSE divided by {md_escape(reference)}'s on the same "
         "head, the same data and common random numbers (< 1: better). Median and range over heads, the "
         "share of heads where it beats the reference, and the Spearman correlation across heads of the "
         "log ratio with the heads' statistics (rk.data.describe, averaged over texts). Per-head values: "
@@ -81,15 +118,19 @@ def ratio_section(
     for key, rows in groups:
         vals = key if isinstance(key, tuple) else (key,)
         if cell_axes:
-            lines += ["### " + ", ".join(f"{a} = {v}" for a, v in zip(cell_axes, vals)), ""]
+            lines += ["### " + md_escape(", ".join(f"{a} = {v}" for a, v in zip(cell_axes, vals))), ""]
         table = []
         for est, g in rows.groupby("estimator", sort=False):
             r = g["ratio"].to_numpy(dtype=float)
+            fin = r[
+                np.isfinite(r)
+            ]  # heads with a non-finite MSE (theirs or the reference's) are counted apart
             row = {
                 "estimator": est,
-                "median": f"{np.nanmedian(r):.3g}",
-                "range": f"{np.nanmin(r):.3g} - {np.nanmax(r):.3g}",
-                "beats reference": f"{int(np.sum(r < 1))} of {int(np.sum(np.isfinite(r)))}",
+                "median": f"{np.median(fin):.3g}" if fin.size else "n/a",
+                "range": f"{fin.min():.3g} - {fin.max():.3g}" if fin.size else "n/a",
+                "beats reference": f"{int(np.sum(fin < 1))} of {fin.size}",
+                "non-finite heads": str(r.size - fin.size),
             }
             if st is not None:
                 lr = pd.Series(np.log(r), index=g["cell"].to_numpy())
@@ -105,7 +146,11 @@ def ratio_section(
                     rho = lr.corr(x.reindex(lr.index), method="spearman")
                     row[f"rho({words})"] = f"{rho:+.2f}"
             table.append(row)
-        lines += [md_table(pd.DataFrame(table).sort_values("median", key=lambda c: c.astype(float))), ""]
+        shown = pd.DataFrame(table)
+        if (shown["non-finite heads"] == "0").all():
+            shown = shown.drop(columns="non-finite heads")
+        order = pd.to_numeric(shown["median"], errors="coerce")  # "n/a" last
+        lines += [md_table(shown.iloc[np.argsort(order.to_numpy(), kind="stable")]), ""]
     return lines
 
 
@@ -134,14 +179,14 @@ def hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], to
     return [
         "## Which heads are hard, and why",
         "",
-        f"Heads ranked by the MSE of `{ref}`{budget} (top {min(top, len(table))} of {len(table)}), with the "
+        f"Heads ranked by the MSE of {md_escape(ref)}{budget} (top {min(top, len(table))} of {len(table)}), with the "
         "statistics of their queries "
         "and keys averaged over texts (rk.data.describe): max logit, mean ||q+k||^2 over pairs, attention "
         "entropy (nats) and mean largest attention weight.",
         "",
         md_table(show),
         "",
-        f"Spearman rank correlation of `{ref}`'s MSE across heads with: max logit "
+        f"Spearman rank correlation of {md_escape(ref)}'s MSE across heads with: max logit "
         f"{corr.get('logit_max', float('nan')):+.2f}, mean ||q+k||^2 {corr.get('qk_sum_sq_mean', float('nan')):+.2f}, "
         f"attention entropy {corr.get('entropy_mean', float('nan')):+.2f}.",
         "",

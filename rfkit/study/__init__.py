@@ -20,6 +20,7 @@ functions. A class of your own is also named ``map = "package.module:ClassName"`
 from . import _builtin_records, _data_sources  # noqa: F401  (register rfkit's own records)
 from ._builtin import builtin_study
 from ._design import Design, load_design
+from ._design_limits import StudyTooLargeError
 from ._estimators import check_attention_estimator
 from ._record_types import KINDS
 from ._records import (
@@ -51,6 +52,7 @@ __all__ = [
     "builtin_study",
     "Design",
     "load_design",
+    "StudyTooLargeError",
     "run",
     "run_trial",
     "StudyResult",

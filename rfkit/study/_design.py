@@ -96,6 +96,7 @@ _TOP_KEYS = {
     "quick",
     "outputs",
     "imports",
+    "allow_large",
 }
 _err = design_error
 
@@ -153,6 +154,10 @@ class Design:
         Modules to import before the design is checked, here and in every worker process: those
         that register records of your own (``imports = ["mymaps"]`` in a study file), so their
         bare names resolve.
+    allow_large : bool, default=False
+        Build a design whose estimated work or memory is far beyond this machine (otherwise
+        refused with the estimate, :class:`~rfkit.study.StudyTooLargeError`; the limits are in
+        the docs page *Study guide*). Not part of :meth:`hash`.
     source : str
         Where the design came from (file path or "python"), for messages.
     """
@@ -173,6 +178,7 @@ class Design:
     device: str | None = None
     on_error: str = "raise"
     imports: list[str] = dataclasses.field(default_factory=list)
+    allow_large: bool = False
     source: str = "python"
 
     def __post_init__(self) -> None:
@@ -250,12 +256,13 @@ class Design:
 
     def data_key(self, cell: Mapping[str, Any]) -> int:
         """Index of the cell's data among the distinct data settings (cells sharing data share it)."""
-        keys = []
-        for c in self.cells():
-            k = json.dumps(self.data_params(c), sort_keys=True, default=str)
-            if k not in keys:
-                keys.append(k)
-        return keys.index(json.dumps(self.data_params(cell), sort_keys=True, default=str))
+        keys: dict[str, int] | None = self.__dict__.get("_data_keys")
+        if keys is None:  # computed once per design (a run asks for every cell's key)
+            keys = {}
+            for c in self.cells():
+                keys.setdefault(json.dumps(self.data_params(c), sort_keys=True, default=str), len(keys))
+            object.__setattr__(self, "_data_keys", keys)
+        return keys[json.dumps(self.data_params(cell), sort_keys=True, default=str)]
 
     def estimator_params(self, est: Mapping[str, Any], cell: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters of an estimator in a cell.
@@ -385,12 +392,14 @@ class Design:
         """Plain-data form (JSON/TOML-able), without ``source``."""
         d = dataclasses.asdict(self)
         d.pop("source")
+        if d["allow_large"] is False:  # plain designs keep the form they had before the key existed
+            d.pop("allow_large")
         return d
 
     def hash(self) -> str:
         """SHA-256 of the canonical JSON form: identifies the design in results and on resume."""
         d = self.to_dict()
-        for key in ("quick", "description", "outputs", "backend", "device", "on_error"):  # not the numbers
+        for key in ("quick", "description", "outputs", "backend", "device", "on_error", "allow_large"):
             d.pop(key, None)
         if not d["imports"]:  # designs without imports keep the hash they had before the key existed
             d.pop("imports")
@@ -414,15 +423,34 @@ class Design:
         return cls(**kwargs, source=source)
 
 
-def load_design(path: str | Path) -> Design:
-    """Read and validate a TOML study file; errors name the file, the key and the rule."""
+def load_design(path: str | Path, *, allow_large: bool = False) -> Design:
+    """Read and validate a TOML study file; errors name the file, the key and the rule.
+
+    The file is read as UTF-8 (a file in another encoding is refused, naming the byte). Every
+    key and value is checked here, with its range, so a run never fails on a value of the file;
+    ``allow_large=True`` builds a study whose estimated size is beyond this machine (see
+    :class:`Design`).
+    """
+    if isinstance(allow_large, bool) is False:
+        raise InvalidParameterError(f"`allow_large` must be True or False. Got {allow_large!r} instead.")
     p = Path(path)
     try:
-        text = p.read_text()
+        data = p.read_bytes()
     except OSError as exc:
-        raise InvalidParameterError(f"cannot read study file {str(p)!r}: {exc.strerror}") from None
+        raise InvalidParameterError(
+            f"cannot read study file {str(p)!r}: {exc.strerror or type(exc).__name__}"
+        ) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidParameterError(
+            f"{p}: study files must be UTF-8 text; byte {data[exc.start]:#04x} at offset {exc.start} is not "
+            "UTF-8 (save the file as UTF-8)"
+        ) from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InvalidParameterError(f"{p}: malformed TOML: {exc}") from None
+    if allow_large:
+        raw = {**raw, "allow_large": True}
     return Design.from_dict(raw, source=str(p))

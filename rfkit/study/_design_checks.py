@@ -8,6 +8,8 @@ is refused before a run starts rather than mid-run. Each estimator is built for 
 from __future__ import annotations
 
 import json
+import math
+import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +20,7 @@ from .._backend import BACKENDS
 from ..exceptions import InvalidParameterError
 from ..features import FeatureMap, check_feature_map
 from ._cell_data import cell_data
+from ._design_limits import check_size
 from ._estimators import build_attention_estimator, build_feature_map, check_attention_estimator
 from ._plain import is_path
 from ._record_types import KINDS
@@ -34,7 +37,17 @@ from ._views import (
 if TYPE_CHECKING:
     from ._design import Design
 
-__all__ = ["check_design", "design_error", "ESTIMATOR_AXES", "BOUND_AXES", "INTEGER_AXES", "PROBE_ENTROPY"]
+__all__ = [
+    "check_design",
+    "design_error",
+    "check_file_name",
+    "ESTIMATOR_AXES",
+    "BOUND_AXES",
+    "INTEGER_AXES",
+    "PROBE_ENTROPY",
+    "VALUE_RULES",
+    "MAX_NAME_LENGTH",
+]
 
 #: seed entropy of the data on which attention estimators are checked when a design is built
 PROBE_ENTROPY = 0x5EED_DA7A
@@ -56,6 +69,29 @@ INTEGER_AXES = (
     "d_v",
 )
 
+#: the longest study name or estimator label (a file name must stay under 255 bytes)
+MAX_NAME_LENGTH = 100
+_WINDOWS_RESERVED = frozenset(
+    {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
+)
+_NOT_IN_NAMES = '/\\:*?"<>|'
+
+#: ranges of the data parameters of rfkit's sources, checked in ``[data]`` and on grid axes:
+#: ``(integer?, low, high, low open?, high open?)``; every other number must be finite
+VALUE_RULES: dict[str, tuple[bool, float, float, bool, bool]] = {
+    **{k: (True, 1, math.inf, False, True) for k in ("n_pairs", "dim", "n_tokens", "d_v", "n_clusters")},
+    **{k: (True, 1, math.inf, False, True) for k in ("max_len", "n_texts", "samples")},
+    **{k: (True, 0, math.inf, False, True) for k in ("layer", "head", "dataset")},
+    **{k: (False, 0, math.inf, False, True) for k in ("norm", "norm_x", "norm_y", "norm_q", "norm_k")},
+    "spread": (False, 0, math.inf, False, True),
+    **{k: (False, 0, math.inf, True, True) for k in ("var_shape_q", "var_shape_k")},
+    "cosine": (False, -1, 1, False, False),
+    "p": (False, 0, 1, True, True),
+}
+
+#: device kinds a backend computes on (the format only: whether one is present is the backend's check)
+_DEVICES = {"torch": ("cpu", "cuda", "mps", "xpu"), "cupy": ("cuda",)}
+
 
 def design_error(source: str, key: str, rule: str, got: Any) -> InvalidParameterError:
     """``"<source>: `key` <rule>. Got <got> instead."``"""
@@ -68,8 +104,17 @@ _err = design_error
 def check_design(d: Design) -> None:
     """Validate every field of a design (called by ``Design.__post_init__``)."""
     src = d.source
-    if not isinstance(d.name, str) or not d.name or any(c in d.name for c in "/\\ "):
-        raise _err(src, "name", "must be a non-empty string without spaces or slashes", d.name)
+    check_file_name(d.name, src, "name", spaces=False)
+    for key, typ, what in (
+        ("description", str, "a string"),
+        ("outputs", Mapping, "a table"),
+        ("quick", Mapping, "a table"),
+        ("imports", list, "a list of module names"),
+    ):
+        if not isinstance(getattr(d, key), typ):
+            raise _err(src, key, f"must be {what}", getattr(d, key))
+    if not isinstance(d.allow_large, bool):
+        raise _err(src, "allow_large", "must be true or false", d.allow_large)
     if d.kind not in KINDS:
         raise _err(src, "kind", f"must be one of {list(KINDS)}", d.kind)
     for key in ("trials", "chunk_trials"):
@@ -89,9 +134,108 @@ def check_design(d: Design) -> None:
         raise _err(
             src, "metrics", f"must be a non-empty list from {list(allowed)} (kind {d.kind!r})", d.metrics
         )
+    if not isinstance(d.metrics, list):
+        raise _err(src, "metrics", "must be a list of metric names", d.metrics)
     _check_data(d)
     _check_grid(d)
+    _check_values(d)
+    _check_quick(d)
+    check_size(d, d.allow_large)  # before any map is built: a huge n_features must not allocate
     _check_estimators(d)
+
+
+def check_file_name(name: Any, source: str, key: str, *, spaces: bool = True) -> str:
+    """A study name or label that is safe as a file name on every system, else a named error.
+
+    Refused: a non-string, empty or blank text, ``.`` and ``..``, path separators and the
+    characters Windows forbids (``/ \\ : * ? " < > |``), control characters, leading or trailing
+    spaces, names reserved on Windows (``con``, ``nul``, ``com1``, ...) and more than
+    :data:`MAX_NAME_LENGTH` characters; a study name (``spaces=False``) has no spaces either.
+    """
+    rule = (
+        f"must be a safe file name: 1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without path "
+        f"separators, {_NOT_IN_NAMES[2:]!s} or control characters" + ("" if spaces else " or spaces")
+    )
+    if not isinstance(name, str):
+        raise _err(source, key, rule, name)
+    bad = (
+        not name.strip()
+        or name in (".", "..")
+        or len(name) > MAX_NAME_LENGTH
+        or name != name.strip()
+        or any(c in _NOT_IN_NAMES for c in name)
+        or any(unicodedata.category(c).startswith("C") for c in name)
+        or (not spaces and any(c.isspace() for c in name))
+        or name.split(".")[0].strip().lower() in _WINDOWS_RESERVED
+    )
+    if bad:
+        raise _err(source, key, rule, name)
+    return name
+
+
+def _check_value(src: str, key: str, value: Any, rule: tuple[bool, float, float, bool, bool] | None) -> None:
+    """One data value: finite numbers (nested lists too), in the key's range where it has one."""
+    if isinstance(value, list):
+        for v in value:
+            _check_value(src, key, v, None)  # arrays (means, covariances): finite numbers
+        if rule is None:
+            return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _err(src, key, "must be a finite number", value)
+    if rule is None:
+        return
+    integer, lo, hi, lo_open, hi_open = rule
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if integer and not (number and isinstance(value, int)):
+        ok = False
+    else:
+        ok = number and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        kind = "an integer" if integer else "a number"
+        span = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise _err(src, key, f"must be {kind} in {span}", value)
+
+
+_QUICK_KEYS = ("trials", "chunk_trials", "data", "grid", "metrics", "estimators", "description", "outputs")
+
+
+def _check_quick(d: Design) -> None:
+    """The ``[quick]`` overrides: known keys and values in range (its design is built by --quick)."""
+    src, q = d.source, d.quick
+    for key, value in q.items():
+        where = f"quick.{key}"
+        if key not in _QUICK_KEYS and key not in ("seed", "backend", "device", "on_error", "imports"):
+            raise _err(
+                src, where, f"is not a key a [quick] profile overrides (allowed: {list(_QUICK_KEYS)})", key
+            )
+        if key in ("trials", "chunk_trials") and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise _err(src, where, "must be an integer >= 1", value)
+        if key in ("data", "grid") and not isinstance(value, Mapping):
+            raise _err(src, where, "must be a table", value)
+        if key == "data":
+            for k, v in value.items():
+                if k != "source":
+                    _check_value(src, f"{where}.{k}", v, VALUE_RULES.get(k))
+        if key == "grid":
+            for axis, values in value.items():
+                if not isinstance(values, list) or not values:
+                    raise _err(src, f"{where}.{axis}", "must be a non-empty list of values", values)
+                low = 0 if axis in ("degree", "dataset") else 1
+                rule = (True, low, math.inf, False, True) if axis in INTEGER_AXES else VALUE_RULES.get(axis)
+                for v in values:
+                    _check_value(src, f"{where}.{axis}", v, rule)
+
+
+def _check_values(d: Design) -> None:
+    """Every ``[data]`` value and every grid value: type and range (the door, not mid-run)."""
+    for key, value in d.data.items():
+        if key != "source":
+            _check_value(d.source, f"data.{key}", value, VALUE_RULES.get(key))
+    for axis, values in d.grid.items():
+        for value in values:
+            _check_value(d.source, f"grid.{axis}", value, VALUE_RULES.get(axis))
 
 
 def _check_backend(d: Design) -> None:
@@ -102,6 +246,17 @@ def _check_backend(d: Design) -> None:
         raise _err(src, "device", "must be a device name such as 'cuda', 'cuda:1' or 'cpu'", d.device)
     if d.backend == "numpy" and d.device not in (None, "cpu"):
         raise _err(src, "device", "must be 'cpu' (or absent) for backend 'numpy'", d.device)
+    dev = d.device
+    if dev is not None and d.backend in _DEVICES:
+        kind, _, index = dev.partition(":")
+        if kind not in _DEVICES[d.backend] or (index and not index.isdigit()):
+            raise _err(
+                src,
+                "device",
+                f"must be a device of {d.backend} that holds data: one of {list(_DEVICES[d.backend])}, "
+                "optionally with ':<index>' (e.g. 'cuda:1'; 'meta' holds no values)",
+                dev,
+            )
 
 
 def _check_data(d: Design) -> None:
@@ -191,9 +346,10 @@ def _check_estimators(d: Design) -> None:
         where = f"estimators[{i}]"
         _check_names(d, est, where)
         label = d.label(est)
-        if label in labels:
-            raise _err(src, f"{where}.label", "must be unique", label)
-        labels.add(label)
+        check_file_name(label, src, f"{where}.label")
+        if label.casefold() in labels:
+            raise _err(src, f"{where}.label", "must be unique (also ignoring case)", label)
+        labels.add(label.casefold())
         # build for every cell to validate every parameter now, not mid-run; check the
         # protocol once per distinct (parameters, dim)
         checked: set[str] = set()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from .. import features
 from .._backend import to_numpy
-from ..attention import AttentionResult
+from ..attention import AttentionResult, check_attention_estimator
 from ..exceptions import InvalidParameterError
 from ._plain import (
     PATH_HINT,
@@ -178,61 +177,3 @@ def check_attention_output(res: Any, shape: tuple[int, ...], est: Any) -> np.nda
             f"of exact attention {tuple(shape)} (..., n_queries, d_v). Got shape {tuple(out.shape)} instead."
         )
     return out
-
-
-def check_attention_estimator(
-    est: Any, dim: int | None = None, *, data: tuple[Any, Any, Any] | None = None
-) -> None:
-    """Check that ``est`` follows rfkit's attention-estimator protocol on a small probe.
-
-    A call ``est(Q, K, V, rng=seed)`` must return an :class:`~rfkit.attention.AttentionResult` whose
-    ``output`` has the shape of exact attention, ``(..., n_queries, d_v)``, and the same seed must
-    give the same output (every random number from ``rng``).
-
-    Parameters
-    ----------
-    est : callable
-        The estimator.
-    dim : int, optional
-        Query/key dimension of the probe (5 queries, 6 keys, d_v = 2; fixed seed).
-    data : (Q, K, V), optional
-        A probe of your own.
-
-    Raises
-    ------
-    InvalidParameterError
-        Naming the estimator, the rule, and what was received.
-    """
-    if data is None:
-        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
-            raise InvalidParameterError(
-                f"The `dim` parameter of check_attention_estimator must be an int >= 1. Got {dim!r} instead."
-            )
-        g = np.random.default_rng(0x5EED_A77E)
-        Q, K, V = (
-            0.3 * g.standard_normal((5, dim)),
-            0.3 * g.standard_normal((6, dim)),
-            g.standard_normal((6, 2)),
-        )
-    else:
-        Q, K, V = (np.asarray(a, dtype=np.float64) for a in data)
-    if not callable(est):
-        raise InvalidParameterError(
-            f"An attention estimator must be callable as (Q, K, V, *, rng) -> AttentionResult. Got {describe(est)} instead."
-        )
-    shape = tuple(np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])) + (Q.shape[-2], V.shape[-1])
-    outs = []
-    for _ in range(2):
-        try:
-            res = est(Q, K, V, rng=np.random.SeedSequence(0x5EED_A771))
-        except Exception as exc:  # noqa: BLE001 - user code may raise anything
-            raise InvalidParameterError(
-                f"{_estimator_name(est)}: a call (Q, K, V, rng=...) on a probe of shapes {Q.shape}, {K.shape}, "
-                f"{V.shape} raised {type(exc).__name__}: {exc}"
-            ) from exc
-        outs.append(check_attention_output(res, shape, est))
-    if not np.array_equal(outs[0], outs[1], equal_nan=True):
-        raise InvalidParameterError(
-            f"{_estimator_name(est)} does not follow the rfkit attention-estimator protocol: the same `rng` must "
-            "give the same output (draw every random number from `rng`). Got different outputs for the same seed."
-        )

@@ -127,9 +127,16 @@ def attention_finalize(
         outs, status = all_outs[i], all_status[i]
         ok = status == "ok"
         err = outs - exact2
+        # rows with a NaN or infinite output (a non-positive normaliser, an overflow): counted per
+        # trial, and such a trial's errors are NaN (the error of the other rows is not its error)
+        nan_rows = np.where(ok, (~np.isfinite(outs)).any(axis=-1).sum(axis=-1), 0)
+        whole = nan_rows == 0
         with np.errstate(invalid="ignore"):
             mean_out = np.nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
+            if ok.any():  # a query with a NaN output in some trial has no mean output
+                mean_out[~np.isfinite(outs[ok]).all(axis=0)] = np.nan
             sq_dev = np.nanmean((outs - mean_out) ** 2, axis=(1, 2))
+            sq_dev[~np.isfinite(mean_out).all()] = np.nan
             trial_frames.append(
                 pd.DataFrame(
                     {
@@ -137,12 +144,13 @@ def attention_finalize(
                         "estimator": label,
                         "trial": np.arange(T),
                         "status": status.astype(str),
-                        "err": np.nanmean(err, axis=(1, 2)),
-                        "sq_err": np.nanmean(err**2, axis=(1, 2)),
-                        "abs_err": np.nanmean(np.abs(err), axis=(1, 2)),
-                        "max_abs_err": np.nanmax(np.abs(err), axis=(1, 2)),
-                        "sq_dev": sq_dev,
+                        "err": _whole(np.nanmean(err, axis=(1, 2)), whole),
+                        "sq_err": _whole(np.nanmean(err**2, axis=(1, 2)), whole),
+                        "abs_err": _whole(np.nanmean(np.abs(err), axis=(1, 2)), whole),
+                        "max_abs_err": _whole(np.nanmax(np.abs(err), axis=(1, 2)), whole),
+                        "sq_dev": _whole(sq_dev, whole),
                         "nonpositive_rows": all_nonpos[i],
+                        "n_nan_rows": nan_rows,
                         **{  # metrics of your own
                             m.column: np.asarray(m.per_trial(output=outs, exact=exact2), dtype=float)  # type: ignore[misc]
                             for m in computed_metrics(design)
@@ -168,6 +176,9 @@ def attention_finalize(
                     }
                 )
             )
+            if n_ok:  # per query: NaN where some trial's output is NaN, never a mean of the others
+                bad_q = ~np.isfinite(outs[ok]).all(axis=(0, 2))
+                query_frames[-1].loc[bad_q, ["variance", "mse"]] = np.nan
         times = all_seconds[i][np.isfinite(all_seconds[i])]
         timing_rows.append(
             {
@@ -185,6 +196,11 @@ def attention_finalize(
     if "data_stats" in parts[0]:
         out["data_stats"] = parts[0]["data_stats"]
     return out
+
+
+def _whole(values: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """Per-trial values, NaN for the trials whose output has NaN rows (``whole`` False)."""
+    return np.where(whole, values, np.nan)
 
 
 def attention_replay(

@@ -80,10 +80,11 @@ def concentration_partial(unit: WorkUnit) -> dict[str, Any]:
                     "status": "ok",
                     "rms_max": rms_max,
                     "bound": bound.bound,
-                    "covered": float(rms_max <= bound.bound),
+                    # a NaN error compares False: it is no outcome (NaN, counted as non-finite), not a miss
+                    "covered": float(rms_max <= bound.bound) if not np.isnan(rms_max) else np.nan,
                     "rms_over_bound": rms_max / bound.bound,
                     "realized_max": realized,
-                    "realized_exceeds": float(realized > bound.bound),
+                    "realized_exceeds": float(realized > bound.bound) if not np.isnan(realized) else np.nan,
                     "r": bound.r,
                 }
             )

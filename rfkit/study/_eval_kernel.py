@@ -169,27 +169,29 @@ def kernel_finalize(
             err = rel * truth
             est_vals = ratio * truth
         okr = rel[ok]
-        mean_est = est_vals[ok].mean(axis=0) if ok.any() else np.full(N, np.nan)
+        # an overflowing estimate gives inf or NaN: kept, counted in the summary (``n_nonfinite``)
         with np.errstate(over="ignore", invalid="ignore"):
+            mean_est = est_vals[ok].mean(axis=0) if ok.any() else np.full(N, np.nan)
             sq_dev = ((est_vals - mean_est) ** 2).mean(axis=1)
-        tf = dict(
-            {
-                "cell": cell_index,
-                "estimator": label,
-                "trial": np.arange(T),
-                "status": status.astype(str),
-                "err": err.mean(axis=1),
-                "sq_err": (err**2).mean(axis=1),
-                "rel_err": rel.mean(axis=1),
-                "rel_sq_err": (rel**2).mean(axis=1),
-                "abs_rel_err": np.abs(rel).mean(axis=1),
-                "max_rel_err": np.abs(rel).max(axis=1),
-                "med_rel_sq_err": np.median(rel**2, axis=1),
-                "sq_dev": sq_dev,
-            }
-        )
+            tf = dict(
+                {
+                    "cell": cell_index,
+                    "estimator": label,
+                    "trial": np.arange(T),
+                    "status": status.astype(str),
+                    "err": err.mean(axis=1),
+                    "sq_err": (err**2).mean(axis=1),
+                    "rel_err": rel.mean(axis=1),
+                    "rel_sq_err": (rel**2).mean(axis=1),
+                    "abs_rel_err": np.abs(rel).mean(axis=1),
+                    "max_rel_err": np.abs(rel).max(axis=1),
+                    "med_rel_sq_err": np.median(rel**2, axis=1),
+                    "sq_dev": sq_dev,
+                }
+            )
         for m in computed_metrics(design):  # metrics of your own
-            tf[m.column] = np.asarray(m.per_trial(ratio=ratio, truth=truth), dtype=float)  # type: ignore[misc]
+            with np.errstate(over="ignore", invalid="ignore"):
+                tf[m.column] = np.asarray(m.per_trial(ratio=ratio, truth=truth), dtype=float)  # type: ignore[misc]
         n_ok = int(ok.sum())
         nan = np.full(N, np.nan)  # per-pair moments of an estimator none of whose trials succeeded
         with np.errstate(over="ignore", invalid="ignore"):

@@ -3,7 +3,9 @@
 ``run.lock`` holds the holder's pid, host, process start time and command while a run writes
 the folder; ``.run.lock.guard`` is an empty file whose ``flock`` serialises lock checks and
 takeovers. A lock whose holder is gone (same host, pid not running or reused) is stale and
-taken over.
+taken over (and the takeover recorded). The lock excludes threads too: within one process the
+folder belongs to the thread that took it (which may take it again, re-entrantly); another
+thread of the same process is refused like another process.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -28,7 +31,9 @@ GUARD = ".run.lock.guard"
 #: seconds after which a lock file without readable holder information counts as abandoned
 _UNREADABLE_LOCK_AGE = 5.0
 
-_HELD: dict[str, list[Any]] = {}  # lock path -> [token, depth]: re-entrant within one process
+#: lock path -> {"token", "depth", "thread", "thread_name", "taken_over"}: re-entrant within one thread
+_HELD: dict[str, dict[str, Any]] = {}
+_HELD_GUARD = threading.Lock()
 
 
 def _proc_stat(pid: int) -> tuple[str, str] | None:
@@ -121,9 +126,11 @@ def lock_holder(out: str | Path) -> dict[str, Any] | None:
 
 
 def _make_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise StudyError(f"output directory {str(out)!r} is not writable: it is a file, not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
+        probe = out / f".write-test-{os.getpid()}-{threading.get_ident()}.rfkit-tmp"
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
@@ -137,7 +144,8 @@ class RunLock:
     process start time and command. A lock whose holder is gone (same host, pid not running, or
     the pid now belongs to another process) is taken over; a live holder makes the second run
     wait up to ``timeout`` seconds and then refuse with a message naming the holder. Re-entrant
-    within one process (the CLI holds the folder across the run and its report).
+    within one thread (the CLI holds the folder across the run and its report); another thread
+    of the same process is a second writer and is refused the same way.
 
     Parameters
     ----------
@@ -199,26 +207,47 @@ class RunLock:
                 os.fsync(fh.fileno())
             return None
 
+    def _claim(self, key: str) -> dict[str, Any] | None:
+        """Take the lock for this thread: None when taken, else the holder (another thread or process)."""
+        me = threading.get_ident()
+        with _HELD_GUARD:
+            held = _HELD.get(key)
+            if held is not None:
+                if held["thread"] == me:  # this thread holds it already: re-entrant
+                    held["depth"] += 1
+                    self.taken_over = held["taken_over"]
+                    self._key = key
+                    return None
+                return {**(_read_lock(self.path) or {}), "thread": held["thread_name"]}
+            holder = self._try()
+            if holder is None:
+                _HELD[key] = {
+                    "token": self.token,
+                    "depth": 1,
+                    "thread": me,
+                    "thread_name": threading.current_thread().name,
+                    "taken_over": self.taken_over,
+                }
+                self._key = key
+            return holder
+
     def acquire(self) -> RunLock:
         _make_dir(self.out)
         key = os.path.realpath(self.path)
-        if key in _HELD:  # this process holds it already
-            _HELD[key][1] += 1
-            self._key = key
-            return self
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         delay = self.poll
         while True:
-            holder = self._try()
+            holder = self._claim(key)
             if holder is None:
-                _HELD[key] = [self.token, 1]
-                self._key = key
                 return self
             if deadline is not None and time.monotonic() >= deadline:
                 waited = f" after waiting {self.timeout:g} s" if self.timeout else ""
+                who = describe_holder(holder)
+                if "thread" in holder:
+                    who = f"{who}, in its thread {holder['thread']!r} (another thread of this process)"
                 raise StudyError(
                     f"output folder {str(self.out)!r} is in use by another rfkit run{waited}: "
-                    f"{describe_holder(holder)}. Wait for it to finish, or pass lock_timeout=SECONDS "
+                    f"{who}. One writer per folder: wait for it to finish, or pass lock_timeout=SECONDS "
                     f"(--wait-lock SECONDS) to wait for it; if that run is gone (e.g. it ran on "
                     f"another machine), delete {self.path}."
                 )
@@ -227,18 +256,22 @@ class RunLock:
 
     def release(self) -> None:
         key = self._key
-        if key is None or key not in _HELD:
+        if key is None:
             return
         self._key = None
-        _HELD[key][1] -= 1
-        if _HELD[key][1] > 0:
-            return
-        token = _HELD.pop(key)[0]
-        with _guard(self.out):
-            info = _read_lock(self.path)
-            if info and info.get("token") == token:
-                with contextlib.suppress(FileNotFoundError):
-                    self.path.unlink()
+        with _HELD_GUARD:
+            held = _HELD.get(key)
+            if held is None:
+                return
+            held["depth"] -= 1
+            if held["depth"] > 0:
+                return
+            token = _HELD.pop(key)["token"]
+            with _guard(self.out):
+                info = _read_lock(self.path)
+                if info and info.get("token") == token:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.path.unlink()
 
     def __enter__(self) -> RunLock:
         return self.acquire()

@@ -4,7 +4,10 @@
 design, and for every finished work unit (cell, chunk of trials) the size and SHA-256 of each
 part file; it carries a checksum of its own content and is rewritten atomically after each
 unit. ``manifest.json`` holds the provenance of the final tables and the size and SHA-256 of
-each; it is written last, so it exists only when the tables are whole.
+each; it is written last, so it exists only when the tables are whole. The files presented from
+those tables afterwards (figures, ``report.md``, LaTeX tables) are added to its ``files`` as they
+are written (:func:`record_outputs`), so every file a run writes is listed with its size and
+SHA-256 and checked by :func:`rfkit.study.verify_run`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ __all__ = [
     "write_run_manifest",
     "write_result_manifest",
     "ident_of",
+    "record_outputs",
+    "recorded_files",
     "manifest_damaged_message",
     "part_name",
     "units_done",
@@ -72,15 +77,54 @@ def write_run_manifest(out: Path, body: Mapping[str, Any]) -> None:
     write_atomic(Path(out) / RUN_MANIFEST, json.dumps(clean, indent=1).encode(), fsync=True)
 
 
-def write_result_manifest(out: Path, provenance: Mapping[str, Any], files: Mapping[str, Record]) -> None:
-    """``manifest.json``: the provenance plus the size and SHA-256 of each final table."""
-    text = json.dumps({**provenance, "files": dict(files)}, indent=2, default=str)
+def _read_result_manifest(out: Path) -> dict[str, Any] | None:
+    try:
+        body = json.loads((Path(out) / RESULT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return body if isinstance(body, dict) and isinstance(body.get("files"), dict) else None
+
+
+def recorded_files(out: Path) -> dict[str, Record]:
+    """The files listed in ``out/manifest.json`` (empty when there is none or it cannot be read)."""
+    body = _read_result_manifest(out)
+    return dict(body["files"]) if body is not None else {}
+
+
+def write_result_manifest(
+    out: Path, provenance: Mapping[str, Any], files: Mapping[str, Record], *, keep: Mapping[str, Record] = {}
+) -> None:
+    """``manifest.json``: the provenance plus the size and SHA-256 of each final table.
+
+    ``keep``: records of earlier outputs (figures, report) to list as well, so that a damaged
+    one stays detectable until it is written again.
+    """
+    text = json.dumps({**provenance, "files": {**dict(keep), **dict(files)}}, indent=2, default=str)
     write_atomic(Path(out) / RESULT_MANIFEST, text.encode("utf-8"), fsync=True)
 
 
+def record_outputs(out: Path, files: Mapping[str, Record]) -> bool:
+    """Add the records of files presented from a finished run (figures, report) to ``manifest.json``.
+
+    Returns False (and records nothing) where the folder has no readable result manifest.
+    """
+    body = _read_result_manifest(out)
+    if body is None:
+        return False
+    body["files"] = {**body["files"], **dict(files)}
+    text = json.dumps(body, indent=2, default=str)
+    write_atomic(Path(out) / RESULT_MANIFEST, text.encode("utf-8"), fsync=True)
+    return True
+
+
 def ident_of(old: Mapping[str, Any], like: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity recorded in an old manifest (runs from before backends were recorded ran on NumPy)."""
-    return {k: old.get(k, "numpy:default" if k == "backend" else None) for k in like}
+    """The identity recorded in an old manifest.
+
+    Runs from before backends were recorded ran on NumPy; for runs from before the source of
+    user modules was recorded, ``code`` is None (unknown).
+    """
+    defaults: dict[str, Any] = {"backend": "numpy:default", "code": None}
+    return {k: old.get(k, defaults.get(k)) for k in like}
 
 
 def manifest_damaged_message(out: Path, reason: str) -> str:

@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import InvalidParameterError
-from ._atomic import atomic_parquet, atomic_text
+from ._atomic import Record, atomic_csv, atomic_parquet, atomic_text, ensure_dir
 from ._design import Design
 from ._manifest import write_result_manifest
 from ._mcse import mcse_summary
 from ._metric_sources import metric_column
+from ._tables import summarize
 from ._verify import verify_result_folder
 from ._views import METRIC_SOURCES  # summary metric -> (per-trial column, description), live
 
@@ -82,22 +83,13 @@ class StudyResult:
     def summary(self, confidence: float = 0.95) -> pd.DataFrame:
         """Tidy summary: one row per (cell, estimator, metric) with estimate, MCSE and CI.
 
-        Failed trials are excluded and counted in ``n_failed``.
+        Failed trials are excluded and counted in ``n_failed``; non-finite trial values are kept
+        and counted in ``n_nonfinite``, and ``status`` says why a row is not ``"ok"``
+        (:func:`~rfkit.study._tables.summarize`).
         """
-        rows = []
-        keys = ["cell", "estimator", *self.grid_columns]
-        for key, grp in self.trials.groupby(keys, sort=False):
-            ok = grp[grp["status"] == "ok"]
-            n_failed = int((grp["status"] != "ok").sum())
-            base = dict(zip(keys, key))
-            for metric in self.design.metrics:
-                s = mcse_summary(ok[metric_column(metric)].to_numpy(), confidence)
-                if metric == "variance" and s["n"] > 1:
-                    f = s["n"] / (s["n"] - 1)
-                    s = {k: (v * f if k != "n" else v) for k, v in s.items()}
-                rows.append({**base, "metric": metric, **s, "n_failed": n_failed})
-        out = pd.DataFrame(rows)
-        return out.rename(columns={"n": "n_trials"})
+        return summarize(
+            self.trials, ["cell", "estimator", *self.grid_columns], self.design.metrics, confidence
+        )
 
     def compare_theory(self) -> pd.DataFrame:  # noqa: C901
         """Measured vs closed-form MSE (mean over pairs), with MCSE and ``z``.
@@ -130,7 +122,7 @@ class StudyResult:
                         "predicted": r[pcol],
                         "measured": r["estimate"],
                         "mcse": r["mcse"],
-                        "z": (r["estimate"] - r[pcol]) / r["mcse"] if r["mcse"] > 0 else np.nan,
+                        "z": (r["estimate"] - r[pcol]) / r["mcse"] if 0 < r["mcse"] < np.inf else np.nan,
                         "n_trials": r["n_trials"],
                     }
                 )
@@ -177,10 +169,15 @@ class StudyResult:
         return _presentation().result_html(self)
 
     # ------------------------------------------------------------------ IO
-    def save(self, out: str | Path) -> Path:
-        """Write ``trials.parquet``, ``pairs.parquet``, ``summary.parquet``/``.csv`` and ``manifest.json``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+    def save(self, out: str | Path, *, keep: dict[str, Record] | None = None) -> Path:
+        """Write ``trials.parquet``, ``pairs.parquet``, ``summary.parquet``/``.csv`` and ``manifest.json``.
+
+        Every file is written atomically (temporary file, fsync, rename) and listed with its size
+        and SHA-256 in ``manifest.json``, written last. ``keep``: records of earlier outputs
+        (figures, report) that stay listed. A write that fails (disk full, permission denied, a
+        folder in the way) raises :class:`~rfkit.study._atomic.OutputWriteError` naming the path.
+        """
+        out = ensure_dir(Path(out))
         meta = json.dumps(self.provenance, default=str)
         tables = [("trials", self.trials), ("pairs", self.pairs), ("summary", self.summary())]
         if self.timings is not None:
@@ -192,11 +189,12 @@ class StudyResult:
             df = df.copy()
             df.attrs["rfkit"] = meta
             files[f"{name}.parquet"] = atomic_parquet(df, out / f"{name}.parquet")
-        self.summary().to_csv(out / "summary.csv", index=False)
+        files["summary.csv"] = atomic_csv(self.summary(), out / "summary.csv")
         theory = self.compare_theory()
         if not theory.empty:
-            theory.to_csv(out / "theory.csv", index=False)
-        write_result_manifest(out, self.provenance, files)  # last: with checksums of the tables
+            files["theory.csv"] = atomic_csv(theory, out / "theory.csv")
+        # last: with the checksums of the tables
+        write_result_manifest(out, self.provenance, files, keep=keep or {})
         self.out = out
         return out
 
@@ -255,6 +253,7 @@ def compare(
     *,
     z: float = COMPARE_Z,
     paired: bool | None = None,
+    strict: bool = True,
 ) -> pd.DataFrame:
     r"""Line up two runs of the same design: the difference of each metric, its MCSE and ``z``.
 
@@ -283,16 +282,26 @@ def compare(
         tails), so even thousands of (estimator, grid point, metric) rows rarely flag by
         chance; 3 shows smaller changes at about 0.3% false flags per row.
     paired : bool, optional
-        Default: paired exactly when the two runs used the same seed (entropy and spawn key).
-        ``paired=False`` on same-seed runs uses the independent formula anyway, which overstates
-        the MCSE of positively correlated runs (``|z|`` errs small).
+        Default: paired exactly when the two runs used the same seed (entropy and spawn key) and
+        the same number of trials. ``paired=False`` on same-seed runs uses the independent
+        formula anyway, which overstates the MCSE of positively correlated runs (``|z|`` errs
+        small).
+    strict : bool, default=True
+        ``False`` compares two runs that differ in backend, device or number of trials (for
+        instance a NumPy run against a torch run on the GPU, or a quick run against a full one)
+        instead of refusing; every such difference is listed in ``attrs["differences"]``.
+        Same-seed runs with different trial counts are then compared as independent runs (a
+        conservative MCSE, since their first trials share random numbers).
 
     Returns
     -------
     DataFrame
         One row per (estimator, grid point, metric): ``estimate_a``, ``mcse_a``, ``estimate_b``,
         ``mcse_b``, ``diff``, ``rel_diff`` (``diff / |estimate_a|``), ``mcse``, ``z``,
-        ``flagged`` and ``paired``. ``attrs["z"]`` holds the threshold.
+        ``flagged`` and ``paired``. ``attrs["z"]`` holds the threshold and
+        ``attrs["differences"]`` what differs between the runs besides the numbers (backend,
+        device, trials): a list of ``{"what", "a", "b"}`` records, empty when nothing does
+        (``pd.DataFrame(m.attrs["differences"])`` shows it as a table).
 
     Raises
     ------
@@ -305,9 +314,14 @@ def compare(
     rb = b if isinstance(b, StudyResult) else load(b)
     if isinstance(z, bool) or not isinstance(z, (int, float)) or not np.isfinite(z) or z <= 0:
         raise InvalidParameterError(f"The `z` parameter of compare must be a number > 0. Got {z!r} instead.")
+    if not isinstance(strict, bool):
+        raise InvalidParameterError(
+            f"The `strict` parameter of compare must be True or False. Got {strict!r} instead."
+        )
     da, db = ra.design.to_dict(), rb.design.to_dict()
+    differences = _differences(ra, rb)
     for key in sorted(set(da) | set(db)):
-        if key in _NOT_COMPARED:
+        if key in _NOT_COMPARED or (not strict and key in _LOOSE):
             continue
         va = json.dumps(da.get(key), sort_keys=True, default=str)
         vb = json.dumps(db.get(key), sort_keys=True, default=str)
@@ -319,7 +333,14 @@ def compare(
     same_streams = str(ea) == str(eb) and list(ra.provenance.get("spawn_key", [])) == list(
         rb.provenance.get("spawn_key", [])
     )
-    if same_streams and ra.design.trials != rb.design.trials:
+    if same_streams and ra.design.trials != rb.design.trials and not strict:
+        if paired:
+            raise InvalidParameterError(
+                f"compare(paired=True) needs runs with the same number of trials; got {ra.design.trials} and "
+                f"{rb.design.trials}. Leave `paired` unset (strict=False compares them as independent)."
+            )
+        paired = False
+    elif same_streams and ra.design.trials != rb.design.trials:
         raise InvalidParameterError(
             "compare: the two runs used the same seed, so their first trials share random numbers, but "
             f"they have {ra.design.trials} and {rb.design.trials} trials; rerun one with the other's `trials`."
@@ -354,7 +375,26 @@ def compare(
     m["flagged"] = np.abs(m["z"].to_numpy()) > z
     m["paired"] = bool(paired)
     m.attrs["z"] = float(z)
+    m.attrs["differences"] = differences
     return m
+
+
+#: what ``compare(strict=False)`` lets differ (and lists) besides the numbers
+_LOOSE = ("backend", "device")
+
+
+def _differences(ra: StudyResult, rb: StudyResult) -> list[dict[str, Any]]:
+    """Backend, device and trial count of two runs where they differ: one row (what, a, b) each."""
+    pa, pb = ra.provenance, rb.provenance
+    rows = []
+    for what, va, vb in (
+        ("backend", pa.get("backend", ra.design.backend), pb.get("backend", rb.design.backend)),
+        ("device", pa.get("device", ra.design.device), pb.get("device", rb.design.device)),
+        ("trials", ra.design.trials, rb.design.trials),
+    ):
+        if str(va) != str(vb):
+            rows.append({"what": what, "a": va, "b": vb})
+    return rows
 
 
 def _paired_mcse(ra: StudyResult, rb: StudyResult, m: pd.DataFrame, keys: list[str]) -> np.ndarray:
@@ -374,8 +414,7 @@ def _paired_mcse(ra: StudyResult, rb: StudyResult, m: pd.DataFrame, keys: list[s
         except KeyError:  # not a per-trial mean
             continue
         dv = (grp[f"{col}_b"] - grp[f"{col}_a"]).to_numpy(dtype=float)
-        dv = dv[np.isfinite(dv)]
-        if dv.size > 1:
+        if dv.size > 1 and np.isfinite(dv).all():  # a non-finite difference: no MCSE, never a filtered one
             se = float(dv.std(ddof=1) / np.sqrt(dv.size))
             if row.metric == "variance":  # summary() scales the variance by n / (n - 1)
                 se *= dv.size / (dv.size - 1)

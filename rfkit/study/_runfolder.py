@@ -20,6 +20,13 @@ or altered part is reported by path and its trials are recomputed (they are dete
 same checks run when a finished folder is reopened (:meth:`StudyResult.load`,
 :func:`verify_run`): a damaged folder is an error, never a silently partial result.
 
+A run touches only files it wrote and recorded (and its own temporary files, named
+``.NAME.<pid>-<thread>.rfkit-tmp``): anything else in the folder is left alone, and a fresh run
+into a folder holding files it did not write refuses. The run's identity includes the SHA-256
+of the source of every module of yours the design names (``module:Class`` maps and estimators,
+registered records, ``imports``), so a resume after that code changed refuses instead of mixing
+results of two versions.
+
 Atomic writes and checksums: :mod:`rfkit.study._atomic`; the lock: :mod:`rfkit.study._lock`;
 the manifests: :mod:`rfkit.study._manifest`; checking a folder: :mod:`rfkit.study._verify`.
 """
@@ -27,7 +34,10 @@ the manifests: :mod:`rfkit.study._manifest`; checking a folder: :mod:`rfkit.stud
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.util
 import io
+import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,8 +47,8 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import DamagedResultWarning, StudyError
-from ._atomic import check_file, hook, npy_bytes, parquet_bytes, write_atomic
-from ._lock import RunLock
+from ._atomic import TMP_SUFFIX, check_file, ensure_dir, hook, npy_bytes, parquet_bytes, write_atomic
+from ._lock import GUARD, LOCK, RunLock
 from ._manifest import (
     PARTS,
     RESULT_MANIFEST,
@@ -48,12 +58,62 @@ from ._manifest import (
     manifest_damaged_message,
     part_name,
     read_run_manifest,
+    recorded_files,
     write_run_manifest,
 )
+from ._plain import is_path
+from ._records import attention_estimator_record, feature_map_record
 
-__all__ = ["RunFolder", "PartTables"]
+__all__ = ["RunFolder", "PartTables", "code_hashes"]
 
 PartTables = dict[str, Any]  # part name -> DataFrame or ndarray
+#: files every finish of a run rewrites (final tables and their CSV)
+_TABLE_FILES = ("summary.csv", "theory.csv")
+#: legacy temporary files of older rfkit versions (fixed names), removed on resume
+_LEGACY_TMP = ("run.json.tmp", "manifest.json.tmp")
+
+
+def _user_module(obj: Any) -> str | None:
+    mod = getattr(obj, "__module__", None)
+    return mod if mod and mod.split(".")[0] != "rfkit" else None
+
+
+def code_hashes(design: Any) -> dict[str, str]:
+    """SHA-256 of the source file of every module of yours a design names, by module name.
+
+    The modules of ``"module:Class"`` maps and estimators, of registered records the design
+    names by name (when they are not rfkit's own), and of ``imports``. A module without a
+    source file (a notebook's ``__main__``) is recorded as ``"no source file"``.
+    """
+    names: list[str] = list(getattr(design, "imports", []) or [])
+    for est in design.estimators:
+        for key, look in (("map", feature_map_record), ("estimator", attention_estimator_record)):
+            v = est.get(key)
+            if v is None:
+                continue
+            if is_path(v):
+                names.append(str(v).partition(":")[0])
+                continue
+            try:
+                mod = _user_module(look(v).factory)
+            except Exception:  # noqa: BLE001 - an unknown name was refused when the design was checked
+                mod = None
+            if mod:
+                names.append(mod)
+    out: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        if origin is None and name != "__main__":
+            with contextlib.suppress(ImportError, ValueError):
+                spec = importlib.util.find_spec(name)
+                origin = spec.origin if spec is not None else None
+        try:
+            out[name] = (
+                hashlib.sha256(Path(str(origin)).read_bytes()).hexdigest() if origin else "no source file"
+            )
+        except OSError:
+            out[name] = "no source file"
+    return out
 
 
 class RunFolder:
@@ -88,6 +148,8 @@ class RunFolder:
         self.ident["backend"] = (
             f"{getattr(design, 'backend', 'numpy')}:{getattr(design, 'device', None) or 'default'}"
         )
+        # the code of your own modules the design names: a resume after it changed is another run
+        self.ident["code"] = code_hashes(design)
         self.n_cells = len(design.cells())
         self.n_chunks = n_chunks
         self.resume = resume
@@ -121,13 +183,22 @@ class RunFolder:
             return True
         return old is None and (out / PARTS).is_dir() and any((out / PARTS).iterdir())
 
+    def _foreign(self) -> list[str]:
+        """Entries of the folder that no run wrote (a fresh run refuses to write among them).
+
+        A run's own: the lock, the manifests, ``parts/`` (and ``cells/`` of older versions), and
+        every file ``manifest.json`` lists (tables, figures, report).
+        """
+        ours = {LOCK, GUARD, RUN_MANIFEST, RESULT_MANIFEST, PARTS, "cells"}
+        ours |= {rel.split("/", 1)[0] for rel in recorded_files(self.out)}
+        return sorted(
+            p.name + ("/" if p.is_dir() else "")
+            for p in self.out.iterdir()
+            if p.name not in ours and not p.name.endswith(TMP_SUFFIX)
+        )
+
     def _open(self) -> None:
         out = self.out
-        (out / PARTS).mkdir(exist_ok=True)
-        for d in (out, out / PARTS):  # leftovers of writes interrupted by a crash
-            for tmp in d.glob("*.tmp"):
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
         mpath = out / RUN_MANIFEST
         old: dict[str, Any] | None = None
         damaged: str | None = None
@@ -136,16 +207,36 @@ class RunFolder:
                 old = read_run_manifest(mpath)
             except ManifestDamagedError as exc:
                 damaged = str(exc)
-        if not self.resume:
-            if damaged is not None or self._has_results(old):
-                raise StudyError(
-                    f"{out} already holds results of a study run; pass resume=True (--resume) to continue "
-                    "it, or choose another output directory. Nothing was overwritten."
-                )
-        elif damaged is not None:
+        if not self.resume and (damaged is not None or self._has_results(old)):
+            raise StudyError(
+                f"{out} already holds results of a study run; pass resume=True (--resume) to continue "
+                "it, or choose another output directory. Nothing was overwritten."
+            )
+        if (not self.resume or (old is None and damaged is None)) and self._foreign():
+            found = self._foreign()
+            raise StudyError(
+                f"output folder {str(out)!r} holds files this run did not write ({', '.join(found[:8])}"
+                f"{', ...' if len(found) > 8 else ''}): a run writes only into an empty folder or one of its "
+                "own (resume=True, --resume). Choose another output folder, or move those files. Nothing "
+                "was written."
+            )
+        ensure_dir(out / PARTS)
+        for d in (out, out / PARTS):  # leftovers of rfkit's own writes interrupted by a crash
+            for tmp in d.glob(f".*{TMP_SUFFIX}"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        for name in _LEGACY_TMP:
+            with contextlib.suppress(OSError):
+                (out / name).unlink()
+        for tmp in (out / PARTS).glob("cell-*.tmp"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        if self.resume and damaged is not None:
             raise StudyError(manifest_damaged_message(out, damaged))
+        elif not self.resume:
+            pass  # a fresh run: nothing of an earlier one is used
         elif old is None or "format" not in old:
-            if old is not None and ident_of(old, self.ident) != self.ident:
+            if old is not None and not self._same_run(old):
                 self._refuse_other(old)
             n_old = sum(1 for _ in (out / PARTS).glob("cell-*")) + sum(1 for _ in out.glob("cells/*.parquet"))
             if n_old:
@@ -158,13 +249,63 @@ class RunFolder:
                     "(the trials are deterministic, so the tables are unchanged)."
                 )
         else:
-            if ident_of(old, self.ident) != self.ident:
+            if not self._same_run(old):
                 self._refuse_other(old)
             self._verify_units(old["units"])
+        if self.resume:
+            self._verify_outputs()
         self._save()
 
-    def _refuse_other(self, old: Mapping[str, Any]) -> None:
+    def _verify_outputs(self) -> None:
+        """Check the recorded outputs of an earlier finish (figures, report) on resume.
+
+        The final tables and their CSV files are rewritten by every finish, so only the files drawn
+        from them (figures, report, LaTeX and report tables) are reported here.
+        """
+        bad = []
+        for rel, rec in recorded_files(self.out).items():
+            if rel in _TABLE_FILES or ("/" not in rel and rel.endswith(".parquet")):
+                continue
+            _, problem = check_file(self.out / rel, rec if isinstance(rec, dict) else {})
+            if problem is not None:
+                bad.append((str(self.out / rel), problem))
+        self._report(
+            bad,
+            "damaged output file(s) {where}, drawn from the tables: `rfkit run ... --resume` (or "
+            "rfkit.report.write_report) draws them again",
+        )
+
+    def _report(self, bad: list[tuple[str, str]], what: str) -> None:
+        """Record damaged files in :attr:`repaired` and warn, one line per file."""
+        if not bad:
+            return
+        self.repaired += [{"path": p, "problem": why} for p, why in bad]
+        lines = "\n".join(f"  {p}: {why}" for p, why in bad)
+        _warn(f"{len(bad)} {what.format(where=f'in {self.out}')}:\n{lines}")
+
+    def _theirs(self, old: Mapping[str, Any]) -> dict[str, Any]:
         theirs = ident_of(old, self.ident)
+        if theirs.get("code") is None:  # written before the code was recorded: not checkable
+            theirs["code"] = self.ident["code"]
+        return theirs
+
+    def _same_run(self, old: Mapping[str, Any]) -> bool:
+        return self._theirs(old) == self.ident
+
+    def _refuse_other(self, old: Mapping[str, Any]) -> None:
+        theirs = self._theirs(old)
+        if {k: v for k, v in theirs.items() if k != "code"} == {
+            k: v for k, v in self.ident.items() if k != "code"
+        }:
+            was, now = theirs.get("code") or {}, self.ident["code"]
+            changed = sorted(m for m in set(was) | set(now) if was.get(m) != now.get(m))
+            raise StudyError(
+                f"cannot resume in {self.out}: the source of module(s) {', '.join(map(repr, changed))} "
+                "changed since the run began (its SHA-256 differs from the one recorded in run.json), so "
+                "the finished work units were computed by other code; mixing them would give tables of "
+                "two code versions. Start a fresh run in another folder (or restore the module's code "
+                "and resume). Nothing was overwritten."
+            )
         raise StudyError(
             f"cannot resume in {self.out}: it holds a run of a different design, seed or backend "
             f"(design hash {theirs.get('design_hash')} vs {self.ident['design_hash']}, entropy "
@@ -200,13 +341,11 @@ class RunFolder:
                 continue
             self.units[key] = {"final": final, "files": dict(files)}
             self.resumed[(c, k)] = (final, tables)
-        if problems:
-            self.repaired += [{"path": p, "problem": why} for p, why in problems]
-            lines = "\n".join(f"  {p}: {why}" for p, why in problems)
-            _warn(
-                f"{len(problems)} damaged part file(s) in {self.out}; their work units are recomputed "
-                f"(the trials are deterministic, so the tables equal an undamaged run's):\n{lines}"
-            )
+        self._report(
+            problems,
+            "damaged part file(s) {where}; their work units are recomputed (the trials are "
+            "deterministic, so the tables equal an undamaged run's)",
+        )
 
     # -------------------------------------------------------------- write
     def _save(self) -> None:
@@ -238,9 +377,14 @@ class RunFolder:
         hook(f"after-unit:{self.recorded}")
 
     def write_result(self, result: Any) -> None:
-        """Write the final tables: ``manifest.json`` goes first (removed) and comes back last."""
+        """Write the final tables: ``manifest.json`` goes first (removed) and comes back last.
+
+        Earlier outputs recorded in it (figures, report) stay listed, so a damaged one is still
+        detected until the report is written again.
+        """
+        keep = recorded_files(self.out)
         (self.out / RESULT_MANIFEST).unlink(missing_ok=True)
-        result.save(self.out)
+        result.save(self.out, keep=keep)
 
 
 def _decode(rel: str, data: bytes) -> Any:

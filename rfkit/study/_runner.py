@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import numbers
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,11 @@ import pandas as pd
 from .._backend import backend_for
 from .._random import as_seed_sequence
 from .._version import __version__
-from ..exceptions import InvalidParameterError, StudyError
+from ..exceptions import InvalidParameterError
+from ._builtin import find_study
 from ._cell import finalize_cell, n_chunks, replay_trial, run_unit
 from ._design import Design, load_design
+from ._executors import _iter_results, worker_env
 from ._plain import workers_can_import
 from ._records import registered_modules
 from ._results import StudyResult
@@ -30,16 +34,6 @@ __all__ = ["run", "run_trial", "EXECUTORS", "worker_env"]
 EXECUTORS = ("serial", "processes", "dask")
 #: optional per-cell tables besides trials and pairs (not part of the reproducible summary)
 EXTRA_TABLES = ("timings", "data_stats")
-#: thread-count variables set in each worker process (rfkit's pool, OpenMP and the BLAS libraries)
-THREAD_ENV = (
-    "RFKIT_NUM_THREADS",
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
 
 
 def _versions(bk: Any = None) -> dict[str, str]:
@@ -62,11 +56,14 @@ def _machine() -> dict[str, Any]:
 
 
 def _resolve_design(design: Design | str | Path, quick: bool, trials: int | None) -> Design:
-    if isinstance(design, (str, Path)):
+    if isinstance(design, str):
+        design = find_study(design)  # a built-in study by name ("performer-mse"), else a path
+    if isinstance(design, Path):
         design = load_design(design)
     if not isinstance(design, Design):
         raise InvalidParameterError(
-            f"`design` must be a Design or a path to a TOML file. Got {type(design).__name__}."
+            f"`design` must be a Design, a path to a TOML file or the name of a built-in study. "
+            f"Got {type(design).__name__}."
         )
     if quick:
         design = design.quick_profile()
@@ -77,131 +74,26 @@ def _resolve_design(design: Design | str | Path, quick: bool, trials: int | None
     return design
 
 
-def _worker_threads(workers: int) -> int:
-    """Threads per worker process: the machine's CPUs shared out, at least one each."""
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+def _root_seed(rng: Any, design_seed: int | None) -> np.random.SeedSequence:
+    """The root seed of a run, with one integer entropy that is recorded and can be passed back.
 
-
-def worker_env(workers: int) -> dict[str, str]:
-    """Thread settings of each worker process, so ``workers`` processes never oversubscribe the cores.
-
-    ``RFKIT_NUM_THREADS`` (rfkit's own thread pool) and the BLAS/OpenMP variables are all set to
-    ``max(1, cpus // workers)``.
+    ``rng`` is None (the design's ``seed``, or fresh OS entropy), an int (or the decimal string
+    recorded in a provenance), a SeedSequence or a Generator. A Generator contributes one draw
+    (so it advances, and the same Generator state gives the same run); a SeedSequence whose
+    entropy is a list of ints is reduced to one 128-bit int drawn from it (deterministically).
     """
-    n = str(_worker_threads(workers))
-    return {name: n for name in THREAD_ENV}
-
-
-@contextlib.contextmanager
-def _environ(env: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for processes spawned inside the block; restore them after."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _init_worker(env: dict[str, str], parent: int) -> None:
-    """Worker start: thread settings, and exit when the lead process dies (e.g. kill -9).
-
-    Pool workers block on a queue whose write end they hold themselves, so they would outlive
-    a killed lead; a daemon thread notices the re-parenting and ends the worker.
-    """
-    import threading
-
-    os.environ.update(env)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="rfkit-lead-watch", daemon=True).start()
-
-
-def _iter_results(
-    fn: Callable[..., Any],
-    tasks: list[tuple[Any, ...]],
-    executor: Any,
-    workers: int | None,
-    scheduler: str | None,
-) -> Iterable[Any]:
-    """Yield ``fn(*task)`` for every task, in the order they finish."""
-    if not tasks:
-        return
-    if executor == "serial":
-        for t in tasks:
-            yield fn(*t)
-        return
-    if executor == "processes":
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        n = min(workers or os.cpu_count() or 1, len(tasks))
-        env = worker_env(n)
-        # spawned workers inherit the environment at spawn time (during the submits), before
-        # they import NumPy; the initializer sets it again for anything read later
-        with _environ(env):
-            pool = ProcessPoolExecutor(
-                max_workers=n,
-                mp_context=mp.get_context("spawn"),
-                initializer=_init_worker,
-                initargs=(env, os.getpid()),
-            )
-            try:
-                futs = [pool.submit(fn, *t) for t in tasks]
-            except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
-        try:
-            for f in as_completed(futs):
-                yield f.result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        return
-    # dask: a Client, a scheduler address, or a local cluster
-    try:
-        from dask.distributed import Client, LocalCluster
-        from dask.distributed import as_completed as das_completed
-    except ImportError:
-        raise InvalidParameterError(
-            "executor='dask' needs dask.distributed: pip install 'dask[distributed]'"
-        ) from None
-    own_client = None
-    cluster = None
-    if isinstance(executor, Client):
-        client = executor
-    else:
-        try:
-            if scheduler:
-                client = own_client = Client(scheduler, timeout="5s")
-            else:
-                n = min(workers or os.cpu_count() or 1, len(tasks))
-                cluster = LocalCluster(
-                    n_workers=n,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=":0",  # any free port: a fixed one may be taken (and warn)
-                    env=worker_env(n),
-                )
-                client = own_client = Client(cluster)
-        except (OSError, TimeoutError) as exc:
-            raise StudyError(f"cannot reach the Dask scheduler {scheduler!r}: {exc}") from None
-    try:
-        dfuts: list[Any] = [client.submit(fn, *t, pure=False) for t in tasks]
-        for f in das_completed(dfuts):
-            yield f.result()
-    finally:
-        if own_client is not None:
-            own_client.close()
-        if cluster is not None:
-            cluster.close()
+    if rng is None:
+        rng = design_seed
+    if isinstance(rng, str) and rng.strip().isdigit():
+        rng = int(rng)
+    if isinstance(rng, np.random.Generator):
+        rng = int(rng.integers(0, 2**63))
+    root = as_seed_sequence(rng)
+    if not isinstance(root.entropy, numbers.Integral):
+        words = root.generate_state(4, np.uint32)
+        entropy = sum(int(w) << (32 * i) for i, w in enumerate(words))
+        root = np.random.SeedSequence(entropy, spawn_key=root.spawn_key)
+    return root
 
 
 class _Merger:
@@ -250,19 +142,28 @@ def run(
 
     Parameters
     ----------
-    design : Design or path
-        A :class:`Design` or a TOML study file.
+    design : Design, path or str
+        A :class:`Design`, a TOML study file, or the name of a built-in study (``"performer-mse"``,
+        as ``rfkit list`` shows them).
     rng : {None, int, SeedSequence, Generator}, optional
         Root of all randomness; defaults to the design's ``seed`` (or OS entropy, recorded).
         Trial ``t`` of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key +
-        (c, t))``, so results do not depend on the executor, worker count or order.
+        (c, t))``, so results do not depend on the executor, worker count or order. A Generator
+        contributes one draw from its stream (it advances; the same state gives the same run); a
+        SeedSequence with a list of ints as entropy is reduced to one int drawn from it. The
+        entropy and spawn key used are recorded (``provenance["entropy"]``, ``["spawn_key"]``)
+        and reproduce the run when passed back: ``rng=provenance["entropy"]`` (the int or its
+        decimal string) where the spawn key is empty, else
+        ``rng=SeedSequence(int(provenance["entropy"]), spawn_key=provenance["spawn_key"])``.
     executor : {"serial", "processes", "dask"} or dask.distributed.Client, default="serial"
         Where work units run. ``"processes"`` uses a local pool of ``workers`` processes;
         ``"dask"`` a local cluster of ``workers`` processes, or the scheduler at ``scheduler``.
         Local worker processes get ``max(1, cpus // workers)`` threads each
         (``RFKIT_NUM_THREADS`` and the BLAS/OpenMP variables), so cores are not oversubscribed.
     workers : int, optional
-        Number of worker processes (default: CPU count).
+        Number of worker processes of ``"processes"`` or a local Dask cluster (default: CPU
+        count). With ``executor="serial"`` only ``workers=1`` is accepted (a larger number would
+        be ignored); the provenance records the number of worker processes actually used.
     scheduler : str, optional
         Dask scheduler address (implies ``executor="dask"``).
     out : path, optional
@@ -286,7 +187,9 @@ def run(
         (so is every trial of a data-dependent map that cannot be fitted to a cell's data).
         Default: the design's ``on_error`` (``"raise"`` unless the study file says otherwise).
     progress : bool, optional
-        Show a progress bar (default: when stderr is a terminal).
+        Show a progress bar: ``True`` always, ``False`` never; default: when stderr is a terminal
+        or in a Jupyter notebook. In a notebook the bar is a widget when ``ipywidgets`` is
+        installed and a text bar otherwise (never a warning about missing widgets).
     lock_timeout : float or None, default=0
         When another live run holds ``out``: seconds to wait for it before refusing with a
         :class:`~rfkit.exceptions.StudyError` that names it (0: refuse at once; None: wait
@@ -319,6 +222,13 @@ def run(
         )
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise InvalidParameterError(f"`workers` must be an integer >= 1. Got {workers!r} instead.")
+    if executor == "serial" and workers not in (None, 1):
+        raise InvalidParameterError(
+            f"`workers` = {workers!r} needs executor='processes' (or 'dask'): executor='serial' computes "
+            f"every work unit in this process. Got workers={workers!r} with executor='serial'."
+        )
+    if progress is not None and not isinstance(progress, bool):
+        raise InvalidParameterError(f"`progress` must be None, True or False. Got {progress!r} instead.")
     if not isinstance(resume, bool):
         raise InvalidParameterError(f"`resume` must be True or False. Got {resume!r} instead.")
     if resume and out is None:
@@ -327,7 +237,7 @@ def run(
         reason = workers_can_import(design.estimators)
         if reason is not None:
             raise InvalidParameterError(f"executor={executor!r}: {reason}")
-    root = as_seed_sequence(design.seed if rng is None and design.seed is not None else rng)
+    root = _root_seed(rng, design.seed)
     entropy, spawn_key = int(root.entropy), tuple(int(k) for k in root.spawn_key)  # type: ignore[arg-type]
     cells = design.cells()
     chunks = n_chunks(design)
@@ -351,11 +261,16 @@ def run(
             if (c, k) not in merger.have
         ]
         t0 = time.perf_counter()
-        show = sys.stderr.isatty() if progress is None else progress
-        bar = _progress(len(cells) * chunks, n_resumed, show, design.name)
+        bar = _progress(len(cells) * chunks, n_resumed, progress, design.name)
         pids = set()
+        hint = (
+            f"The finished units are kept in {out}: the run is resumable, rerun with resume=True "
+            "(--resume) and the same arguments to continue."
+            if out is not None
+            else "Nothing was saved (no `out` folder); pass out=FOLDER to make a run resumable."
+        )
         try:
-            for res in _iter_results(run_unit, tasks, executor, workers, scheduler):
+            for res in _iter_results(run_unit, tasks, executor, workers, scheduler, hint):
                 pids.add(res["pid"])
                 if folder is not None:
                     folder.record(res["cell"], res["chunk"], res["final"], res["tables"])
@@ -378,7 +293,7 @@ def run(
             "entropy": str(entropy),
             "spawn_key": list(spawn_key),
             "executor": executor if isinstance(executor, str) else type(executor).__name__,
-            "workers": workers,
+            "workers": _workers_used(executor, workers, scheduler, len(tasks)),
             "cells": len(cells),
             "cells_resumed": int(resumed_cells) if folder is not None and n_resumed else 0,
             "chunk_trials": design.chunk_trials,
@@ -421,12 +336,42 @@ def _with_grid(df: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
     return merged[front + [c for c in merged.columns if c not in front]]
 
 
-def _progress(total: int, initial: int, show: bool, name: str) -> Callable[[int | None], None]:
+def _workers_used(executor: Any, workers: int | None, scheduler: str | None, n_tasks: int) -> int | None:
+    """Worker processes this run started (1 for serial; None where a Dask scheduler decides)."""
+    if executor == "serial":
+        return 1
+    if not isinstance(executor, str) or scheduler:
+        return None
+    return min(workers or os.cpu_count() or 1, max(n_tasks, 1))
+
+
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (the test tqdm.auto makes)."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+        return shell is not None and "IPKernelApp" in shell.config
+    except Exception:  # noqa: BLE001 - any odd IPython counts as not a notebook
+        return False
+
+
+def _progress(total: int, initial: int, show: bool | None, name: str) -> Callable[[int | None], None]:
+    """A progress bar: tqdm.auto's choice (a widget in a notebook with ipywidgets, else text), no warning."""
+    notebook = _in_notebook()
+    if show is None:
+        show = sys.stderr.isatty() or notebook
     if not show:
         return lambda n: None
-    from tqdm.auto import tqdm
+    from tqdm.std import tqdm
 
-    bar = tqdm(total=total, initial=initial, desc=name, unit="unit")
+    bar = None
+    if notebook and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        with contextlib.suppress(ImportError):  # ipywidgets too old for tqdm: the text bar
+            bar = notebook_tqdm(total=total, initial=initial, desc=name, unit="unit")
+    if bar is None:
+        bar = tqdm(total=total, initial=initial, desc=name, unit="unit")
 
     def update(n: int | None) -> None:
         if n is None:
@@ -446,4 +391,26 @@ def run_trial(
     squared error of each query's output per estimator.
     """
     design = _resolve_design(design, False, None)
-    return replay_trial(design, cell, trial, entropy, tuple(spawn_key))
+    n_cells = len(design.cells())
+    for name, value, top in (("cell", cell, n_cells), ("trial", trial, design.trials)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < top:
+            raise InvalidParameterError(
+                f"`{name}` must be an integer in [0, {top}) for this design ({n_cells} cells, "
+                f"{design.trials} trials). Got {value!r} instead."
+            )
+    if isinstance(entropy, str) and entropy.strip().isdigit():
+        entropy = int(entropy)  # as recorded in a provenance
+    if isinstance(entropy, bool) or not isinstance(entropy, numbers.Integral) or entropy < 0:
+        raise InvalidParameterError(
+            f"`entropy` must be a non-negative integer (a run's provenance['entropy']). Got {entropy!r} instead."
+        )
+    try:
+        key = tuple(int(k) for k in spawn_key)
+        if any(k < 0 for k in key) or any(isinstance(k, bool) for k in spawn_key):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"`spawn_key` must be a sequence of non-negative integers (a run's provenance['spawn_key']). "
+            f"Got {spawn_key!r} instead."
+        ) from None
+    return replay_trial(design, int(cell), int(trial), int(entropy), key)

@@ -9,12 +9,69 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._mcse import format_mcse
+from ._mcse import format_mcse, mcse_summary
+from ._metric_sources import metric_column, metric_is_proportion
 
-__all__ = ["facets", "ranking_table", "heavy_tailed", "HEAVY_TAIL_RATIO"]
+__all__ = ["facets", "ranking_table", "heavy_tailed", "HEAVY_TAIL_RATIO", "summarize", "row_status", "not_ok"]
 
 #: prediction / measurement above which a z-score is flagged as not testing the formula
 HEAVY_TAIL_RATIO = 3.0
+
+
+def row_status(n_failed: int, n_nonfinite: int, n_nan_rows: int = 0, inf_mcse: bool = False) -> str:
+    """The status of a summary row: ``"ok"``, or the reasons it is not, joined by ``","``.
+
+    ``"failed"``: some trials raised (counted in ``n_failed``, left out); ``"nonfinite"``: some
+    trial values are NaN or infinite (``n_nonfinite``, kept: the estimate is then non-finite);
+    ``"nan_rows"``: attention outputs with NaN rows (``n_nan_rows``, summed over trials);
+    ``"inf_mcse"``: finite values whose squares overflow, so the MCSE is infinite.
+
+    >>> row_status(0, 0), row_status(2, 3), row_status(0, 0, 31), row_status(0, 0, inf_mcse=True)
+    ('ok', 'failed,nonfinite', 'nan_rows', 'inf_mcse')
+    """
+    counts = {"failed": n_failed, "nonfinite": n_nonfinite, "nan_rows": n_nan_rows, "inf_mcse": inf_mcse}
+    return ",".join(r for r, k in counts.items() if k) or "ok"
+
+
+def summarize(
+    trials: pd.DataFrame, keys: list[str], metrics: list[str], confidence: float = 0.95
+) -> pd.DataFrame:
+    """One row per (``keys``, metric): estimate, MCSE, interval, counts and status (``StudyResult.summary``).
+
+    Trials that raised (status other than ``"ok"``) are left out and counted in ``n_failed``;
+    every other trial's value counts, finite or not (``n_nonfinite``: see :func:`mcse_summary`).
+    Proportions (:func:`~rfkit.study._metric_sources.metric_is_proportion`) get Wilson intervals.
+    Attention trials with NaN output rows add ``n_nan_rows`` (summed over the trials).
+    """
+    rows = []
+    nan_rows = "n_nan_rows" in trials
+    for key, grp in trials.groupby(keys, sort=False):
+        ok = grp[grp["status"] == "ok"]
+        n_failed = int((grp["status"] != "ok").sum())
+        n_nan = int(ok["n_nan_rows"].sum()) if nan_rows else 0
+        base = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        for metric in metrics:
+            s = mcse_summary(
+                ok[metric_column(metric)].to_numpy(), confidence, proportion=metric_is_proportion(metric)
+            )
+            stats = {k: s[k] for k in ("estimate", "mcse", "ci_low", "ci_high")}
+            if metric == "variance" and s["n"] > 1:
+                f = s["n"] / (s["n"] - 1)
+                stats = {k: v * f for k, v in stats.items()}
+            row = {**base, "metric": metric, **stats, "n_trials": s["n"], "n_failed": n_failed}
+            row["n_nonfinite"] = s["n_nonfinite"]
+            if nan_rows:
+                row["n_nan_rows"] = n_nan
+            row["status"] = row_status(n_failed, s["n_nonfinite"], n_nan, s["mcse"] == np.inf)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def not_ok(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows whose status is not ``"ok"`` (none for a summary saved before statuses)."""
+    if "status" not in summary:
+        return summary.iloc[:0]
+    return summary[summary["status"] != "ok"]
 
 
 def facets(frame: pd.DataFrame, grid_cols: list[str]) -> list[tuple[str, pd.DataFrame]]:
@@ -48,15 +105,39 @@ def ranking_table(
     s = summary[summary["metric"] == metric]
     out = []
     for suffix, rows in facets(s, grid_cols):
-        est = rows.pivot_table(index="estimator", columns=x, values="estimate", aggfunc="first")
-        se = rows.pivot_table(index="estimator", columns=x, values="mcse", aggfunc="first")
-        ratio = est / est.min(axis=0)
-        gm = np.exp(np.log(ratio).mean(axis=1))
-        order = gm.sort_values(kind="stable").index
+        # dropna=False: an estimator whose every estimate is NaN (all trials non-finite) keeps its row
+        est = rows.pivot_table(index="estimator", columns=x, values="estimate", aggfunc="first", dropna=False)
+        se = rows.pivot_table(index="estimator", columns=x, values="mcse", aggfunc="first", dropna=False)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            ratio = est / est.where(np.isfinite(est)).min(axis=0)
+            gm = np.exp(np.log(ratio).mean(axis=1))  # NaN or inf where an estimate is: ranked last
+        order = gm.sort_values(kind="stable", na_position="last").index
         table = pd.DataFrame({"rank": range(1, len(order) + 1), "estimator": list(order)})
         table[f"{metric} / best (geom. mean)"] = [f"{gm[e]:.3g}" for e in order]
+        bad = (
+            rows.pivot_table(
+                index="estimator", columns=x, values="n_nonfinite", aggfunc="first", dropna=False
+            )
+            if "n_nonfinite" in rows
+            else None
+        )
+        num = (
+            rows.pivot_table(index="estimator", columns=x, values="n_trials", aggfunc="first", dropna=False)
+            if bad is not None
+            else None
+        )
         for col in est.columns:
-            table[f"{x}={col}"] = [format_mcse(est.loc[e, col], se.loc[e, col]) for e in order]
+            table[f"{x}={col}"] = [
+                format_mcse(
+                    est.loc[e, col],
+                    se.loc[e, col],
+                    n_nonfinite=0
+                    if bad is None or not np.isfinite(bad.loc[e, col])
+                    else int(bad.loc[e, col]),
+                    n=None if num is None or not np.isfinite(num.loc[e, col]) else int(num.loc[e, col]),
+                )
+                for e in order
+            ]
         out.append((suffix.lstrip("_"), table))
     return out
 

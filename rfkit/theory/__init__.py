@@ -30,6 +30,7 @@ from ._check import CheckResult, check
 from ._closed_form import CLOSED_FORM_PROJECTIONS, register_closed_form
 from ._deterministic import *  # noqa: F403  (the names of its __all__)
 from ._expected import EXPECTED_MSE_THRESHOLDS, expected_mse
+from ._hybrid import HybridSplit, hybrid_budget_split, hybrid_delta_method
 from ._kernel_mse import bias, log_mse, mse, performer_orthogonal_bound, relative_mse
 from ._ratio import RFADeltaMethod, attention_error_bound, ra_mse, ratio_bias_identity, rfa_delta_method
 
@@ -53,3 +54,4 @@ __all__ = [
     "attention_error_bound",
 ]
 __all__ += _deterministic.__all__
+__all__ += ["hybrid_delta_method", "hybrid_budget_split", "HybridSplit"]

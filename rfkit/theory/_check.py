@@ -201,6 +201,10 @@ def _prediction(fm: Any, X: np.ndarray, Y: np.ndarray, shape: tuple[int, ...], o
     return "fm.mse", out[0], out[1]
 
 
+#: Work limit of :func:`check`: trials x pairs x feature columns (about an hour of computing).
+MAX_CHECK_ELEMENTS = 10**12
+
+
 def check(
     fm: Any,
     x: Any,
@@ -290,6 +294,12 @@ def check(
     sm = _exp(np.sum(Xf * Yf, axis=-1), "check")
     gen = check_rng(rng)
     per_trial = max(1, N * int(fm.feature_dim(d)))
+    if T * per_trial > MAX_CHECK_ELEMENTS:
+        raise InvalidParameterError(
+            f"{owner}: n_trials={T} trials of {N} pairs x {fm.feature_dim(d)} features would compute about "
+            f"{T * per_trial:.3g} feature entries (hours to years; the limit is {MAX_CHECK_ELEMENTS:.0e}). "
+            "Use fewer trials, pairs or features."
+        )
     step = chunk_trials if chunk_trials is not None else max(2, _BUDGET // per_trial)
     step = check_int(step, "chunk_trials", owner, low=1)
     e_acc, e2_acc, c4 = _Moments((N,)), _Moments((N,)), _Central4()

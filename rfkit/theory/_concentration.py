@@ -13,13 +13,14 @@ section 4). Public through :mod:`rfkit.theory.bounds`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from .._validation import as_float_array, check_int, check_option, check_real
-from ..exceptions import InvalidParameterError, ShapeError, SingularMatrixError
+from ..exceptions import InvalidParameterError, NumericalOverflowError, ShapeError, SingularMatrixError
 from ._max_error import BoundResult, rel_rmse
 
 __all__ = ["chi2_concentration", "hotelling_concentration", "ConcentrationBound"]
@@ -105,7 +106,9 @@ def _check_mean_cov(mean: Any, cov: Any, nm: str, nc: str, owner: str) -> tuple[
     d = mu.shape[0]
     S = as_float_array(cov, nc)
     if S.shape != (d, d):
-        raise ShapeError(f"The `{nc}` parameter of {owner} must have shape ({d}, {d}); got {S.shape}.")
+        raise ShapeError(
+            f"The `{nc}` parameter of {owner} must have shape ({d}, {d}) to match `{nm}` (d={d}); got {S.shape}."
+        )
     if not np.allclose(S, S.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.max(np.abs(S))))):
         raise InvalidParameterError(f"The `{nc}` parameter of {owner} must be symmetric.")
     try:
@@ -160,11 +163,21 @@ def _assemble(
 ) -> ConcentrationBound:
     """The bound from the checked inputs and the thresholds ``Q`` on the Mahalanobis distances of x and y."""
     Am, Ainv = pr.A, pr.A_inv
-    lam_x = float(np.linalg.eigvalsh(Am @ pr.cov[0] @ Am.T).max())
-    lam_y = float(np.linalg.eigvalsh(Ainv.T @ pr.cov[1] @ Ainv).max())
-    mx, my = Am @ pr.mean[0], Ainv.T @ pr.mean[1]  # transformed means A mu_x, A^-T mu_y
-    r_x = float(np.sqrt(lam_x * Q[0]) + np.linalg.norm(mx))
-    r_y = float(np.sqrt(lam_y * Q[1]) + np.linalg.norm(my))
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected below, never a warning
+        Cx, Cy = Am @ pr.cov[0] @ Am.T, Ainv.T @ pr.cov[1] @ Ainv
+        mx, my = Am @ pr.mean[0], Ainv.T @ pr.mean[1]  # transformed means A mu_x, A^-T mu_y
+        finite = all(np.all(np.isfinite(a)) for a in (Cx, Cy, mx, my))
+        if finite:
+            lam_x = float(np.linalg.eigvalsh(Cx).max())
+            lam_y = float(np.linalg.eigvalsh(Cy).max())
+            r_x = float(np.sqrt(lam_x * Q[0]) + np.linalg.norm(mx))
+            r_y = float(np.sqrt(lam_y * Q[1]) + np.linalg.norm(my))
+            finite = math.isfinite(r_x) and math.isfinite(r_y)
+    if not finite:
+        raise NumericalOverflowError(
+            f"{method.split('-')[0]}_concentration: the radii r_x, r_y of the transformed points (A x, A^-T y from `A`, the "
+            "means and covariances) overflow float64; the bound is vacuous there. Rescale `A` or the data."
+        )
     r = max(r_x, r_y)
     return ConcentrationBound(
         bound=rel_rmse(4.0 * r * r, pr.m, "hcexp"),
@@ -283,8 +296,14 @@ def _sample_stats(Z: Any, name: str, owner: str) -> tuple[np.ndarray, np.ndarray
             f"The `{name}` parameter of {owner} needs n > d samples to estimate a nonsingular covariance "
             f"(Hotelling T^2 / F quantile with n - d degrees of freedom). Got n={n}, d={d}."
         )
-    mu = arr.mean(axis=0)
-    S = np.cov(arr, rowvar=False, ddof=1).reshape(d, d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mu = arr.mean(axis=0)
+        S = np.cov(arr, rowvar=False, ddof=1).reshape(d, d)
+    if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(S))):
+        raise NumericalOverflowError(
+            f"The sample mean or covariance of `{name}` in {owner} overflows float64 (largest |entry| "
+            f"{float(np.max(np.abs(arr))):.3g}); rescale the data."
+        )
     try:
         np.linalg.cholesky(S)
     except np.linalg.LinAlgError:

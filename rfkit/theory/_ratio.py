@@ -73,6 +73,24 @@ class RFADeltaMethod:
         return bool(n_samples >= factor * self.moment_ratio)
 
 
+def query_keys_values(q: Any, K: Any, V: Any, owner: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """One query ``(d,)``, keys ``(M, d)`` and values ``(M,)`` or ``(M, dv)`` as float64 arrays.
+
+    Returns ``(q, K, V2, scalar)`` with ``V2`` of shape ``(M, dv)`` and ``scalar`` True when
+    ``V`` was one-dimensional. Raises ShapeError naming ``owner`` on mismatched shapes.
+    """
+    qv = as_float_array(q, "q", min_ndim=1).astype(np.float64)
+    Kv = as_float_array(K, "K", min_ndim=2).astype(np.float64)
+    Vv = as_float_array(V, "V", min_ndim=1).astype(np.float64)
+    if qv.ndim != 1 or Kv.ndim != 2 or Kv.shape[1] != qv.shape[0]:
+        raise ShapeError(f"{owner}: need q (d,), K (M, d); got q {qv.shape}, K {Kv.shape}.")
+    scalar = Vv.ndim == 1
+    V2 = Vv[:, None] if scalar else Vv
+    if V2.ndim != 2 or V2.shape[0] != Kv.shape[0]:
+        raise ShapeError(f"{owner}: V must be (M,) or (M, dv) with M={Kv.shape[0]}; got {Vv.shape}.")
+    return qv, Kv, V2, scalar
+
+
 def rfa_delta_method(q: Any, K: Any, V: Any) -> RFADeltaMethod:
     r"""Delta-method bias and variance of RFA (:math:`\phi^+`, iid directions) as functions of ``S``.
 
@@ -97,16 +115,7 @@ def rfa_delta_method(q: Any, K: Any, V: Any) -> RFADeltaMethod:
     V : array_like (M,) or (M, dv)
         Values.
     """
-    owner = "rfa_delta_method"
-    qv = as_float_array(q, "q", min_ndim=1).astype(np.float64)
-    Kv = as_float_array(K, "K", min_ndim=2).astype(np.float64)
-    Vv = as_float_array(V, "V", min_ndim=1).astype(np.float64)
-    if qv.ndim != 1 or Kv.ndim != 2 or Kv.shape[1] != qv.shape[0]:
-        raise ShapeError(f"{owner}: need q (d,), K (M, d); got q {qv.shape}, K {Kv.shape}.")
-    scalar = Vv.ndim == 1
-    V2 = Vv[:, None] if scalar else Vv
-    if V2.ndim != 2 or V2.shape[0] != Kv.shape[0]:
-        raise ShapeError(f"{owner}: V must be (M,) or (M, dv) with M={Kv.shape[0]}; got {Vv.shape}.")
+    qv, Kv, V2, scalar = query_keys_values(q, K, V, "rfa_delta_method")
     s = Kv @ qv  # q.k_m
     logZ = logsumexp(s)
     a = np.exp(s - logZ) @ V2  # (dv,)
@@ -163,6 +172,20 @@ def ra_mse(variance_f: Any, n_samples: Any) -> np.ndarray:
     return v / S
 
 
+def _real_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a float64 array; complex, text and object values raise (never a silent cast)."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        arr = np.asarray(None)
+    if arr.dtype.kind not in "fiub" or arr.dtype.kind == "b":
+        raise InvalidParameterError(
+            f"The `{name}` parameter of attention_error_bound must be real numbers. Got {value!r:.80} "
+            f"(dtype {arr.dtype}) instead."
+        )
+    return arr.astype(np.float64)
+
+
 def attention_error_bound(eps: Any, v_max: Any = 1.0) -> np.ndarray:
     r"""Kernel-to-attention propagation bound (derived and verified here; docs page *Theory*, section 3).
 
@@ -176,8 +199,7 @@ def attention_error_bound(eps: Any, v_max: Any = 1.0) -> np.ndarray:
     InvalidParameterError
         Unless :math:`0\le\varepsilon<1` and :math:`v_{\max}\ge0`.
     """
-    e = np.asarray(eps, dtype=np.float64)
-    vm = np.asarray(v_max, dtype=np.float64)
+    e, vm = _real_array(eps, "eps"), _real_array(v_max, "v_max")
     if not np.all(np.isfinite(e)) or np.any((e < 0) | (e >= 1)):
         raise InvalidParameterError(
             f"The `eps` parameter of attention_error_bound must be in [0, 1). Got {eps!r} instead."

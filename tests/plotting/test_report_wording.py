@@ -141,3 +141,32 @@ def test_plot_by_kind_or_saved_name(tmp_path):
     assert "tiny-kernel" in html and "data:image/png;base64," in html
     with pytest.raises(InvalidParameterError, match="rel_mse_vs_features"):
         res.plot("no_such_figure")
+
+
+@pytest.mark.parametrize("label", ["a|b", "50%_R&D", "$x$ \\ y", "two\nlines"])
+def test_user_labels_are_escaped_in_the_report_and_latex(tmp_path, label):
+    """Labels are user text: a bar, an underscore, a percent, an ampersand, dollars, a backslash
+    or a line break must not change the table they are written into."""
+    from rfkit.exceptions import RFKitError
+
+    try:
+        design = _attention_design(
+            estimators=[
+                {"label": label, "estimator": "RFA", "map": "Positive"},
+                {"label": "ra", "estimator": "RA"},
+            ],
+            outputs={},
+        )
+    except RFKitError:  # a label refused at the door is a correct answer too
+        return
+    res = st.run(design, rng=1, out=tmp_path / "o")
+    report = write_report(res, tmp_path / "o").read_text()
+    table = report.split("## mse")[1].split("## ")[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith("|")]
+    assert len(rows) == 2 + 4  # header, rule, two estimators x two sample sizes: one line each
+    assert len({r.replace("\\|", "").count("|") for r in rows}) == 1  # same number of columns
+    tex = (tmp_path / "o" / "tables" / "mse.tex").read_text()
+    body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
+    assert len(body) == 4
+    assert len({r.replace(r"\&", "").count("&") for r in body}) == 1
+    assert all(r.replace(r"\$", "").count("$") % 2 == 0 for r in body)  # no stray math delimiter

@@ -20,7 +20,7 @@ import pytest
 import rfkit.data as rd
 from rfkit.data import _minilm
 from rfkit.data._safetensors import CorruptWeightsError, parse_safetensors
-from rfkit.exceptions import InvalidParameterError, RFKitError, ShapeError
+from rfkit.exceptions import DamagedCacheWarning, InvalidParameterError, RFKitError, ShapeError
 
 REFERENCE = [0.0676569, 0.0634959, 0.0487131, 0.0793049]  # sentence-transformers' output
 
@@ -378,7 +378,8 @@ def test_cache_uses_rfkit_cache_and_recovers_from_a_corrupt_file(tmp_path, monke
     r1 = rd.minilm_qk("Call me Ishmael.", layers=1, heads=[4])
     (path,) = (tmp_path / "minilm").glob("*.npz")
     path.write_bytes(b"not an npz file")
-    r2 = rd.minilm_qk("Call me Ishmael.", layers=1, heads=[4])
+    with pytest.warns(DamagedCacheWarning, match=path.name):
+        r2 = rd.minilm_qk("Call me Ishmael.", layers=1, heads=[4])
     np.testing.assert_array_equal(r1.q, r2.q)
     with np.load(path, allow_pickle=False) as z:
         np.testing.assert_array_equal(z["q"], r1.q)  # rewritten

@@ -51,3 +51,80 @@ def test_latex_escaping_is_one_pass():
     assert (
         _tex_escape(r"E[(K_hat - K)^2] {x} 5% \ $") == r"E[(K\_hat - K)\^{}2] \{x\} 5\% \textbackslash{} \$"
     )
+
+
+NASTY = ["a|b", "x_1_", "_em_", "50%", "R&D", "$x$", "back\\slash", "two\nlines", "*star*", "`code`", "<b>"]
+
+
+def _summary_of(labels):
+    return pd.DataFrame(
+        {
+            "estimator": labels,
+            "n_features": 8,
+            "metric": "mse",
+            "estimate": [0.1] * len(labels),
+            "mcse": [0.01] * len(labels),
+        }
+    )
+
+
+def test_markdown_escapes_user_text():
+    from rfkit.tables import md_escape
+
+    md = to_markdown(summary_table(_summary_of(NASTY), "mse"))
+    lines = md.splitlines()
+    assert len(lines) == 2 + len(NASTY)  # a newline in a label does not break the table
+    for line in lines:
+        # every row has exactly the table's bars: those of labels are escaped
+        assert line.replace("\\|", "").count("|") == 3
+    assert "a\\|b" in md and "\\_em\\_" in md and "x_1\\_" in md and "\\$x\\$" in md
+    assert "back\\\\slash" in md and "two lines" in md and "\\*star\\*" in md and "\\`code\\`" in md
+    assert "\\<b\\>" in md
+    assert (
+        md_escape("plain words, n_features=8 and 0.100 ± 0.010")
+        == "plain words, n_features=8 and 0.100 ± 0.010"
+    )
+
+
+def test_latex_escapes_user_text_and_keeps_numbers():
+    tex = to_latex(
+        summary_table(_summary_of(NASTY), "mse", latex=True), caption="50% & more", label="tab:a b"
+    )
+    assert r"a|b" in tex and r"x\_1\_" in tex and r"50\%" in tex and r"R\&D" in tex and r"\$x\$" in tex
+    assert r"back\textbackslash{}slash" in tex and "two lines" in tex
+    assert tex.count(r"$0.100 \pm 0.010$") == len(NASTY)  # the numbers stay in math mode
+    assert r"\caption{50\% \& more}" in tex and r"\label{tab:a-b}" in tex
+    rows = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
+    assert len(rows) == len(NASTY)  # one line a row: a newline in a label does not break the table
+    assert all(r.replace(r"\&", "").count("&") == 1 for r in rows)  # the labels' & are escaped
+
+
+def test_a_label_in_dollars_is_not_math():
+    """Only what format_mcse writes is kept as LaTeX: a label ``$1$`` is text."""
+    t = pd.DataFrame({"estimator": ["$\\alpha$", "$1$"], "value": [r"$0.5 \pm 0.1$", "x"]})
+    tex = to_latex(t)
+    assert r"\$\textbackslash{}alpha\$" in tex and r"$0.5 \pm 0.1$" in tex
+
+
+def test_one_format_for_non_finite_and_proportions():
+    from rfkit.tables import summary_values
+
+    s = pd.DataFrame(
+        {
+            "metric": ["coverage", "coverage", "mse", "mse"],
+            "estimate": [1.0, 0.0, float("inf"), float("nan")],
+            "mcse": [0.0, 0.0, float("nan"), float("nan")],
+            "ci_low": [0.9124, 0.0, float("nan"), float("nan")],
+            "ci_high": [1.0, 0.0876, float("nan"), float("nan")],
+            "n_trials": [40, 40, 100, 100],
+            "n_nonfinite": [0, 0, 99, 100],
+        }
+    )
+    assert summary_values(s) == [
+        "1 [0.912, 1]",
+        "0 [0, 0.0876]",
+        "inf (99 of 100 non-finite)",
+        "n/a (100 of 100 non-finite)",
+    ]
+    tex = summary_values(s, latex=True)
+    assert tex[2] == "inf (99 of 100 non-finite)"

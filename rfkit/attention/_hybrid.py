@@ -1,0 +1,354 @@
+r"""Hybrid attention: exact softmax terms on a sparse support, random features for the rest."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .._random import check_rng
+from .._validation import check_int
+from ..exceptions import IllConditionedWarning, InvalidParameterError, NonPositiveNormalizerWarning
+from ..features import FeatureDraw, FeatureMap
+from ._common import (
+    QKV,
+    check_feature_map_field,
+    check_option,
+    check_qkv,
+    check_shared_options,
+    finish_ratio,
+    nonpositive_message,
+)
+from ._result import AttentionResult
+from ._rfa import RFA
+from ._support import lsh_codes, lsh_support, sink_support, union_support, window_support
+
+__all__ = ["Hybrid", "HYBRID_VARIANTS"]
+
+#: The combinations of exact support terms and random-feature remainder (see :class:`Hybrid`).
+HYBRID_VARIANTS = ("plain", "ratio")
+# Work arrays of one row block hold about this many elements.
+_BLOCK_ELEMS = 1 << 18
+
+
+@dataclasses.dataclass(frozen=True)
+class Hybrid:
+    r"""Sparse + random-feature attention: exact softmax on a support, random features elsewhere.
+
+    For query :math:`q_n` with support :math:`S(n)` (keys computed exactly) and remainder
+    :math:`R(n)` (the other keys it may see), with any feature map :math:`\phi`:
+
+    .. math::
+
+        \hat Z_n = \underbrace{\sum_{j\in S(n)} e^{q_n^\top k_j}}_{Z^{ex}_n}
+                 + \underbrace{\phi(q_n)^\top \sum_{j\in R(n)} \phi(k_j)}_{\hat R_n},\qquad
+        \hat N_n = \underbrace{\sum_{j\in S(n)} e^{q_n^\top k_j} v_j}_{E_n}
+                 + \phi(q_n)^\top \sum_{j\in R(n)} \phi(k_j) v_j^\top,
+
+    the unbiased combination of Scatterbrain (Chen, Dao et al. (NeurIPS 2021)); the sums over
+    :math:`R(n)` are the global (causal: prefix) random-feature sums of :class:`RFA` minus the
+    support's random-feature terms, so the cost is :math:`O(n(|S| + m)d + n|S|m)` and the memory
+    linear in :math:`n`.
+
+    ``variant="plain"`` returns :math:`\hat N_n/\hat Z_n`: numerator and normaliser unbiased for
+    unbiased features, the output consistent with bias :math:`O(1/m)`. The exact terms break the
+    cancellation between the numerator's and the normaliser's errors that makes RFA's ratio
+    accurate (the error is :math:`\sum_{j\in R}\delta_j(v_j-a_n)/Z_n` with :math:`a_n` the
+    *whole* output, not the remainder's mean), so on weakly local data it can be worse than RFA
+    at equal cost (docs page *Sparse + random features*).
+
+    ``variant="ratio"`` keeps the cancellation: the support's share of the mass is estimated by
+    the same random features as the remainder's, and the support's exact mean output
+    :math:`\mu^S_n = E_n/Z^{ex}_n` replaces its random-feature estimate,
+
+    .. math::
+
+        \widehat{\mathrm{Attn}}(q_n) = \frac{\hat Z^{rf}_{S,n}\,\mu^S_n + \hat N^{rf}_{R,n}}
+        {\hat Z^{rf}_{S,n} + \hat R_n},\qquad
+        \hat Z^{rf}_{S,n} = \phi(q_n)^\top\sum_{j\in S(n)}\phi(k_j),
+
+    i.e. RFA with the values of the support keys replaced by :math:`\mu^S_n`. It is exact when
+    the support holds every key, equals RFA for an empty support, and is consistent (bias
+    :math:`O(1/m)`), not unbiased. Its ``numerator_values``/``denominator_values`` are the
+    output times, and the unbiased normaliser :math:`\hat Z_n` of the plain variant.
+
+    Supports (their union): ``window=w``: keys with :math:`|n - j| \le w` (causal:
+    :math:`n - w \le j \le n`); ``n_global=g``: the first ``g`` keys ("attention sinks");
+    ``lsh_buckets=b``: keys in the query's angular-LSH bucket (Reformer hashing: one random
+    rotation, bucket :math:`\arg\max[xR, -xR]` of the unit-normalised rows; Kitaev, Kaiser &
+    Levskaya (ICLR 2020)), padded to the largest bucket. Causal: support and remainder only over
+    :math:`j \le n`; padded keys are in neither. Rows whose support holds every key they may see
+    get exact softmax attention (the remainder is set to 0, not computed by subtraction).
+
+    Limits of the plain variant: at large query/key norms the random-feature remainder is
+    heavy-tailed (unbiased, but typically far below its mean), so the exact support mass
+    dominates every draw and the row returns about the support's exact mean; and the remainder
+    is a difference of random-feature sums, so it can be lost to round-off (for positive maps a
+    non-positive remainder is set to 0; such rows are counted and an
+    :class:`~rfkit.exceptions.IllConditionedWarning` is emitted). The ratio variant weighs the
+    support by a mass estimated on the same scale as the remainder's and has neither limit.
+
+    Parameters
+    ----------
+    feature_map : FeatureMap
+        Any rfkit feature map (as :class:`RFA`; data-dependent maps are fitted on all keys).
+    window : int, optional
+        Half-width of the sliding window (>= 0); None: no window.
+    n_global : int, default=0
+        Number of leading keys every query computes exactly.
+    lsh_buckets : int, optional
+        Number of angular-LSH buckets (even, >= 2); None: no hashing.
+    variant : {"plain", "ratio"}, default="plain"
+    causal, shared_across_heads, chunk_size, n_threads
+        As for :class:`RFA` (``chunk_size`` and ``n_threads`` are passed to its global sums).
+
+    Examples
+    --------
+    >>> import numpy as np, rfkit as rk
+    >>> rng = np.random.default_rng(0)
+    >>> Q, K, V = 0.3 * rng.normal(size=(3, 2, 32, 8))
+    >>> est = rk.attention.Hybrid(rk.features.Positive(16), window=4, n_global=2, causal=True)
+    >>> est(Q, K, V, rng=0).output.shape
+    (2, 32, 8)
+    """
+
+    feature_map: FeatureMap
+    window: int | None = None
+    n_global: int = 0
+    lsh_buckets: int | None = None
+    variant: str = "plain"
+    causal: bool = False
+    shared_across_heads: bool = True
+    chunk_size: int | None = None
+    n_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        check_feature_map_field(self, "Hybrid")
+        check_shared_options(self, "Hybrid")
+        if self.window is not None:
+            object.__setattr__(self, "window", check_int(self.window, "window", "Hybrid", low=0))
+        object.__setattr__(self, "n_global", check_int(self.n_global, "n_global", "Hybrid", low=0))
+        if self.lsh_buckets is not None:
+            b = check_int(self.lsh_buckets, "lsh_buckets", "Hybrid", low=2)
+            if b % 2:
+                raise InvalidParameterError(
+                    f"The `lsh_buckets` parameter of Hybrid must be an even int >= 2 (buckets come in "
+                    f"pairs [xR, -xR]). Got {b} instead."
+                )
+            object.__setattr__(self, "lsh_buckets", b)
+        check_option(self.variant, "variant", "Hybrid", HYBRID_VARIANTS)
+
+    def support(self, x: QKV, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Padded support ``(idx, valid)`` of shape (S, n, s), S = 1 or the number of slices."""
+        n, M = x.n_queries, x.n_keys
+        parts = []
+        if self.window is not None:
+            parts.append(window_support(n, M, self.window, self.causal))
+        if self.n_global:
+            parts.append(sink_support(n, M, self.n_global))
+        if self.lsh_buckets is not None:
+            R = gen.standard_normal((x.dim, self.lsh_buckets // 2))
+            Qn, Kn = x.bk.to_numpy(x.Q).astype(np.float64), x.bk.to_numpy(x.K).astype(np.float64)
+            parts.append(lsh_support(lsh_codes(Qn, R), lsh_codes(Kn, R)))
+        if not parts:
+            return np.zeros((1, n, 0), dtype=np.int64), np.zeros((1, n, 0), dtype=bool)
+        idx, valid = union_support(parts)
+        if x.mask is not None:
+            m = x.bk.to_numpy(x.mask)
+            idx = np.broadcast_to(idx, (x.n_slices,) + idx.shape[1:])
+            valid = valid & ~np.take_along_axis(m, idx.reshape(x.n_slices, -1), axis=1).reshape(idx.shape)
+        if self.causal:
+            valid = valid & (idx <= np.arange(n)[:, None])
+        return idx, valid
+
+    def __call__(
+        self,
+        Q: Any,
+        K: Any,
+        V: Any,
+        *,
+        rng: Any = None,
+        n_draws: int | None = None,
+        key_padding_mask: Any = None,
+        draw: FeatureDraw | None = None,
+    ) -> AttentionResult:
+        """Estimate attention for ``Q`` (..., n, d), ``K`` (..., M, d), ``V`` (..., M, dv).
+
+        Arguments as for :meth:`RFA.__call__`; ``rng`` also draws the LSH rotation (after the
+        features). Returns an :class:`AttentionResult` with ``method="Hybrid"``.
+        """
+        x = check_qkv(Q, K, V, "Hybrid", causal=self.causal, key_padding_mask=key_padding_mask)
+        gen = check_rng(rng)
+        rfa = RFA(self.feature_map, self.causal, self.shared_across_heads, self.chunk_size, self.n_threads)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NonPositiveNormalizerWarning)
+            res = rfa(Q, K, V, rng=gen, n_draws=n_draws, key_padding_mask=key_padding_mask, draw=draw)
+        idx, valid = self.support(x, gen)
+        draws = res.draw if isinstance(res.draw, tuple) else (res.draw,)
+        T = draws[0].n_draws
+        pre = () if T is None else (T,)
+        B, n, dv = x.n_slices, x.n_queries, x.value_dim
+        xp, bk = x.xp, x.bk
+        s_glob = xp.reshape(res.log_scale, pre + (B, n))
+        num_g = xp.reshape(res.numerator_values, pre + (B, n, dv))
+        den_g = xp.reshape(res.denominator_values, pre + (B, n))
+        if idx.shape[-1] == 0:
+            if res.n_nonpositive:
+                _warn(res.n_nonpositive, tuple(res.output.shape[:-1]))
+            return dataclasses.replace(res, method="Hybrid", estimator=self)
+        log_scale = bk.empty(pre + (B, n), x.dtype)
+        num = bk.empty(pre + (B, n, dv), x.dtype)
+        den = bk.empty(pre + (B, n), x.dtype)
+        ratio_num = bk.empty(pre + (B, n, dv), x.dtype) if self.variant == "ratio" else None
+        ratio_den = bk.empty(pre + (B, n), x.dtype) if self.variant == "ratio" else None
+        h = len(draws)
+        visible = _visible(x, self.causal)
+        n_lost = 0
+        for j, dr in enumerate(draws):
+            sl = slice(j, None, h)
+            job = _Group(self, x, dr, sl, idx, valid, visible, pre)
+            for rs in job.row_blocks():
+                out = job.block(rs, s_glob[..., sl, rs], num_g[..., sl, rs, :], den_g[..., sl, rs])
+                log_scale[..., sl, rs], num[..., sl, rs, :], den[..., sl, rs] = out[:3]
+                if ratio_num is not None and ratio_den is not None:
+                    ratio_num[..., sl, rs, :], ratio_den[..., sl, rs] = out[3:]
+            n_lost += job.n_lost
+        if n_lost:
+            warnings.warn(
+                f"Hybrid: in {n_lost} query rows the random-feature terms of the support exceed the "
+                "remainder's so far that the remainder (their difference) is lost to round-off; those rows "
+                "are close to the support's exact mean. Use variant='ratio', float64, or smaller inputs.",
+                IllConditionedWarning,
+                stacklevel=2,
+            )
+        if ratio_num is None or ratio_den is None:
+            output, nbad = finish_ratio(log_scale, num, den)
+        else:
+            output, nbad = finish_ratio(log_scale, ratio_num, ratio_den)
+            num = output * den[..., None]
+        if nbad:
+            _warn(nbad, tuple(output.shape[:-1]))
+        return dataclasses.replace(
+            res,
+            output=x.unflatten(output, pre),
+            method="Hybrid",
+            estimator=self,
+            log_scale=x.unflatten(log_scale, pre),
+            numerator_values=x.unflatten(num, pre),
+            denominator_values=x.unflatten(den, pre),
+            n_nonpositive=nbad,
+        )
+
+
+def _warn(nbad: int, shape: tuple[int, ...]) -> None:
+    hint = "use Positive/OPRF features or more features."
+    warnings.warn(
+        nonpositive_message("Hybrid", nbad, shape, hint), NonPositiveNormalizerWarning, stacklevel=3
+    )
+
+
+def _visible(x: QKV, causal: bool) -> np.ndarray:
+    """Number of keys each query may see: (S, 1) bidirectionally, (S, n) causally."""
+    n, M = x.n_queries, x.n_keys
+    if x.mask is None:
+        return (np.arange(n) + 1)[None, :] if causal else np.array([[M]])
+    keep = ~x.bk.to_numpy(x.mask)
+    return np.cumsum(keep, axis=1) if causal else keep.sum(axis=1, keepdims=True)
+
+
+class _Group:
+    """The slices of one feature draw: support terms row block by row block."""
+
+    def __init__(
+        self,
+        est: Hybrid,
+        x: QKV,
+        dr: FeatureDraw,
+        sl: slice,
+        idx: np.ndarray,
+        valid: np.ndarray,
+        visible: np.ndarray,
+        pre: tuple[int, ...],
+    ) -> None:
+        bk, xp = x.bk, x.xp
+        self.bk, self.x, self.pre, self.variant = bk, x, pre, est.variant
+        self.positive = bool(dr.spec.is_positive)
+        self.Q, K, V = x.Q[sl, ...], x.K[sl, ...], x.V[sl, ...]
+        g, M = int(self.Q.shape[0]), x.n_keys
+        self.g, self.M = g, M
+        self.idx = np.broadcast_to(idx[sl] if idx.shape[0] > 1 else idx, (g,) + idx.shape[1:])
+        self.valid = np.broadcast_to(valid[sl] if valid.shape[0] > 1 else valid, (g,) + valid.shape[1:])
+        vis = visible[sl] if visible.shape[0] > 1 else visible
+        self.covered = self.valid.sum(axis=-1) == np.broadcast_to(vis, (g, x.n_queries))
+        self.Kf = xp.reshape(K, (g * M, x.dim))
+        self.Vf = xp.reshape(V, (g * M, x.value_dim))
+        fk = dr.features(K, "key")
+        D = int(fk.values.shape[-1])
+        self.D = D
+        self.uk = xp.reshape(fk.values, pre + (g * M, D))
+        self.lk = xp.reshape(fk.log_scale, pre + (g * M,))
+        fq = dr.features(self.Q, "query")
+        self.uq, self.lq = fq.values, fq.log_scale
+        self.neg = xp.asarray(-math.inf, dtype=x.dtype, device=bk.device)
+        self.eps = float(bk.finfo(x.dtype).eps)
+        self.n_lost = 0
+
+    def row_blocks(self) -> list[slice]:
+        s = self.idx.shape[-1]
+        per_row = self.g * s * (self.D + self.x.dim + self.x.value_dim) * max(1, math.prod(self.pre))
+        step = max(1, _BLOCK_ELEMS // max(per_row, 1))
+        n = self.x.n_queries
+        return [slice(a, min(n, a + step)) for a in range(0, n, step)]
+
+    def block(self, rs: slice, s_glob: Any, num_g: Any, den_g: Any) -> tuple[Any, ...]:
+        bk, xp, x = self.bk, self.x.xp, self.x
+        g, s = self.g, self.idx.shape[-1]
+        idx = self.idx[:, rs]
+        r = int(idx.shape[1])
+        gi = bk.asarray((np.arange(g)[:, None, None] * self.M + idx).reshape(-1))
+        vb = bk.asarray(np.ascontiguousarray(self.valid[:, rs]))
+        cov = bk.asarray(np.ascontiguousarray(self.covered[:, rs]))
+        Kg = xp.reshape(xp.take(self.Kf, gi, axis=0), (g, r, s, x.dim))
+        Vg = xp.reshape(xp.take(self.Vf, gi, axis=0), (g, r, s, x.value_dim))
+        a = xp.where(vb, (Kg @ self.Q[:, rs, :, None])[..., 0], self.neg)  # exact logits (g, r, s)
+        ukg = xp.reshape(xp.take(self.uk, gi, axis=-2), self.pre + (g, r, s, self.D))
+        lkg = xp.reshape(xp.take(self.lk, gi, axis=-1), self.pre + (g, r, s))
+        dot = (ukg @ self.uq[..., rs, :, None])[..., 0]
+        lrf = xp.where(vb, self.lq[..., rs, None] + lkg, self.neg)
+        # exact part on its own shift c_ex, random-feature parts on c_rf >= the global log scale
+        c_ex = xp.max(a, axis=-1)
+        c_ex0 = xp.where(xp.isfinite(c_ex), c_ex, xp.zeros_like(c_ex))
+        wex = xp.exp(a - c_ex0[..., None])
+        z_ex = xp.sum(wex, axis=-1)
+        e_ex = (wex[..., None, :] @ Vg)[..., 0, :]
+        c_rf = xp.maximum(s_glob, xp.max(lrf, axis=-1))
+        wrf = xp.where(vb, xp.exp(lrf - c_rf[..., None]) * dot, xp.zeros_like(dot))
+        z_s = xp.sum(wrf, axis=-1)
+        n_s = (wrf[..., None, :] @ Vg)[..., 0, :]
+        f = xp.exp(s_glob - c_rf)
+        rem = den_g * f - z_s
+        n_rem = num_g * f[..., None] - n_s
+        drop = cov if not self.positive else cov | (rem <= 0)
+        rem = xp.where(drop, xp.zeros_like(rem), rem)
+        n_rem = xp.where(drop[..., None], xp.zeros_like(n_rem), n_rem)
+        c = xp.maximum(c_rf, c_ex)
+        fe, fr = xp.exp(c_ex - c), xp.exp(c_rf - c)
+        zero = z_ex == 0
+        fe = xp.where(zero, xp.zeros_like(fe), fe)  # no exact key in this row (c_ex = -inf)
+        Z = z_ex * fe + rem * fr
+        N = e_ex * fe[..., None] + n_rem * fr[..., None]
+        if self.variant == "plain":
+            # rows whose remainder (a difference of random-feature sums) is lost to round-off
+            noise = 64.0 * self.eps * xp.abs(den_g * f) * fr
+            self.n_lost += bk.count(~cov & (noise > 1e-3 * xp.abs(Z)))
+            return c, N, Z
+        mu = e_ex / xp.where(zero, xp.ones_like(z_ex), z_ex)[..., None]
+        r_den = z_s + rem
+        r_num = z_s[..., None] * mu + n_rem
+        one = xp.ones_like(r_den)
+        r_num = xp.where(cov[..., None], mu + xp.zeros_like(r_num), r_num)
+        r_den = xp.where(cov, one, r_den)
+        return c, N, Z, r_num, r_den

@@ -1,0 +1,190 @@
+"""Executors of work units: serial, a pool of worker processes, or Dask; worker thread settings.
+
+Each yields the results of the tasks in the order they finish. A worker process that dies
+(killed, out of memory) or a Dask scheduler that cannot be reached is a :class:`StudyError`
+naming the work unit or the address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..exceptions import InvalidParameterError, StudyError
+
+__all__ = ["THREAD_ENV", "worker_env"]
+
+#: thread-count variables set in each worker process (rfkit's pool, OpenMP and the BLAS libraries)
+THREAD_ENV = (
+    "RFKIT_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+def _worker_threads(workers: int) -> int:
+    """Threads per worker process: the machine's CPUs shared out, at least one each."""
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def worker_env(workers: int) -> dict[str, str]:
+    """Thread settings of each worker process, so ``workers`` processes never oversubscribe the cores.
+
+    ``RFKIT_NUM_THREADS`` (rfkit's own thread pool) and the BLAS/OpenMP variables are all set to
+    ``max(1, cpus // workers)``.
+    """
+    n = str(_worker_threads(workers))
+    return {name: n for name in THREAD_ENV}
+
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for processes spawned inside the block; restore them after."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _init_worker(env: dict[str, str], parent: int) -> None:
+    """Worker start: thread settings, and exit when the lead process dies (e.g. kill -9).
+
+    Pool workers block on a queue whose write end they hold themselves, so they would outlive
+    a killed lead; a daemon thread notices the re-parenting and ends the worker.
+    """
+    import threading
+
+    os.environ.update(env)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="rfkit-lead-watch", daemon=True).start()
+
+
+def _died(tasks: list[tuple[Any, ...]], unit: tuple[Any, ...], left: int, hint: str, why: str) -> StudyError:
+    """The named error for a worker process that died while computing a work unit."""
+    return StudyError(
+        f"a worker process died ({why}) while computing work unit (cell {unit[1]}, chunk {unit[2]}); "
+        f"{left} of {len(tasks)} units of this call were not finished. {hint}"
+    )
+
+
+def _iter_results(
+    fn: Callable[..., Any],
+    tasks: list[tuple[Any, ...]],
+    executor: Any,
+    workers: int | None,
+    scheduler: str | None,
+    hint: str = "",
+) -> Iterable[Any]:
+    """Yield ``fn(*task)`` for every task, in the order they finish.
+
+    A worker process that dies (killed, out of memory) raises :class:`StudyError` naming the
+    work unit and ending with ``hint`` (how to resume).
+    """
+    if not tasks:
+        return
+    if executor == "serial":
+        for t in tasks:
+            yield fn(*t)
+        return
+    if executor == "processes":
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures.process import BrokenProcessPool
+
+        n = min(workers or os.cpu_count() or 1, len(tasks))
+        env = worker_env(n)
+        # spawned workers inherit the environment at spawn time (during the submits), before
+        # they import NumPy; the initializer sets it again for anything read later
+        with _environ(env):
+            pool = ProcessPoolExecutor(
+                max_workers=n,
+                mp_context=mp.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(env, os.getpid()),
+            )
+            try:
+                futs = [pool.submit(fn, *t) for t in tasks]
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        unit_of = dict(zip(futs, tasks))
+        left = len(futs)
+        try:
+            for f in as_completed(futs):
+                try:
+                    res = f.result()
+                except BrokenProcessPool:
+                    raise _died(tasks, unit_of[f], left, hint, "killed, or out of memory") from None
+                left -= 1
+                yield res
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return
+    # dask: a Client, a scheduler address, or a local cluster
+    try:
+        from dask.distributed import Client, LocalCluster
+        from dask.distributed import as_completed as das_completed
+    except ImportError:
+        raise InvalidParameterError(
+            "executor='dask' needs dask.distributed: pip install 'dask[distributed]'"
+        ) from None
+    own_client = None
+    cluster = None
+    if isinstance(executor, Client):
+        client = executor
+    else:
+        try:
+            if scheduler:
+                client = own_client = Client(scheduler, timeout="5s")
+            else:
+                n = min(workers or os.cpu_count() or 1, len(tasks))
+                cluster = LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",  # any free port: a fixed one may be taken (and warn)
+                    env=worker_env(n),
+                )
+                client = own_client = Client(cluster)
+        except Exception as exc:  # noqa: BLE001 - a bad address raises ValueError, TypeError, OSError, ...
+            where = f"the Dask scheduler {scheduler!r}" if scheduler else "a local Dask cluster"
+            raise StudyError(
+                f"cannot reach {where}: {type(exc).__name__}: {exc}. Check the address (for example "
+                "'tcp://host:8786') and that the scheduler runs; nothing was computed."
+            ) from None
+    from distributed import KilledWorker
+
+    try:
+        dfuts: list[Any] = [client.submit(fn, *t, pure=False) for t in tasks]
+        dunit = dict(zip((f.key for f in dfuts), tasks))
+        dleft = len(dfuts)
+        for f in das_completed(dfuts):
+            try:
+                res = f.result()
+            except KilledWorker:
+                raise _died(tasks, dunit[f.key], dleft, hint, "a Dask worker was lost") from None
+            dleft -= 1
+            yield res
+    finally:
+        if own_client is not None:
+            own_client.close()
+        if cluster is not None:
+            cluster.close()
