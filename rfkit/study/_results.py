@@ -140,7 +140,7 @@ class StudyResult:
 
     # ------------------------------------------------------------------ figures and notebooks
     def figure_names(self) -> list[str]:
-        """Figure kinds this result can draw: those its study declares, then any other that applies."""
+        """Names of the figures this result draws (as `rfkit run` saves them): its declared kinds first, then the others."""
         return _presentation().figure_names(self)
 
     def plot(self, name: str | None = None) -> Any:
