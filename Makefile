@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rfkit-installed
 
-.PHONY: install test lint docs demo bench wheel clean
+.PHONY: install test lint docs demo figures bench wheel clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ demo: install
 	rm -rf out/performer-mse
 	$(BIN)/rfkit run performer-mse --out out/performer-mse
 	$(BIN)/python scripts/demo.py --out out/demo
+
+# The images of the README and the docs, redrawn from the studies they show (so they cannot go stale).
+figures: install
+	$(BIN)/python scripts/make_figures.py
 
 # Speed and memory against this machine's limits and, when installed, peer libraries
 # (see docs/benchmarks.md); writes benchmarks/results/bench.md and bench.json.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import DamagedResultWarning, RFKitError
+from ..plots import set_paper_size
 from ..report import write_report
 from ..study import load_design, run
 from ..study._builtin import builtin_study_dirs, find_study
@@ -136,6 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 backend=args.backend,
                 device=args.device,
             )
+            set_paper_size(args.paper_size)
             report = write_report(result, out)
     except KeyboardInterrupt:
         print(

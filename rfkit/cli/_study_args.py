@@ -167,5 +167,11 @@ def add_study_commands(sub: Any) -> None:
         help="run a study whose estimated work or memory is beyond this machine (refused otherwise, "
         "with the estimate)",
     )
+    p_run.add_argument(
+        "--paper-size",
+        choices=["one-column", "two-column"],
+        default="two-column",
+        help="width of the report's figures: one column (3.5 in) or two columns (7 in) of a paper",
+    )
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.set_defaults(func=_command("cmd_run"))

@@ -18,6 +18,7 @@ functions. A class of your own is also named ``map = "package.module:ClassName"`
 """
 
 from . import _builtin_records, _data_sources  # noqa: F401  (register rfkit's own records)
+from ._atomic import OutputWriteError
 from ._builtin import builtin_study
 from ._design import Design, load_design
 from ._design_limits import StudyTooLargeError
@@ -61,6 +62,7 @@ __all__ = [
     "COMPARE_Z",
     "check_attention_estimator",
     "verify_run",
+    "OutputWriteError",
     "RunReport",
     "mcse_summary",
     "ranking_table",
