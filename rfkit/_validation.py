@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import get_backend, is_array, prod
+from ._backend import get_backend, is_array, prod, to_numpy
 from ._params import check_allocation, check_int, check_n_features, check_option, check_real
 from .exceptions import InvalidParameterError, NonFiniteInputError, NumericalOverflowError, ShapeError
 
@@ -98,6 +98,16 @@ def as_float_array(
                 f"(first at index {idx})."
             )
     return arr
+
+
+def host_float_array(X: Any, name: str, **kwargs: Any) -> np.ndarray:
+    """:func:`as_float_array` of any supported library, then a host NumPy float64 copy.
+
+    For reference computations (closed forms, bounds) that run in float64 NumPy whatever the
+    input's library: a PyTorch, CuPy or ``array_api_strict`` array is validated in its own
+    library first (same errors as everywhere), then moved to the host.
+    """
+    return np.asarray(to_numpy(as_float_array(X, name, **kwargs)), dtype=np.float64)
 
 
 def refuse_masked_and_matrix(X: Any, name: str) -> Any:

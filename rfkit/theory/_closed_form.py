@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, check_broadcast, check_int, check_same_dim
+from .._validation import check_broadcast, check_int, check_same_dim, host_float_array
 from ..exceptions import InvalidParameterError, NumericalOverflowError
 from ..features import CEXP, HCEXP, OPRF, Hyperbolic, Limit, Positive, Taylor, Trig
 from ._special import orf_pair_count, signed_logsumexp
@@ -114,8 +114,8 @@ def _plan(fm: Any, owner: str) -> _Plan:
 
 
 def _pair_iv(x: Any, y: Any, owner: str) -> tuple[np.ndarray, np.ndarray, int]:
-    X = as_float_array(x, "x", min_ndim=1, shape_hint="`x` must have shape (..., d).")
-    Y = as_float_array(y, "y", min_ndim=1, shape_hint="`y` must have shape (..., d).")
+    X = host_float_array(x, "x", min_ndim=1, shape_hint="`x` must have shape (..., d).")
+    Y = host_float_array(y, "y", min_ndim=1, shape_hint="`y` must have shape (..., d).")
     check_same_dim(X, Y, "x", "y")
     check_broadcast({"x": X.shape[:-1], "y": Y.shape[:-1]})
     if X.shape[-1] == 0:

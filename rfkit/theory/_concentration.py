@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .._validation import as_float_array, check_int, check_option, check_real
+from .._validation import check_int, check_option, check_real, host_float_array
 from ..exceptions import InvalidParameterError, NumericalOverflowError, ShapeError, SingularMatrixError
 from ._max_error import BoundResult, rel_rmse
 
@@ -83,7 +83,7 @@ def _check_A(A: Any, d: int, owner: str) -> tuple[np.ndarray, np.ndarray]:
             f"The `A` parameter of {owner} must be None, 'identity', a diagonal (d,) or a (d, d) array. "
             f"Got {A!r} instead (resolve rule names with rfkit.features.adaptive_A)."
         )
-    arr = as_float_array(A, "A")
+    arr = host_float_array(A, "A")
     if arr.ndim == 1 and arr.shape[0] == d:
         arr = np.diag(arr)
     if arr.shape != (d, d):
@@ -100,11 +100,11 @@ def _check_A(A: Any, d: int, owner: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_mean_cov(mean: Any, cov: Any, nm: str, nc: str, owner: str) -> tuple[np.ndarray, np.ndarray]:
-    mu = as_float_array(mean, nm)
+    mu = host_float_array(mean, nm)
     if mu.ndim != 1 or mu.size == 0:
         raise ShapeError(f"The `{nm}` parameter of {owner} must be a vector (d,); got shape {mu.shape}.")
     d = mu.shape[0]
-    S = as_float_array(cov, nc)
+    S = host_float_array(cov, nc)
     if S.shape != (d, d):
         raise ShapeError(
             f"The `{nc}` parameter of {owner} must have shape ({d}, {d}) to match `{nm}` (d={d}); got {S.shape}."
@@ -285,7 +285,7 @@ def chi2_concentration(
 
 
 def _sample_stats(Z: Any, name: str, owner: str) -> tuple[np.ndarray, np.ndarray, int]:
-    arr = as_float_array(Z, name, min_ndim=2)
+    arr = host_float_array(Z, name, min_ndim=2)
     if arr.ndim != 2:
         raise ShapeError(
             f"The `{name}` parameter of {owner} must be a sample of shape (n, d); got {arr.shape}."

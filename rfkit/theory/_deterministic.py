@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammainc
 
-from .._validation import as_float_array, check_int
+from .._validation import check_int, host_float_array
 from ..exceptions import InvalidParameterError
 from ..features import Limit, Taylor, slog_taylor_polynomial, taylor_polynomial
 
@@ -39,7 +39,7 @@ def _kind(fm: Any, owner: str) -> tuple[str, int]:
 
 
 def _t(t: Any) -> np.ndarray:
-    return as_float_array(t, "t").astype(np.float64)
+    return host_float_array(t, "t")
 
 
 def truncated_kernel(fm: Any, t: Any) -> np.ndarray:

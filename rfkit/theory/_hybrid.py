@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .._validation import as_float_array
+from .._validation import host_float_array
 from ..exceptions import InvalidParameterError
 from ._ratio import RFADeltaMethod, query_keys_values
 
@@ -188,9 +188,9 @@ def hybrid_budget_split(
     variant : {"plain", "ratio"}
     causal : bool
     """
-    Qv = as_float_array(Q, "Q", min_ndim=2).astype(np.float64)
-    Kv = as_float_array(K, "K", min_ndim=2).astype(np.float64)
-    Vv = as_float_array(V, "V", min_ndim=2).astype(np.float64)
+    Qv = host_float_array(Q, "Q", min_ndim=2)
+    Kv = host_float_array(K, "K", min_ndim=2)
+    Vv = host_float_array(V, "V", min_ndim=2)
     ws = np.asarray(windows, dtype=np.int64).reshape(-1)
     per = np.where(ws < 0, 0, ws + 1 if causal else 2 * ws + 1)
     ms = int(budget) - per

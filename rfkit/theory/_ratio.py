@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .._validation import as_float_array, check_real
+from .._validation import check_real, host_float_array
 from ..exceptions import InvalidParameterError, ShapeError
 
 __all__ = [
@@ -79,9 +79,9 @@ def query_keys_values(q: Any, K: Any, V: Any, owner: str) -> tuple[np.ndarray, n
     Returns ``(q, K, V2, scalar)`` with ``V2`` of shape ``(M, dv)`` and ``scalar`` True when
     ``V`` was one-dimensional. Raises ShapeError naming ``owner`` on mismatched shapes.
     """
-    qv = as_float_array(q, "q", min_ndim=1).astype(np.float64)
-    Kv = as_float_array(K, "K", min_ndim=2).astype(np.float64)
-    Vv = as_float_array(V, "V", min_ndim=1).astype(np.float64)
+    qv = host_float_array(q, "q", min_ndim=1)
+    Kv = host_float_array(K, "K", min_ndim=2)
+    Vv = host_float_array(V, "V", min_ndim=1)
     if qv.ndim != 1 or Kv.ndim != 2 or Kv.shape[1] != qv.shape[0]:
         raise ShapeError(f"{owner}: need q (d,), K (M, d); got q {qv.shape}, K {Kv.shape}.")
     scalar = Vv.ndim == 1
@@ -138,8 +138,8 @@ def ratio_bias_identity(R_hat: Any, X_bar: Any, mu_X: float) -> np.ndarray:
     and of the denominator mean :math:`\bar X` (shape (T,) or (T, ...)), returns the
     sample version (covariance with divisor ``T - 1``).
     """
-    R = as_float_array(R_hat, "R_hat", min_ndim=1)
-    Xb = as_float_array(X_bar, "X_bar", min_ndim=1)
+    R = host_float_array(R_hat, "R_hat", min_ndim=1)
+    Xb = host_float_array(X_bar, "X_bar", min_ndim=1)
     mu = check_real(mu_X, "mu_X", "ratio_bias_identity")
     if mu == 0.0:
         raise InvalidParameterError(
@@ -161,7 +161,7 @@ def ra_mse(variance_f: Any, n_samples: Any) -> np.ndarray:
     :math:`\mathrm{Var}_{p_n}(f_n)` per output coordinate (e.g. estimated once by sampling
     :math:`p_n`); ``S`` >= 1.
     """
-    v = as_float_array(variance_f, "variance_f")
+    v = host_float_array(variance_f, "variance_f")
     S = np.asarray(n_samples)
     if S.dtype.kind not in "iu" or np.any(S < 1):
         raise InvalidParameterError(
