@@ -20,11 +20,9 @@ from typing import Any
 from ..exceptions import DamagedResultWarning, RFKitError
 from ..plots import set_paper_size
 from ..report import write_report
-from ..study import load_design, run
-from ..study._builtin import builtin_study_dirs, find_study
-from ..study._lock import RunLock
-from ..study._manifest import units_done
-from ..study._tables import heavy_tailed, not_ok
+from ..study import builtin_study_dirs, find_study, load_design, run
+from ..study.outputs import RunLock, units_done
+from ..study.summaries import heavy_tailed, not_ok
 
 __all__ = ["cmd_list", "cmd_run"]
 

@@ -26,7 +26,7 @@ from ..plots import (
     plot_mse_vs_features,
     plot_ratio_to_reference,
 )
-from ..study._tables import facets
+from ..study.summaries import facets
 from ._captions import caption
 
 __all__ = ["FIGURE_KINDS", "Figures", "Plan", "figure_plan", "study_figures"]

@@ -15,10 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..plots import save_figure
-from ..study._atomic import Record, atomic_text, ensure_dir, file_record, write_error
-from ..study._manifest import record_outputs
-from ..study._metric_sources import metric_words
-from ..study._tables import HEAVY_TAIL_RATIO, heavy_tailed
+from ..study.outputs import Record, atomic_text, ensure_dir, file_record, record_outputs, write_error
+from ..study.summaries import HEAVY_TAIL_RATIO, heavy_tailed, metric_words
 from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
 from ._figures import FIGURE_KINDS, study_figures
 from ._sections import (
@@ -32,7 +30,7 @@ from ._sections import (
 )
 
 if TYPE_CHECKING:
-    from ..study._results import StudyResult
+    from ..study import StudyResult
 
 __all__ = ["write_report", "provenance_line", "metric_description"]
 

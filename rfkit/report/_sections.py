@@ -10,8 +10,8 @@ import pandas as pd
 
 from ..plots import fit_slopes, prepare_ratio_to_reference
 from ..study import ranking_table
-from ..study._metric_sources import metric_words
-from ..study._tables import not_ok
+from ..study.outputs import atomic_csv
+from ..study.summaries import metric_words, not_ok
 from ..tables import md_escape, to_markdown
 
 __all__ = [
@@ -78,7 +78,7 @@ def ranking_section(
         lines += [f"### {md_escape(name.replace('_', ', ')) or 'all cells'}", "", md_table(table), ""]
         frames.append(table.assign(setting=name))
     if frames:
-        pd.concat(frames, ignore_index=True).to_csv(out / f"ranking_{metric}.csv", index=False)
+        atomic_csv(pd.concat(frames, ignore_index=True), out / f"ranking_{metric}.csv")
     return lines
 
 
@@ -100,7 +100,7 @@ def ratio_section(
     and the Spearman correlation of the log ratio with the heads' statistics (rk.data.describe)."""
     cell_axes = [c for c in grid_cols if c not in ("layer", "head", "dataset")]
     frame = prepare_ratio_to_reference(summary, reference, "mse", tuple(cell_axes))
-    frame.to_csv(out / "mse_ratio_to_reference.csv", index=False)
+    atomic_csv(frame, out / "mse_ratio_to_reference.csv")
     lines = [
         f"## Output MSE relative to {md_escape(reference)}",
         "",

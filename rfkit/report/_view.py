@@ -15,7 +15,7 @@ from ._figures import FIGURE_KINDS, Plan, figure_plan
 from ._markdown import provenance_line
 
 if TYPE_CHECKING:
-    from ..study._results import StudyResult
+    from ..study import StudyResult
 
 __all__ = ["applies", "figure_names", "plot_result", "result_html"]
 

@@ -19,7 +19,7 @@ functions. A class of your own is also named ``map = "package.module:ClassName"`
 
 from . import _builtin_records, _data_sources  # noqa: F401  (register rfkit's own records)
 from ._atomic import OutputWriteError
-from ._builtin import builtin_study
+from ._builtin import builtin_studies, builtin_study, builtin_study_dirs, find_study
 from ._design import Design, load_design
 from ._design_limits import StudyTooLargeError
 from ._estimators import check_attention_estimator
@@ -51,6 +51,9 @@ from ._views import DATA_SOURCES, FEATURE_MAPS, METRICS, METRICS_BY_KIND
 
 __all__ = [
     "builtin_study",
+    "builtin_studies",
+    "builtin_study_dirs",
+    "find_study",
     "Design",
     "load_design",
     "StudyTooLargeError",

@@ -1,0 +1,12 @@
+"""What the layers above the study computation read from a summary (public interface).
+
+Facets of a summary (one panel per value of the other grid axes), the rows that are not
+``ok`` (failed or non-finite trials), the heavy-tail flag and what each summary metric
+measures in words. The presentation package :mod:`rfkit.report` and the command line use
+these; they compute nothing new from the trials.
+"""
+
+from ._metric_sources import metric_words
+from ._tables import HEAVY_TAIL_RATIO, facets, heavy_tailed, not_ok, ranking_table
+
+__all__ = ["metric_words", "HEAVY_TAIL_RATIO", "facets", "heavy_tailed", "not_ok", "ranking_table"]
