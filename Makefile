@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rfkit-installed
 
-.PHONY: install test lint docs demo figures bench wheel clean
+.PHONY: install test lint docs demo figures bench bench-studies wheel clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ bench: install
 # then runs `rfkit list` and `rfkit run performer-mse` from any folder.
 wheel: install
 	$(BIN)/python -m pip wheel --quiet --no-deps . -w dist
+
+# Whole-process time of every built-in study's quick profile (medians of 3 interleaved runs);
+# writes benchmarks/results/studies.md and studies.json. Full profiles: see the script's --full.
+bench-studies: install
+	$(BIN)/python benchmarks/bench_studies.py
 
 clean:
 	rm -rf $(VENV) out dist build rfkit.egg-info .pytest_cache .ruff_cache docs/_build docs/generated docs/notebooks

@@ -36,3 +36,30 @@ def test_run_all_quick_writes_markdown_and_json(tmp_path: Path) -> None:
     assert {r["threads"] for r in threads} >= {1} and all(
         r["bit_identical_to_default_threads"] for r in threads
     )
+
+
+def test_bench_studies_times_a_study_and_writes_its_table(tmp_path: Path) -> None:
+    """``make bench-studies``: one quick run of one study, a Markdown table and a JSON record."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_studies.py"),
+            "deterministic-maps",
+            "--repeats",
+            "1",
+            "--label",
+            "smoke",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "studies.json").read_text())
+    (row,) = data["smoke"]["rows"]
+    assert row["study"] == "deterministic-maps" and row["profile"] == "quick" and row["runs"] == 1
+    assert row["median"] > 0
+    assert "| deterministic-maps | quick |" in (tmp_path / "studies.md").read_text()
