@@ -339,7 +339,8 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
         fig.set_dpi(200)
         fig.draw_without_rendering()  # runs the layout engine once
         bbox = fig.get_tightbbox().padded(mpl.rcParams["savefig.pad_inches"])
-        fig.set_layout_engine("none")  # the layout is done: keep it for both files
+        with mpl.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)  # the layout is done: keep it for both files, with no second pass
         out = []
         for ext in (".pdf", ".png"):
             q = p.with_name(p.name + ext)  # not with_suffix: stems may hold dots (``set-norm-0.5``)
