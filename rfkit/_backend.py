@@ -41,7 +41,7 @@ __all__ = [
     "Backend",
     "get_backend",
     "backend_for",
-    "NUMPY",
+    "NUMPY",  # noqa: F822 - made on first use by the module __getattr__
     "is_array",
     "to_numpy",
     "available_devices",
@@ -327,13 +327,25 @@ def _cupy() -> ModuleType:
     return cupy
 
 
+_NUMPY: list[Backend] = []
+
+
 def _numpy_backend() -> Backend:
-    xp = _compat().array_namespace(np.empty(0))
-    return Backend("numpy", xp, "cpu")
+    """The NumPy backend (the reference path), made on first use.
+
+    ``array_api_compat``'s NumPy wrapper takes about 0.1 s to import, so it loads when the first
+    call computes, not with ``import rfkit``; the module attribute ``NUMPY`` returns it.
+    """
+    if not _NUMPY:
+        _NUMPY.append(Backend("numpy", _compat().array_namespace(np.empty(0)), "cpu"))
+    return _NUMPY[0]
 
 
-#: The NumPy backend (the reference path).
-NUMPY = _numpy_backend()
+def __getattr__(name: str) -> Backend:
+    if name == "NUMPY":  # the NumPy backend, made on first use (see _numpy_backend)
+        return _numpy_backend()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _CACHE: dict[tuple[str, str], Backend] = {}
 
@@ -375,7 +387,7 @@ def backend_for(library: str, device: Any = None) -> Backend:
     if library == "numpy":
         if device not in (None, "cpu"):
             raise BackendError(f"The NumPy backend computes on the CPU only. Got device={device!r} instead.")
-        return NUMPY
+        return _numpy_backend()
     try:
         mod = __import__(library)
     except ImportError:
@@ -433,7 +445,7 @@ def available_devices(library: str, mod: Any = None) -> str:
 def _backend_of(arr: Any) -> Backend:
     lib = _library(arr)
     if lib == "numpy":
-        return NUMPY
+        return _numpy_backend()
     c = _compat()
     dev = c.device(arr)
     key = (str(lib), str(dev))
@@ -470,7 +482,7 @@ def get_backend(*named: tuple[str, Any]) -> Backend:
             )
         arrays.append((name, lib, value))
     if all(lib == "numpy" for _, lib, _ in arrays):
-        return NUMPY
+        return _numpy_backend()
     first_name, first_lib, first_value = arrays[0]
     for name, lib, _ in arrays[1:]:
         if lib != first_lib:

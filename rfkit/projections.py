@@ -94,9 +94,6 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from scipy.linalg import hadamard
-from scipy.special import ndtri
-from scipy.stats import qmc
 
 from ._params import check_allocation
 from ._random import check_rng
@@ -335,6 +332,8 @@ def _simplex_plus_directions(norms: np.ndarray, nb: int, d: int) -> np.ndarray:
 
 def _structured(signs: np.ndarray, norms: np.ndarray, m: int, d: int) -> np.ndarray:
     T, nb, hd_blocks, dp = signs.shape
+    from scipy.linalg import hadamard  # SciPy's linalg loads only when a structured draw is asked for
+
     H = hadamard(dp).astype(np.float64) / np.sqrt(dp)
     M = H * signs[:, :, 0, None, :]
     for k in range(1, hd_blocks):
@@ -360,6 +359,8 @@ def _sobol_columns(k: int, d: int) -> np.ndarray:
     Column ``c`` is the point of index :math:`2^c` (natural order), i.e. scipy's point at Gray-code
     position :math:`2^{c+1} - 1`. Only its top ``c + 1`` digits can be nonzero.
     """
+    from scipy.stats import qmc  # SciPy's stats (heavy) loads only when a QMC draw is asked for
+
     cols = np.zeros((k, d), dtype=np.int64)
     engine = qmc.Sobol(d, scramble=False, bits=_SOBOL_MAX_LOG2)
     for c in range(k):
@@ -411,6 +412,8 @@ def _net_digits(V: np.ndarray, shift: np.ndarray, m: int) -> np.ndarray:
 
 def _scrambled_sobol_normal(R: np.ndarray, m: int, d: int, *, scramble: str = "lms") -> np.ndarray:
     """:math:`\\Phi^{-1}` of the randomised Sobol' points (cell midpoints), shape (T, m, d), float64."""
+    from scipy.special import ndtri  # SciPy loads only when a QMC draw is asked for
+
     T, k1, _ = R.shape
     V = _scrambled_columns(R, scramble=scramble)
     out = np.empty((T, m, d))

@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from .._backend import get_backend, to_numpy
 from .._validation import as_float_array, check_same_dim
@@ -148,6 +147,8 @@ def gerf_optimal_A(Q: Any, K: Any, *, s: int = 1, hyperbolic: bool = False) -> f
     J = _j(grid, t, dim)
     k = int(np.argmin(J))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
+    from scipy.optimize import minimize_scalar  # SciPy's optimize loads only when asked for
+
     res = minimize_scalar(
         lambda v: float(_j(np.asarray([v]), t, dim)[0]),
         bounds=(lo, hi),

@@ -194,7 +194,7 @@ def hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], to
 
 
 def slopes_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
-    """Fitted log-log slopes of the MSE against m (statsmodels WLS), when m is the only varying axis."""
+    """Fitted log-log slopes of the MSE against m (weighted least squares), when m is the only varying axis."""
     if "n_features" not in grid_cols or any(summary[c].nunique() > 1 for c in grid_cols if c != "n_features"):
         return []
     if summary[summary["metric"] == "mse"].empty or summary["n_features"].nunique() < 3:
@@ -213,7 +213,7 @@ def slopes_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
     return [
         "## Slopes",
         "",
-        "Weighted least-squares fit of log MSE on log m (statsmodels, weights from the MCSE). An unbiased "
+        "Weighted least-squares fit of log MSE on log m (weights from the MCSE). An unbiased "
         "random-feature estimator has MSE exactly proportional to 1/m for iid directions (slope -1); block-"
         "orthogonal directions add a term that changes at m = d (docs page *Theory*, section 1).",
         "",

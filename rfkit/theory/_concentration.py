@@ -17,7 +17,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from .._validation import check_int, check_option, check_real, host_float_array
 from ..exceptions import InvalidParameterError, NumericalOverflowError, ShapeError, SingularMatrixError
@@ -270,6 +269,8 @@ def chi2_concentration(
     )
     s = check_int(n_points, "n_points", owner, low=1)
     q = float(np.exp(np.log(pr.p) / (2 * s)))
+    from scipy import stats  # SciPy's stats (heavy) loads only when a bound is computed
+
     Qd = float(stats.chi2.ppf(q, pr.d))
     return _assemble(
         pr,
@@ -314,6 +315,8 @@ def _sample_stats(Z: Any, name: str, owner: str) -> tuple[np.ndarray, np.ndarray
 
 
 def _hotelling_quantile(q: float, n: int, d: int, points: str) -> float:
+    from scipy import stats  # SciPy's stats (heavy) loads only when a bound is computed
+
     if points == "new":
         return float((n + 1) * (n - 1) * d / (n * (n - d)) * stats.f.ppf(q, d, n - d))
     return float((n - 1) ** 2 / n * stats.beta.ppf(q, d / 2.0, (n - d - 1) / 2.0))

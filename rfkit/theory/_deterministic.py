@@ -13,11 +13,11 @@ from math import comb, factorial
 from typing import Any
 
 import numpy as np
-from scipy.special import gammainc
 
 from .._validation import check_int, host_float_array
 from ..exceptions import InvalidParameterError
 from ..features import Limit, Taylor, slog_taylor_polynomial, taylor_polynomial
+from ._special import scipy_special
 
 __all__ = [
     "truncated_kernel",
@@ -71,7 +71,7 @@ def relative_truncation_error(fm: Any, t: Any) -> np.ndarray:
     out = np.empty_like(t)
     if kind == "taylor":
         pos = t >= 0
-        out[pos] = gammainc(n + 1.0, t[pos])
+        out[pos] = scipy_special().gammainc(n + 1.0, t[pos])
         s, la = slog_taylor_polynomial(t[~pos], n)
         out[~pos] = 1.0 - s * np.exp(la - t[~pos])
         return out

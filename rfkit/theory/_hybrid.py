@@ -35,11 +35,11 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .._validation import host_float_array
 from ..exceptions import InvalidParameterError
 from ._ratio import RFADeltaMethod, query_keys_values
+from ._special import scipy_special
 
 __all__ = ["hybrid_delta_method", "hybrid_budget_split", "HybridSplit"]
 
@@ -108,7 +108,7 @@ def hybrid_delta_method(q: Any, K: Any, V: Any, exact: Any = None, variant: str 
             f"Got {getattr(ex, 'dtype', type(ex))} of shape {getattr(ex, 'shape', None)} instead."
         )
     s = Kv @ qv
-    logZ = logsumexp(s)
+    logZ = scipy_special().logsumexp(s)
     p = np.exp(s - logZ)  # kappa / Z
     a = p @ V2
     Gn = np.exp(qv @ qv + 2.0 * s[:, None] + 2.0 * s[None, :] + Kv @ Kv.T - 2.0 * logZ)  # G / Z^2

@@ -17,10 +17,10 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .._validation import check_real, host_float_array
 from ..exceptions import InvalidParameterError, ShapeError
+from ._special import scipy_special
 
 __all__ = [
     "RFADeltaMethod",
@@ -117,7 +117,7 @@ def rfa_delta_method(q: Any, K: Any, V: Any) -> RFADeltaMethod:
     """
     qv, Kv, V2, scalar = query_keys_values(q, K, V, "rfa_delta_method")
     s = Kv @ qv  # q.k_m
-    logZ = logsumexp(s)
+    logZ = scipy_special().logsumexp(s)
     a = np.exp(s - logZ) @ V2  # (dv,)
     logG = qv @ qv + 2.0 * s[:, None] + 2.0 * s[None, :] + Kv @ Kv.T
     Gn = np.exp(logG - 2.0 * logZ)  # G / Z^2

@@ -33,9 +33,8 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy.special import roots_legendre
 
-from ._special import log_orf_gap_series, trig_orf_pair_minus_sq
+from ._special import log_orf_gap_series, scipy_special, trig_orf_pair_minus_sq
 
 __all__ = ["simplex_cosine", "s_quadrature", "simplex_exp_pair_cov", "simplex_trig_pair_cov"]
 
@@ -53,7 +52,7 @@ def s_quadrature(d: int) -> tuple[np.ndarray, np.ndarray]:
     :math:`[0, \pi/2]`); Gauss-Legendre in :math:`\psi` with :math:`40 + 3\lceil\sqrt d\rceil` nodes.
     """
     n = 40 + 3 * int(np.ceil(np.sqrt(d)))
-    x, w = roots_legendre(n)
+    x, w = scipy_special().roots_legendre(n)
     psi = (x + 1.0) * (np.pi / 4.0)
     S = np.sin(psi)
     lw = np.log(w) + (d - 1.0) * np.log(S)

@@ -33,11 +33,10 @@ from __future__ import annotations
 from math import comb, factorial, lgamma
 
 import numpy as np
-from scipy.special import i0e
 
 from ..features import RandomMaclaurin, TensorSketch, slog_taylor_polynomial
 from ._closed_form import register_closed_form
-from ._special import log_abs_expm1, signed_logsumexp
+from ._special import log_abs_expm1, scipy_special, signed_logsumexp
 
 __all__ = ["maclaurin_kappa", "tensorsketch_variance_terms"]
 
@@ -66,7 +65,7 @@ def _log_second_moment_maclaurin(fm: RandomMaclaurin, kappa: np.ndarray) -> np.n
     r = 1.0 / fm.p
     if fm.max_degree is None:
         z = 2.0 * np.sqrt(kappa / r)
-        return np.log(i0e(z)) + z - np.log1p(-r)
+        return np.log(scipy_special().i0e(z)) + z - np.log1p(-r)
     n = np.arange(fm.max_degree + 1, dtype=np.float64)
     lq = fm.log_degree_probability(n)
     lf = np.array([lgamma(k + 1.0) for k in range(fm.max_degree + 1)])
