@@ -17,7 +17,7 @@ from unittest import mock
 
 import numpy as np
 import pandas as pd
-from bad_input_kit import Bad, Cli, Good, _design, _toml
+from bad_input_kit import GOOD_TOML, Bad, Cli, Good, _design, _toml
 
 import rfkit.study as st
 from rfkit.exceptions import InvalidParameterError, StudyError
@@ -25,21 +25,9 @@ from rfkit.report import write_report
 from rfkit.study._atomic import OutputWriteError
 from rfkit.study._lock import RunLock
 
-FIGURE_TOML = """
-name = "fig"
-trials = 4
-seed = 1
-[data]
-source = "pairs"
-n_pairs = 3
-dim = 2
-[grid]
-n_features = [2, 4]
-[[estimators]]
-map = "Positive"
-[outputs]
-figures = ["mse_vs_features"]
-"""
+FIGURE_TOML = GOOD_TOML.replace('name = "t"', 'name = "fig"').replace("[2]", "[2, 4]") + (
+    '[outputs]\nfigures = ["mse_vs_features"]\n'
+)
 
 
 def _finished(tmp: Path, name: str = "o") -> tuple[Path, st.StudyResult]:

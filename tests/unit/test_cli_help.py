@@ -9,26 +9,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from bad_input_kit import GOOD_TOML
 
 import rfkit
 from rfkit.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, build_parser, main
 from rfkit.cli._study import _resume_command
 
-STUDY = """
-name = "t"
-trials = 4
-seed = 1
-[data]
-source = "pairs"
-n_pairs = 3
-dim = 2
-[grid]
-n_features = [2]
-[[estimators]]
-map = "Positive"
-[quick]
-trials = 8
-"""
+STUDY = GOOD_TOML + "[quick]\ntrials = 8\n"
 
 
 def _parsers(parser: argparse.ArgumentParser, name: str = "rfkit"):
