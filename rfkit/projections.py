@@ -90,7 +90,9 @@ Kinds
 
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -227,11 +229,47 @@ def sample_projection_streams(
     if not gens:
         raise InvalidParameterError("`rngs` must hold at least one random stream.")
     _check_memory(kind, len(gens), m, d, owner)
-    if kind == "iid":  # hot path of studies: one small draw per stream, no per-stream bookkeeping
-        return np.stack([g.standard_normal((m, d)) for g in gens])
-    parts = [_ingredients(kind, g, 1, m, d, hb) for g in gens]
-    merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return _assemble(kind, merged, m, d)
+    return _assemble(kind, _stream_ingredients(kind, gens, m, d, hb), m, d)
+
+
+def _stream_ingredients(
+    kind: str, gens: list[np.random.Generator], m: int, d: int, hb: int
+) -> dict[str, np.ndarray]:
+    """The random numbers of one draw per generator, stacked: ``_ingredients(kind, g, 1, ...)`` for
+    each ``g``, in the same order from each stream, written straight into the stacked arrays (the
+    hot path of studies: a few microseconds per stream)."""
+    T = len(gens)
+    if kind == "iid":
+        W = np.empty((T, m, d))
+        for t, g in enumerate(gens):
+            g.standard_normal(out=W[t])
+        return {"W": W}
+    if kind in ("orthogonal", "orthogonal-fixed", "simplex", "simplex-plus"):
+        nb = -(-m // d)
+        G = np.empty((T, nb, d, d))
+        if kind == "orthogonal-fixed":
+            for t, g in enumerate(gens):
+                g.standard_normal(out=G[t])
+            return {"G": G}
+        norms = np.empty((T, m))
+        for t, g in enumerate(gens):
+            g.standard_normal(out=G[t])
+            norms[t] = g.chisquare(d, size=m)
+        return {"G": G, "norms": np.sqrt(norms)}
+    if kind == "qmc":
+        shape = (_sobol_log2(m) + 1, d)
+        R = np.empty((T, *shape), dtype=np.int64)
+        for t, g in enumerate(gens):
+            R[t] = g.integers(0, 1 << _SOBOL_DIGITS, size=shape, dtype=np.int64)
+        return {"R": R}
+    dp = 1 << max(0, int(np.ceil(np.log2(d))))
+    nb = -(-m // dp)
+    bits = np.empty((T, nb, hb, dp), dtype=np.int64)
+    norms = np.empty((T, m))
+    for t, g in enumerate(gens):
+        bits[t] = g.integers(0, 2, size=(nb, hb, dp), dtype=np.int64)  # what choice([-1, 1]) draws
+        norms[t] = g.chisquare(d, size=m)
+    return {"signs": np.where(bits == 1, 1.0, -1.0), "norms": np.sqrt(norms)}
 
 
 def _stream_generator(r: Any) -> np.random.Generator:
@@ -258,7 +296,9 @@ def _ingredients(
         return {"R": gen.integers(0, 1 << _SOBOL_DIGITS, size=(T, _sobol_log2(m) + 1, d), dtype=np.int64)}
     dp = 1 << max(0, int(np.ceil(np.log2(d))))
     nb = -(-m // dp)
-    signs = gen.choice(np.array([-1.0, 1.0]), size=(T, nb, hb, dp))
+    # choice([-1.0, 1.0], size) draws integers(0, 2, size, int64) and indexes: the same numbers, without
+    # choice's per-call overhead
+    signs = np.where(gen.integers(0, 2, size=(T, nb, hb, dp), dtype=np.int64) == 1, 1.0, -1.0)
     norms = np.sqrt(gen.chisquare(d, size=(T, m)))
     return {"signs": signs, "norms": norms}
 
@@ -352,22 +392,56 @@ def _sobol_log2(m: int) -> int:
     return (m - 1).bit_length()
 
 
+@lru_cache(maxsize=1)
+def _direction_numbers() -> tuple[np.ndarray, np.ndarray]:
+    """Joe & Kuo's primitive polynomials and initial direction numbers (``poly`` (21201,), ``vinit`` (21201, 18)).
+
+    Read from the data file that SciPy ships with :class:`scipy.stats.qmc.Sobol`
+    (``scipy/stats/_sobol_direction_numbers.npz``; Joe & Kuo (SIAM J. Sci. Comput. 2008), the
+    ``new-joe-kuo-6.21201`` set) without importing :mod:`scipy.stats`, which takes most of a
+    second.
+    """
+    spec = importlib.util.find_spec("scipy")
+    where = [] if spec is None or spec.submodule_search_locations is None else spec.submodule_search_locations
+    for folder in where:
+        path = Path(folder) / "stats" / "_sobol_direction_numbers.npz"
+        if path.is_file():
+            with np.load(path) as z:
+                return np.asarray(z["poly"], dtype=np.int64), np.asarray(z["vinit"], dtype=np.int64)
+    raise InvalidParameterError(  # pragma: no cover - SciPy is a dependency and ships the file
+        "`projection='qmc'` needs the Sobol' direction numbers that SciPy ships "
+        "(scipy/stats/_sobol_direction_numbers.npz), and they were not found; reinstall SciPy."
+    )
+
+
 @lru_cache(maxsize=64)
 def _sobol_columns(k: int, d: int) -> np.ndarray:
-    """Generator columns :math:`C_j[:, c]` of the unscrambled Sobol' sequence, as b-digit integers (k, d).
+    r"""Generator columns :math:`C_j[:, c]` of the unscrambled Sobol' sequence, as b-digit integers (k, d).
 
     Column ``c`` is the point of index :math:`2^c` (natural order), i.e. scipy's point at Gray-code
-    position :math:`2^{c+1} - 1`. Only its top ``c + 1`` digits can be nonzero.
+    position :math:`2^{c+1} - 1`: the direction number :math:`v_{j,c} = m_{j,c}\,2^{-(c+1)}`, whose
+    integers :math:`m_{j,c}` follow Bratley & Fox's recurrence (ACM TOMS 14, 1988, eq. 2) from Joe
+    & Kuo's initial values: for the primitive polynomial
+    :math:`x^s + a_1 x^{s-1} + \dots + a_{s-1} x + 1` of coordinate :math:`j`,
+    :math:`m_c = 2 a_1 m_{c-1} \oplus 4 a_2 m_{c-2} \oplus \dots \oplus 2^s m_{c-s} \oplus m_{c-s}`
+    (coordinate 0: every :math:`m_c = 1`). The same numbers as :class:`scipy.stats.qmc.Sobol` with
+    ``bits=30`` (tested), here in the top ``c + 1`` of ``b`` digits.
     """
-    from scipy.stats import qmc  # SciPy's stats (heavy) loads only when a QMC draw is asked for
-
-    cols = np.zeros((k, d), dtype=np.int64)
-    engine = qmc.Sobol(d, scramble=False, bits=_SOBOL_MAX_LOG2)
-    for c in range(k):
-        engine.reset()
-        engine.fast_forward((1 << (c + 1)) - 1)
-        point = engine.random(1)[0]  # exact: multiples of 2^-30 with at most c + 1 nonzero digits
-        cols[c] = np.ldexp(point, _SOBOL_DIGITS).astype(np.int64)
+    poly, vinit = _direction_numbers()
+    m = np.zeros((d, max(k, 1)), dtype=np.int64)
+    m[0, :] = 1
+    for j in range(1, d):
+        p = int(poly[j])
+        s = p.bit_length() - 1  # degree of the polynomial
+        m[j, :s] = vinit[j, :s][: m.shape[1]]
+        for c in range(s, k):
+            new = m[j, c - s] ^ (m[j, c - s] << s)
+            for i in range(1, s):
+                if (p >> (s - i)) & 1:
+                    new ^= m[j, c - i] << i
+            m[j, c] = new
+    shifts = _SOBOL_DIGITS - 1 - np.arange(k, dtype=np.int64)  # digit c+1 from the top: value 2^-(c+1)
+    cols = np.ascontiguousarray((m[:, :k] << shifts[None, :]).T)
     cols.setflags(write=False)
     return cols
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import InvalidParameterError
+from ._fonts import cached_subsets
 
 __all__ = [
     "paper_style",
@@ -23,6 +25,8 @@ __all__ = [
     "series_styles",
     "axis_label",
     "label_axes",
+    "plain_log_ticks",
+    "unicode_power",
     "add_caption",
     "legend_for",
     "legend_rows",
@@ -220,8 +224,48 @@ def _wrapped(text: str, inches: float, points: float) -> str:
     return "\n".join(textwrap.wrap(text, chars)) if len(text) > chars else text
 
 
+_SUPERSCRIPT = str.maketrans("0123456789-.", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻·")
+_MATH_POWER = re.compile(r"^\$\\mathdefault\{(?:([0-9.]+)\\times)?([0-9.e]+)\^\{(-?[0-9]+)\}\}\$$")
+
+
+def unicode_power(label: str) -> str:
+    r"""A tick label of matplotlib's log formatter (mathtext ``$\mathdefault{10^{-3}}$``) as plain
+    text with Unicode superscripts (``10⁻³``, ``1.5×2¹``); any other label unchanged.
+
+    Mathtext labels are parsed by pyparsing for every figure, size and resolution: a tenth of a
+    second per log-scaled figure. DejaVu Sans draws the superscript digits.
+
+    >>> unicode_power(r"$\mathdefault{10^{-3}}$"), unicode_power(r"$\mathdefault{1.5\times2^{1}}$"), unicode_power("7")
+    ('10⁻³', '1.5×2¹', '7')
+    """
+    m = _MATH_POWER.match(label)
+    if m is None:
+        return label
+    mant, base, exp = m.groups()
+    return f"{mant + '×' if mant else ''}{base}{exp.translate(_SUPERSCRIPT)}"
+
+
+def plain_log_ticks(ax: Any) -> None:
+    """Tick labels of the log-scaled axes of ``ax`` in plain text (:func:`unicode_power`), no mathtext."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() != "log":
+            continue
+        for which in ("major", "minor"):
+            fmt = axis.get_major_formatter() if which == "major" else axis.get_minor_formatter()
+            if isinstance(fmt, LogFormatter):
+                plain = FuncFormatter(lambda x, pos, f=fmt: unicode_power(f(x, pos)))
+                plain.set_locs = fmt.set_locs  # type: ignore[method-assign]  # the thresholds of LogFormatter
+                (axis.set_major_formatter if which == "major" else axis.set_minor_formatter)(plain)
+
+
 def label_axes(ax: Any, xlabel: str | None = None, ylabel: str | None = None) -> None:
-    """Set the axis labels, saying "(log scale)" on a logarithmic axis, wrapped to the panel's size."""
+    """Set the axis labels, saying "(log scale)" on a logarithmic axis, wrapped to the panel's size.
+
+    Tick labels of log axes are plain text (:func:`plain_log_ticks`).
+    """
+    plain_log_ticks(ax)
     fig = ax.figure
     spec = ax.get_subplotspec()
     rows, cols = spec.get_gridspec().get_geometry() if spec is not None else (1, 1)
@@ -291,14 +335,14 @@ def _embedded_fonts(save: Any) -> Any:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         import matplotlib as mpl
 
-        with mpl.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
+        with mpl.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}), cached_subsets():
             return save(*args, **kwargs)
 
     return wrapped
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file (unique per process and thread), fsync, rename.
+    """Write ``data`` to ``path`` through a temporary file (unique per process and thread), then rename.
 
     A reader never sees a half-written figure; on failure the temporary file is removed and the
     ``OSError`` raised.
@@ -309,9 +353,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.rfkit-tmp")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            fh.write(data)  # no fsync: the manifest's checksum catches a figure a machine crash cut short
         os.replace(tmp, path)
     except OSError:
         if tmp.exists():
@@ -337,6 +379,8 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
     dpi, engine = fig.get_dpi(), fig.get_layout_engine()
     try:
         fig.set_dpi(200)
+        for ax in fig.get_axes():
+            plain_log_ticks(ax)  # no mathtext to parse
         fig.draw_without_rendering()  # runs the layout engine once
         bbox = fig.get_tightbbox().padded(mpl.rcParams["savefig.pad_inches"])
         with mpl.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):

@@ -2,9 +2,13 @@
 
 A file written here is never seen half-written: the bytes go to a temporary file next to it,
 ``.NAME.<pid>-<thread>.rfkit-tmp`` (unique per process and thread, so two writers never share
-one), which is flushed to disk (``fsync``) and renamed over ``NAME``. Every write returns the
-file's record ``{"size": int, "sha256": str}``, which the run manifests keep, and
-:func:`check_file` compares a file with its record (missing, truncated, altered).
+one), and renamed over ``NAME``. Every write returns the file's record
+``{"size": int, "sha256": str}``, which the run manifests keep, and :func:`check_file` compares a
+file with its record (missing, truncated, altered). Data files are not flushed to disk one by one
+(``fsync`` costs milliseconds per file, more than a small work unit's arithmetic): the rename makes
+them whole for every reader, and should the machine itself crash before the operating system has
+written them, their checksums in the manifest catch it and a resume recomputes them. The final
+result manifest (``manifest.json``) is flushed (``fsync=True``), so a finished run is on disk.
 
 A write that fails (disk full, permission denied, a folder where the file should be) raises
 :class:`OutputWriteError` naming the path; the temporary file is removed and the file it would
@@ -129,8 +133,10 @@ def ensure_dir(path: Path) -> Path:
     return path
 
 
-def write_atomic(path: Path, data: bytes, *, fsync: bool = True) -> Record:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); return its size and SHA-256.
+def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> Record:
+    """Write ``data`` to ``path`` atomically (temporary file, rename); return its size and SHA-256.
+
+    ``fsync=True`` also flushes the file to disk before the rename (the final manifest).
 
     Raises
     ------

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
+from .._parallel import blas_limited
 from ._design import Design
 from ._eval_attention import attention_finalize, attention_partial, attention_replay
 from ._eval_concentration import concentration_finalize, concentration_partial
@@ -98,8 +99,9 @@ def run_unit(
     unit = WorkUnit(design, cell_index, chunk, entropy, tuple(spawn_key), on_error)
     kind = _KINDS[design.kind]
     single = n_chunks(design) == 1
-    part = kind.partial(unit)
-    tables = kind.finalize(unit, [part]) if single else part
+    with blas_limited():  # small matrices: one BLAS thread each (a busy pool of them is many times slower)
+        part = kind.partial(unit)
+        tables = kind.finalize(unit, [part]) if single else part
     return {"cell": cell_index, "chunk": chunk, "final": single, "tables": tables, "pid": os.getpid()}
 
 

@@ -2,7 +2,9 @@
 
 Errors name the design's source (file or ``"python"``), the key and the rule, so a study file
 is refused before a run starts rather than mid-run. Each estimator is built for every cell
-(every parameter checked now) and checked against its protocol once per distinct setting.
+(every parameter checked now). Maps and estimators of your own are checked against their protocol
+once per distinct setting; rfkit's own pass the same checks in its test suite, so loading a study
+of built-ins costs no probe.
 """
 
 from __future__ import annotations
@@ -343,6 +345,12 @@ def _probe_size(checked: set[str]) -> dict[str, Any]:
     return {} if not checked else {"n_rows": 8, "array_api": False}
 
 
+def _is_own(obj: Any) -> bool:
+    """A map or estimator of rfkit itself: its protocol is checked by rfkit's test suite
+    (``tests/unit/test_feature_protocol.py``, ``test_conformance_scale.py``), not on every load."""
+    return type(obj).__module__.split(".", 1)[0] == "rfkit"
+
+
 def _check_estimators(d: Design) -> None:
     src = d.source
     if not isinstance(d.estimators, list) or not d.estimators:
@@ -369,16 +377,21 @@ def _check_estimators(d: Design) -> None:
                 if d.kind == "attention":
                     obj = build_attention_estimator(params)
                     fm = getattr(obj, "feature_map", None)
-                    if isinstance(fm, FeatureMap) and dim is not None and key not in checked:
+                    if (
+                        isinstance(fm, FeatureMap)
+                        and dim is not None
+                        and key not in checked
+                        and not _is_own(fm)
+                    ):
                         check_feature_map(fm, dim, **_probe_size(checked))  # e.g. RFA with a map of your own
-                    if not checked and probe:
+                    if not checked and probe and not (_is_own(obj) and (fm is None or _is_own(fm))):
                         # one call pair on the first cell's shapes (probe seed): the output's type,
                         # shape and reproducibility; every call of a run checks type and shape
                         qkv = cell_data(d, cell, PROBE_ENTROPY, ())
                         check_attention_estimator(obj, data=qkv)  # type: ignore[arg-type]
                 else:
                     fm = build_feature_map(est["map"], params)
-                    if key not in checked:
+                    if key not in checked and not _is_own(fm):
                         check_feature_map(fm, dim, **_probe_size(checked))
                         if d.kind == "concentration" and dim is not None:
                             _check_closed_form(fm, dim)

@@ -15,7 +15,7 @@ from ..attention import RFA, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
 from ._estimators import build_attention_estimator, check_attention_output
-from ._units import WorkUnit, computed_metrics, concat_chunks
+from ._units import WorkUnit, computed_metrics, concat_chunks, frame
 
 if TYPE_CHECKING:
     from ._design import Design
@@ -122,6 +122,7 @@ def attention_finalize(
     all_outs, all_status = concat_chunks(parts, "outs"), concat_chunks(parts, "status")
     all_nonpos, all_seconds = concat_chunks(parts, "nonpos"), concat_chunks(parts, "seconds")
     trial_frames, query_frames, timing_rows = [], [], []
+    own_metrics = computed_metrics(design)
     for i, est in enumerate(design.estimators):
         label = design.label(est)
         outs, status = all_outs[i], all_status[i]
@@ -129,56 +130,57 @@ def attention_finalize(
         err = outs - exact2
         # rows with a NaN or infinite output (a non-positive normaliser, an overflow): counted per
         # trial, and such a trial's errors are NaN (the error of the other rows is not its error)
-        nan_rows = np.where(ok, (~np.isfinite(outs)).any(axis=-1).sum(axis=-1), 0)
+        finite = np.isfinite(outs)
+        nan_rows = np.where(ok, (~finite).any(axis=-1).sum(axis=-1), 0)
         whole = nan_rows == 0
         with np.errstate(invalid="ignore"):
             mean_out = np.nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
             if ok.any():  # a query with a NaN output in some trial has no mean output
-                mean_out[~np.isfinite(outs[ok]).all(axis=0)] = np.nan
+                mean_out[~finite[ok].all(axis=0)] = np.nan
             sq_dev = np.nanmean((outs - mean_out) ** 2, axis=(1, 2))
             sq_dev[~np.isfinite(mean_out).all()] = np.nan
+            abs_err = np.abs(err)
             trial_frames.append(
-                pd.DataFrame(
-                    {
-                        "cell": cell_index,
-                        "estimator": label,
-                        "trial": np.arange(T),
-                        "status": status.astype(str),
-                        "err": _whole(np.nanmean(err, axis=(1, 2)), whole),
-                        "sq_err": _whole(np.nanmean(err**2, axis=(1, 2)), whole),
-                        "abs_err": _whole(np.nanmean(np.abs(err), axis=(1, 2)), whole),
-                        "max_abs_err": _whole(np.nanmax(np.abs(err), axis=(1, 2)), whole),
-                        "sq_dev": _whole(sq_dev, whole),
-                        "nonpositive_rows": all_nonpos[i],
-                        "n_nan_rows": nan_rows,
-                        **{  # metrics of your own
-                            m.column: np.asarray(m.per_trial(output=outs, exact=exact2), dtype=float)  # type: ignore[misc]
-                            for m in computed_metrics(design)
-                        },
-                    }
-                )
+                {
+                    "cell": cell_index,
+                    "estimator": label,
+                    "trial": np.arange(T),
+                    "status": status.astype(str),
+                    "err": _whole(np.nanmean(err, axis=(1, 2)), whole),
+                    "sq_err": _whole(np.nanmean(err**2, axis=(1, 2)), whole),
+                    "abs_err": _whole(np.nanmean(abs_err, axis=(1, 2)), whole),
+                    "max_abs_err": _whole(np.nanmax(abs_err, axis=(1, 2)), whole),
+                    "sq_dev": _whole(sq_dev, whole),
+                    "nonpositive_rows": all_nonpos[i],
+                    "n_nan_rows": nan_rows,
+                    **{  # metrics of your own
+                        m.column: np.asarray(m.per_trial(output=outs, exact=exact2), dtype=float)  # type: ignore[misc]
+                        for m in own_metrics
+                    },
+                }
             )
             n_ok = int(ok.sum())
             e = err[ok]
-            query_frames.append(
-                pd.DataFrame(
-                    {
-                        "cell": cell_index,
-                        "estimator": label,
-                        "pair": np.arange(n),  # query index
-                        "bias2": np.mean((mean_out - exact2) ** 2, axis=-1),
-                        "variance": np.mean(np.nanvar(outs[ok], axis=0, ddof=1), axis=-1)
-                        if n_ok > 1
-                        else np.nan,
-                        "mse": np.nanmean(e**2, axis=(0, 2)) if n_ok else np.nan,
-                        "theory_mse": np.nan,
-                        "truth": np.nan,
-                    }
-                )
+            variance = (
+                np.mean(np.nanvar(outs[ok], axis=0, ddof=1), axis=-1) if n_ok > 1 else np.full(n, np.nan)
             )
+            mse = np.nanmean(e**2, axis=(0, 2)) if n_ok else np.full(n, np.nan)
             if n_ok:  # per query: NaN where some trial's output is NaN, never a mean of the others
-                bad_q = ~np.isfinite(outs[ok]).all(axis=(0, 2))
-                query_frames[-1].loc[bad_q, ["variance", "mse"]] = np.nan
+                bad_q = ~finite[ok].all(axis=(0, 2))
+                variance[bad_q] = np.nan
+                mse[bad_q] = np.nan
+            query_frames.append(
+                {
+                    "cell": cell_index,
+                    "estimator": label,
+                    "pair": np.arange(n),  # query index
+                    "bias2": np.mean((mean_out - exact2) ** 2, axis=-1),
+                    "variance": variance,
+                    "mse": mse,
+                    "theory_mse": np.nan,
+                    "truth": np.nan,
+                }
+            )
         times = all_seconds[i][np.isfinite(all_seconds[i])]
         timing_rows.append(
             {
@@ -189,8 +191,8 @@ def attention_finalize(
             }
         )
     out = {
-        "trials": pd.concat(trial_frames, ignore_index=True),
-        "pairs": pd.concat(query_frames, ignore_index=True),
+        "trials": frame(trial_frames),
+        "pairs": frame(query_frames),
         "timings": pd.DataFrame(timing_rows),
     }
     if "data_stats" in parts[0]:

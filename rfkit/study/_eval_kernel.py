@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._backend import to_numpy
+from .._random import RewoundGenerators
 from ..exceptions import InvalidParameterError, RFKitError, StudyError
 from ._builtin_records import theory_mse
 from ._cell_data import cell_data, study_backend
@@ -52,7 +53,7 @@ def kernel_ratios(
     Y: np.ndarray,
     log_truth: np.ndarray,
     streams: list[Any],
-    cache: dict[tuple[Any, ...], np.ndarray] | None = None,
+    cache: dict[Any, Any] | None = None,
 ) -> np.ndarray:
     """Ratios estimate/truth, (trials, pairs), for the given trial streams.
 
@@ -67,7 +68,10 @@ def kernel_ratios(
         key = (fm.projection, fm.n_features, d)  # the cache lives for one chunk of streams
         W = cache.get(key)
         if W is None:
-            W = cache[key] = fm.projection_streams(d, streams)
+            gens = cache.get("generators")  # the chunk's streams as generators, rewound for each draw
+            if gens is None:
+                gens = cache["generators"] = RewoundGenerators(streams)
+            W = cache[key] = fm.projection_streams(d, gens.fresh())
         draw = fm.from_projection(d, len(streams), W)
     else:
         draw = fm.sample_streams(d, streams)
@@ -121,7 +125,7 @@ def kernel_partial(unit: WorkUnit, setup: dict[str, Any]) -> dict[str, Any]:
     fms = setup["fms"]
     ratio = np.full((len(fms), len(trials), X.shape[0]), np.nan)
     status = np.full((len(fms), len(trials)), "ok", dtype=object)
-    cache: dict[tuple[Any, ...], np.ndarray] = {}  # directions shared within this chunk
+    cache: dict[Any, Any] = {}  # directions shared within this chunk
     for i, (label, fm) in enumerate(zip(setup["labels"], fms)):
         fit_error = setup["fit_errors"][i]
         if fit_error is not None:  # the map could not be fitted to this cell's data: no trial can run

@@ -71,10 +71,14 @@ def read_run_manifest(path: Path) -> dict[str, Any]:
 
 
 def write_run_manifest(out: Path, body: Mapping[str, Any]) -> None:
-    """Write ``out/run.json`` atomically (fsync) with a checksum of exactly what is read back."""
+    """Write ``out/run.json`` atomically with a checksum of exactly what is read back.
+
+    Rewritten after every work unit, so not flushed to disk each time (see :mod:`._atomic`): after a
+    machine crash a damaged ``run.json`` is reported and the run can be started again.
+    """
     clean = json.loads(canonical_json({"format": FORMAT, **body}))
     clean["checksum"] = _checksum(clean)
-    write_atomic(Path(out) / RUN_MANIFEST, json.dumps(clean, indent=1).encode(), fsync=True)
+    write_atomic(Path(out) / RUN_MANIFEST, json.dumps(clean, indent=1).encode())
 
 
 def _read_result_manifest(out: Path) -> dict[str, Any] | None:

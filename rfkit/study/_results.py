@@ -87,9 +87,14 @@ class StudyResult:
         and counted in ``n_nonfinite``, and ``status`` says why a row is not ``"ok"``
         (:func:`~rfkit.study._tables.summarize`).
         """
-        return summarize(
-            self.trials, ["cell", "estimator", *self.grid_columns], self.design.metrics, confidence
-        )
+        key = (id(self.trials), self.trials.shape, tuple(self.design.metrics), float(confidence))
+        cached = self.__dict__.get("_summary_cache")
+        if cached is None or cached[0] != key:  # computed once per table: the report asks several times
+            table = summarize(
+                self.trials, ["cell", "estimator", *self.grid_columns], self.design.metrics, confidence
+            )
+            cached = self.__dict__["_summary_cache"] = (key, table)
+        return cached[1].copy()  # a copy: a caller's edits never reach the next call
 
     def compare_theory(self) -> pd.DataFrame:  # noqa: C901
         """Measured vs closed-form MSE (mean over pairs), with MCSE and ``z``.

@@ -34,9 +34,10 @@ def _random_R(T, k, d, seed):
     return np.random.default_rng(seed).integers(0, 1 << B, size=(T, k + 1, d), dtype=np.int64)
 
 
-@pytest.mark.parametrize("k, d", [(0, 3), (1, 1), (4, 7), (8, 40)])
+@pytest.mark.parametrize("k, d", [(0, 3), (1, 1), (4, 7), (8, 40), (12, 300), (3, 21201)])
 def test_unscrambled_points_are_scipys(k, d):
-    """With L = I and no shift the construction gives scipy's Sobol' points (scipy: Gray-code order)."""
+    """With L = I and no shift the construction gives scipy's Sobol' points (scipy: Gray-code order);
+    rfkit computes the direction numbers itself (Bratley & Fox's recurrence on Joe & Kuo's table)."""
     C = _sobol_columns(k, d)
     Y = _net_digits(C[None], np.zeros((1, d), dtype=np.int64), 1 << k)[0]
     ref = np.ldexp(qmc.Sobol(d, scramble=False, bits=30).random_base2(k), B).astype(np.int64)

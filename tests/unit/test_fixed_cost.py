@@ -1,0 +1,126 @@
+"""The small fixed cost of a study (issue 23): statistics without statsmodels, PDF font subsets made
+once, plain-text log tick labels, rewound trial generators, SciPy's stats module not imported for QMC.
+Each replacement is checked against what it replaces."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rfkit._random import RewoundGenerators
+from rfkit.study._mcse import mcse_summary
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 40, 1000])
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_t_interval_is_statsmodels(n, confidence):
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    v = np.random.default_rng(n).standard_normal(n) * 3 + 1
+    s = mcse_summary(v, confidence)
+    lo, hi = DescrStatsW(v).tconfint_mean(alpha=1 - confidence)
+    np.testing.assert_allclose([s["ci_low"], s["ci_high"]], [lo, hi], rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("n, k", [(1, 0), (1, 1), (12, 0), (12, 5), (40, 40), (1000, 937)])
+@pytest.mark.parametrize("confidence", [0.9, 0.95])
+def test_wilson_interval_is_statsmodels(n, k, confidence):
+    from statsmodels.stats.proportion import proportion_confint
+
+    v = np.r_[np.ones(k), np.zeros(n - k)]
+    s = mcse_summary(v, confidence, proportion=True)
+    lo, hi = proportion_confint(k, n, alpha=1 - confidence, method="wilson")
+    np.testing.assert_allclose([s["ci_low"], s["ci_high"]], [lo, hi], rtol=1e-13, atol=1e-15)
+
+
+def test_rewound_generators_repeat_their_streams():
+    streams = [np.random.SeedSequence(11, spawn_key=(2, t)) for t in range(5)]
+    gens = RewoundGenerators(streams)
+    first = [g.standard_normal(3) for g in gens.fresh()]
+    again = [g.standard_normal(3) for g in gens.fresh()]
+    alone = [np.random.default_rng(s).standard_normal(3) for s in streams]
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, alone)
+    with pytest.raises(Exception, match="SeedSequence"):
+        RewoundGenerators([np.random.default_rng(0)])
+
+
+def test_qmc_draw_does_not_import_scipy_stats():
+    code = (
+        "import sys, rfkit as rk\n"
+        "rk.projections.sample_projection('qmc', 16, 5, rng=0)\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_log_tick_labels_are_plain_text():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from rfkit.plots import label_axes
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 64], [1e-3, 1e-2, 3.0])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    label_axes(ax, "x", "y")
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() + ax.get_xticklabels() if t.get_text()]
+    plt.close(fig)
+    assert labels and not any("$" in t for t in labels)
+    assert "10⁻²" in labels and "2⁶" in labels
+
+
+def test_pdf_font_subsets_are_reused_and_checked(tmp_path, monkeypatch):
+    """A second figure reuses the first one's subset (memory, then disk); a damaged disk entry is
+    made again; the PDFs embed TrueType (Type 42 / CIDFontType2) fonts either way."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from rfkit.plots import _fonts, save_figure
+
+    monkeypatch.setattr(_fonts, "_disk_folder", lambda: tmp_path / "cache")
+    monkeypatch.setattr(_fonts, "_CACHE", {})
+    made = []
+
+    def draw(name: str, text: str) -> bytes:
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1], label=text)
+        ax.set_title(text)
+        save_figure(fig, tmp_path / name)
+        plt.close(fig)
+        return (tmp_path / f"{name}.pdf").read_bytes()
+
+    from matplotlib.backends import _backend_pdf_ps as pdfps
+
+    original = pdfps.get_glyphs_subset
+
+    def counting(fontfile, glyphs):
+        made.append(len(glyphs))
+        return original(fontfile, glyphs)
+
+    monkeypatch.setattr(pdfps, "get_glyphs_subset", counting)
+    a = draw("a", "MSE ± 2 MCSE, α = 0.5")
+    assert made, "the first figure makes its subset"
+    n_made = len(made)
+    b = draw("b", "relative MSE, β")
+    assert len(made) == n_made, "the second figure reuses the subset in memory"
+    monkeypatch.setattr(_fonts, "_CACHE", {})
+    draw("c", "MSE ± 2 MCSE, α = 0.5")
+    assert len(made) == n_made, "a new process (empty memory cache) reads the subset from disk"
+    for f in (tmp_path / "cache").glob("*.ttf"):
+        f.write_bytes(f.read_bytes()[:-7])  # damaged: no longer matches its checksum
+    monkeypatch.setattr(_fonts, "_CACHE", {})
+    draw("d", "MSE ± 2 MCSE, α = 0.5")
+    assert len(made) > n_made, "a damaged entry is made again"
+    for pdf in (a, b):
+        assert b"/CIDFontType2" in pdf and b"/FontFile2" in pdf and b"/Type3" not in pdf
