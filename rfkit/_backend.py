@@ -26,7 +26,9 @@ Rules (docs page *Backends and scaling*):
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
+import threading
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
@@ -321,12 +323,44 @@ class Backend:
         return bool(self.xp.any(a))
 
     def count(self, a: Any) -> int:
-        """Number of true entries of a boolean array."""
+        """Number of true entries of a boolean array (one kernel and one read-back on an accelerator)."""
+        if self.name == "numpy":
+            return int(np.count_nonzero(a))
+        if self.name in ("torch", "cupy"):
+            return int(self.native.count_nonzero(a))
         return int(self.xp.sum(self.xp.astype(a, self.xp.int64)))
+
+    def max_abs(self, a: Any) -> Any:
+        """``max |a|`` as a 0-d array of ``a``'s library (NaN if ``a`` holds a NaN), without a
+        temporary where the library has a fused reduction (one kernel on an accelerator)."""
+        if self.name == "torch":
+            return self.native.linalg.vector_norm(a, math.inf)
+        if self.name == "numpy":
+            return np.maximum(np.max(a), -np.min(a))
+        return self.xp.max(self.xp.abs(a))
+
+    def scalar(self, value: float, dtype: Any) -> Any:
+        """A 0-d array ``value`` of ``dtype`` on this backend's device, made once and cached
+        (a new one would be a host-to-device copy on every call on an accelerator)."""
+        key = ("scalar", float(value), self.name, str(self.device), self.dtype_name(dtype))
+        with _SCALAR_LOCK:
+            out = _SCALARS.get(key)
+            if out is None:
+                out = _SCALARS[key] = self.xp.asarray(value, dtype=dtype, device=self.device)
+        return out
+
+    @property
+    def native(self) -> ModuleType:
+        """The library itself (``torch``, ``cupy``), for the few fused operations the standard lacks."""
+        return importlib.import_module(self.name)
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r}, device={self.device!r})"
 
+
+#: device scalars made by :meth:`Backend.scalar`
+_SCALARS: dict[tuple[Any, ...], Any] = {}
+_SCALAR_LOCK = threading.Lock()
 
 _NUMPY_OF = {"float32": np.float32, "float64": np.float64, "bool": np.bool_, "int64": np.int64}
 

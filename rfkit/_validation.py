@@ -223,7 +223,10 @@ def check_finite_and_norms(arrays: dict[str, Any], owner: str, norms: tuple[str,
     bk = get_backend(*live.items())
     xp = bk.xp
     with np.errstate(invalid="ignore"):
-        tops = bk.to_numpy(xp.stack([xp.astype(xp.max(xp.abs(a)), xp.float64) for a in live.values()]))
+        maxima = [bk.max_abs(a) for a in live.values()]
+        if len({str(m.dtype) for m in maxima}) > 1:
+            maxima = [xp.astype(m, xp.float64) for m in maxima]
+        tops = bk.to_numpy(xp.stack(maxima)).astype(np.float64)
     for (name, a), top in zip(live.items(), tops.tolist()):
         if not math.isfinite(top):
             as_float_array(a, name, backend=bk)  # raises, naming the first NaN or infinity

@@ -182,7 +182,7 @@ def _key_logits(job: CausalJob, rows: slice, ci: int, pad: Any, bk: Backend) -> 
     Lk, rk_ = job.fz.logits(job.K[:, rows, :], "key", ci)
     Lk += rk_[..., None]
     if pad is not None:
-        Lk = xp.where(pad[..., None], xp.asarray(-math.inf, dtype=Lk.dtype, device=bk.device), Lk)
+        Lk = xp.where(pad[..., None], bk.scalar(-math.inf, Lk.dtype), Lk)
     return Lk
 
 
@@ -253,7 +253,7 @@ def _block_pass(
             u, lq = fz.features(job.Q[:, rows, :], "query")
             w, b = fz.features(job.K[:, rows, :], "key")
             if pad is not None:
-                b = xp.where(pad, xp.asarray(-math.inf, dtype=b.dtype, device=bk.device), b)
+                b = xp.where(pad, bk.scalar(-math.inf, b.dtype), b)
             Dn = int(u.shape[-1])
             u = xp.reshape(u, L + (G, cb, Dn))
             w = xp.reshape(w, L + (G, cb, Dn))

@@ -408,8 +408,16 @@ def finish_ratio(log_scale: Any, num: Any, den: Any, n_threads: int | None = Non
     bk = get_backend(("num", num), ("den", den))
     xp = bk.xp
     shape = tuple(num.shape)
+    nan = bk.scalar(math.nan, num.dtype)
+    inf = bk.scalar(math.inf, num.dtype)
+    lead = math.prod(shape[:-2])
+    blocks = bk.row_blocks(shape[-2], lead * (shape[-1] + 1))
+    if len(blocks) == 1 and not bk.uses_thread_pool:  # an accelerator: a few large kernels, one read-back
+        ok = (den > 0) & (den < inf)  # False for NaN, infinity and den <= 0
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            out = xp.where(ok[..., None], num / den[..., None], nan)
+        return out, math.prod(shape[:-1]) - bk.count(ok)
     out = bk.empty(shape, num.dtype)
-    nan = xp.asarray(math.nan, dtype=num.dtype, device=bk.device)
 
     def one(rows: slice) -> int:
         d = den[..., rows]
@@ -420,8 +428,6 @@ def finish_ratio(log_scale: Any, num: Any, den: Any, n_threads: int | None = Non
         out[..., rows, :] = xp.where(bad[..., None], nan, o) if nbad else o
         return nbad
 
-    lead = math.prod(shape[:-2])
-    blocks = bk.row_blocks(shape[-2], lead * (shape[-1] + 1))
     return out, sum(bk.run_blocks(one, blocks, n_threads))
 
 

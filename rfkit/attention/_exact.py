@@ -98,7 +98,7 @@ def softmax(
         for q0 in range(0, n, qc)
     ]
     cols = bk.arange(M)
-    neg = xp.asarray(-math.inf, dtype=x.dtype, device=bk.device)
+    neg = bk.scalar(-math.inf, x.dtype)
 
     def one(task: tuple[slice, slice]) -> int:
         bs, qs = task

@@ -121,7 +121,7 @@ def _is_key_block(job: ISJob, ks: slice, bk: Backend) -> tuple[Any, Any]:
     keep = None
     if job.pad is not None:
         pad = job.pad[:, ks]
-        L = xp.where(pad[..., None], xp.asarray(-math.inf, dtype=L.dtype, device=bk.device), L)
+        L = xp.where(pad[..., None], bk.scalar(-math.inf, L.dtype), L)
         keep = xp.astype(~pad, L.dtype)
     t = xp.max(L, axis=-2)  # one shift per sample, common to every key (never per key)
     L -= (t if keep is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None, :]

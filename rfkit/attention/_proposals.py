@@ -161,7 +161,7 @@ def causal_offsets(bk: Backend, lq: Any, log_counts: Any, comp: np.ndarray, n_ch
     terms = lq + log_counts  # (B, S, C)
     run_ = terms[..., 0]
     rows = []
-    neg = xp.asarray(-math.inf, dtype=lq.dtype, device=bk.device)
+    neg = bk.scalar(-math.inf, lq.dtype)
     for c in range(n_chunks):
         if c > 0:
             run_ = xp.logaddexp(run_, terms[..., c])

@@ -36,7 +36,7 @@ def _ra_block(
     half_k = 0.5 * xp.vecdot(Kb, Kb, axis=-1)
     Qc = x.Q[b, qs, :]
     S = int(u_np.shape[1])
-    neg = xp.asarray(-math.inf, dtype=x.dtype, device=bk.device)
+    neg = bk.scalar(-math.inf, x.dtype)
     L = Qc @ xp.matrix_transpose(Kb)  # (c, M) logits
     drop = None
     if causal:

@@ -168,7 +168,7 @@ def _key_block(job: _Job, ks: slice, bk: Backend) -> tuple[Any, Any]:
     pad = None if job.pad is None else job.pad[:, ks]
     keep = None if pad is None else xp.astype(~pad, job.K.dtype)
     V1 = with_ones(bk, job.V[:, ks, :], keep)
-    neg = xp.asarray(-math.inf, dtype=job.K.dtype, device=bk.device)
+    neg = bk.scalar(-math.inf, job.K.dtype)
     if fz.fast:
         P, r = fz.logits(job.K[:, ks, :], "key")
         P += r[..., None]  # full log-features of the keys
@@ -197,6 +197,9 @@ def _query_block(job: _Job, qs: slice, bk: Backend) -> None:
     else:
         u, ls = fz.features(job.Q[:, qs, :], "query")
         ls = ls + job.top[..., None]
+    if job.nd is None:  # one block of every row (an accelerator): the product is the result, no copy
+        job.nd, job.log_scale = u @ job.S1, ls
+        return
     bk.matmul_into(u, job.S1, job.nd, (Ellipsis, qs, slice(None)))
     job.log_scale[..., qs] = ls
 
@@ -222,15 +225,17 @@ def _bidirectional(jobs: list[_Job], bk: Backend, n_threads: int, cap: int | Non
         # per feature column (exponential maps) or per slice: top is finite, every slice keeps a key
         expand = (lambda f: f[..., :, None]) if job.fz.fast else (lambda f: f[..., None, None])
         job.top, job.S1 = shifted_sum(xp, blocks, expand)
-        S1 = job.S1
-        dv1 = int(S1.shape[-1])  # type: ignore[union-attr]
-        job.log_scale = bk.empty(job.lead + (n,), job.Q.dtype)
-        job.nd = bk.empty(job.lead + (n, dv1), job.Q.dtype)
     qt = [
         (ji, qs)
         for ji, job in enumerate(jobs)
         for qs in row_blocks(n, job.D * math.prod(job.lead), budget=budget(bk, _BLOCK_ELEMS), cap=cap)
     ]
+    whole = len(qt) == len(jobs) and not bk.uses_thread_pool  # one block per job: no output arrays to fill
+    for job in jobs:
+        if not whole:
+            dv1 = int(job.S1.shape[-1])  # type: ignore[union-attr]
+            job.log_scale = bk.empty(job.lead + (n,), job.Q.dtype)
+            job.nd = bk.empty(job.lead + (n, dv1), job.Q.dtype)
     run(bk, lambda t: _query_block(jobs[t[0]], t[1], bk), qt, n_threads)
 
 
