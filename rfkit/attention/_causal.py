@@ -47,10 +47,13 @@ from ._common import budget, run, with_ones
 
 __all__ = ["CausalJob", "Featurizer", "run_causal", "ROUND_ELEMS", "SEGMENT_ELEMS"]
 
-#: A segment (the unit of parallel work) holds about this many feature elements.
-SEGMENT_ELEMS = 1 << 17
-#: The segments of one round (whose query features wait for the scan) hold about this many.
-ROUND_ELEMS = 1 << 20
+#: A segment (the unit of parallel work) holds at most about this many feature elements.
+SEGMENT_ELEMS = 1 << 19
+#: The segments of one round (whose query features wait for the scan) hold about this many
+#: (64 MiB of float64: a constant, so memory stays linear in ``n``).
+ROUND_ELEMS = 1 << 23
+#: Each thread gets at least this many segments of a round when the rows allow it (balance).
+SEGMENTS_PER_THREAD = 3
 
 
 class Featurizer(Protocol):
@@ -88,13 +91,22 @@ class CausalJob:
 
 
 def _segments(
-    edges: tuple[int, ...], c: int, per_row: int, seg_elems: int
+    edges: tuple[int, ...], c: int, per_row: int, seg_elems: int, lanes: int = 1
 ) -> list[tuple[int, int, int, int]]:
-    """(first row, blocks, block rows, chunk) of every segment, in row order (sizes only).
+    """(first row, blocks, block rows, chunk) of every segment, in row order.
 
     ``per_row``: work elements per row (feature columns plus the in-block ``c x c`` part).
+    Blocks (``c`` rows) depend on the sizes only; a segment groups up to ``seg_elems`` worth
+    of consecutive blocks into one batched step (fewer, larger array operations), and with
+    ``lanes`` threads the groups are kept small enough that every thread gets about
+    :data:`SEGMENTS_PER_THREAD` of them. The grouping changes nothing in the arithmetic of a
+    block (a batched product is the products of its blocks), so results stay bit-identical for
+    every thread count.
     """
     G = max(1, seg_elems // max(c * per_row, 1))
+    if lanes > 1:
+        blocks = sum(-(-(edges[i + 1] - edges[i]) // c) for i in range(len(edges) - 1))
+        G = max(1, min(G, blocks // (SEGMENTS_PER_THREAD * lanes)))
     out = []
     for ci in range(len(edges) - 1):
         a, b = edges[ci], edges[ci + 1]
@@ -126,7 +138,8 @@ def run_causal(jobs: list[CausalJob], bk: Backend, c: int, n_threads: int) -> No
         job.nd = bk.empty(L + (n, dv1), job.Q.dtype)
         if job.want_ess:
             job.ess = bk.empty(L + (n,), job.Q.dtype)
-        job.segments = _segments(job.edges, c, (job.D + c) * math.prod(L), budget(bk, SEGMENT_ELEMS))
+        lanes = n_threads if bk.uses_thread_pool else 1
+        job.segments = _segments(job.edges, c, (job.D + c) * math.prod(L), budget(bk, SEGMENT_ELEMS), lanes)
     tasks = [(ji, si) for ji, job in enumerate(jobs) for si in range(len(job.segments))]
     # Rounds of consecutive segments: their query features wait in memory for the scan.
     rounds: list[list[tuple[int, int]]] = []

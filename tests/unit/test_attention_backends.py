@@ -237,7 +237,7 @@ def test_results_are_bit_identical_for_any_thread_count(name, small_segments):
     mask[1, 250:] = True
     fn = THREAD_CASES[name]
     base = _arrays(fn(Q, K, V, mask, 1))
-    for nt in (2, 3):
+    for nt in (2, 3, 8):  # causal scans group their blocks by the thread count: results may not move
         with rk.threads(nt):  # the context and the argument agree
             other = _arrays(fn(Q, K, V, mask, nt))
         for a, b in zip(base, other):
