@@ -99,14 +99,19 @@ class _Featurizer:
         self.fast = form is not None
         if form is not None:
             W, e = form.W, form.offsets  # (D, d) / (T, D, d); (D,) / (T, D) or None
-            WT = np.swapaxes(W, -1, -2)
+            host = isinstance(W, np.ndarray)  # else drawn on the device (draws = "backend")
+            WT = np.swapaxes(W, -1, -2) if host else bk.xp.matrix_transpose(W)
             if W.ndim == 3:  # T draws: (T, 1, d, D) broadcasts against (g, rows, d) slices
                 WT = WT[:, None]
                 if e is not None:
                     e = e[:, None, None, :]
             # on the backend's device, once per draw (a draw reused across calls moves them once)
-            self.WT = draw.param_on(bk, "rfa_WT", np.ascontiguousarray(WT), dtype)
-            self.e = None if e is None else draw.param_on(bk, "rfa_e", np.ascontiguousarray(e), dtype)
+            self.WT = draw.param_on(bk, "rfa_WT", np.ascontiguousarray(WT) if host else WT, dtype)
+            self.e = (
+                None
+                if e is None
+                else draw.param_on(bk, "rfa_e", np.ascontiguousarray(e) if host else e, dtype)
+            )
             self.c = form.constant
             self.transform = form.transform
 

@@ -134,6 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 lock_timeout=args.wait_lock,
                 backend=args.backend,
                 device=args.device,
+                draws=args.draws,
             )
             set_paper_size(args.paper_size)
             report = write_report(result, out)

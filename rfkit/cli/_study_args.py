@@ -162,6 +162,14 @@ def add_study_commands(sub: Any) -> None:
         "NumPy's to round-off",
     )
     p_run.add_argument(
+        "--draws",
+        default=None,
+        choices=["numpy", "backend"],
+        help="where random directions are drawn: NumPy streams per trial (the same numbers on every "
+        "backend), or the backend's own generator on its device (statistically equivalent, other "
+        "numbers; default: the study file's, else numpy)",
+    )
+    p_run.add_argument(
         "--allow-large",
         action="store_true",
         help="run a study whose estimated work or memory is beyond this machine (refused otherwise, "

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._validation import check_int
 from ..exceptions import NotFittedError, ShapeError
+from ..projections import sample_projection_on
 from ._draw import FeatureDraw, Features
 from ._stacked import sample_with_hook, stack_draws, streams_with_hook
 
@@ -47,6 +48,10 @@ class FeatureMap(abc.ABC):
     #: maps with this flag and equal (projection, n_features, dim) get identical directions from
     #: identical streams, so a study draws them once per chunk of trials and shares them.
     shares_projection: bool = False
+    #: True when the map's draws accept directions that live on a device
+    #: (:meth:`projection_on` and :meth:`from_projection` with an array of another library):
+    #: a study with ``draws = "backend"`` draws them there. Other maps draw with NumPy.
+    device_draws: bool = False
 
     @property
     def name(self) -> str:
@@ -173,6 +178,26 @@ class FeatureMap(abc.ABC):
         ``_sample_one`` hook raise :class:`NotImplementedError`.
         """
         return self._projection_streams(dim, rngs)
+
+    def projection_on(self, dim: int, n_draws: int | None, gen: Any) -> Any:
+        """Random directions drawn on a device by the library's own generator, ``(T, m, d)``.
+
+        ``gen`` is a :class:`~rfkit._backend_random.BackendGenerator`; the directions have the
+        distribution of :meth:`projection_streams`'s (statistically equivalent, other numbers) and
+        stay on ``gen``'s device, for :meth:`from_projection`. Maps with ``device_draws``
+        only; others raise :class:`NotImplementedError`.
+        """
+        if not self.device_draws:
+            raise NotImplementedError(
+                f"{self.name} draws its directions with NumPy only (device_draws is False)."
+            )
+        return sample_projection_on(
+            self.projection,  # type: ignore[attr-defined]
+            self.n_features,  # type: ignore[attr-defined]
+            dim,
+            gen,
+            n_draws=n_draws,
+        )
 
     def from_projection(self, dim: int, n_draws: int | None, W: np.ndarray | None) -> FeatureDraw:
         """The draw of this map around given directions ``W`` (``None`` for deterministic maps).

@@ -48,6 +48,7 @@ class _ExpMap(FeatureMap):
     projection: str
     hyperbolic: bool = False
     shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
+    device_draws = True  # its draws take directions drawn on a device (draws = "backend")
 
     def feature_dim(self, dim: int) -> int:
         return (2 if self.hyperbolic else 1) * self.n_features  # type: ignore[attr-defined]
@@ -282,6 +283,11 @@ class OPRF(_ExpMap):
         return float(self.A)  # type: ignore[arg-type]
 
 
+def _xp(a: Any) -> Any:
+    """The array namespace of a device array (directions drawn with ``draws = "backend"``)."""
+    return get_backend(("W", a)).xp
+
+
 class ExpDraw(FeatureDraw):
     """A draw of an exponential-family map (see the module docstring for the formula).
 
@@ -316,7 +322,8 @@ class ExpDraw(FeatureDraw):
         if A is not None and A.ndim == 2:
             self._Ainv = np.linalg.inv(A)
         m = W.shape[-2]
-        self._sqnorm = np.sum(W * W, axis=-1)  # (T?, m)
+        # (T?, m); W may live on a device (draws = "backend"): computed with its own library
+        self._sqnorm = np.sum(W * W, axis=-1) if isinstance(W, np.ndarray) else _xp(W).sum(W * W, axis=-1)
         # python floats: "weak" scalars that keep float32 inputs in float32 (NEP 50)
         self._b = float(np.sqrt(1.0 - 4.0 * a))
         half_logdet = float(0.25 * dim * np.log1p(-4.0 * a))
@@ -343,9 +350,10 @@ class ExpDraw(FeatureDraw):
             W = self.projection * self._b
             e = self.a * self._sqnorm if self.a != 0.0 else None
             if self.hyperbolic:
-                W = np.concatenate([W, -W], axis=-2)
+                cat = np.concatenate if isinstance(W, np.ndarray) else _xp(W).concat
+                W = cat([W, -W], axis=-2)
                 if e is not None:
-                    e = np.concatenate([e, e], axis=-1)
+                    e = cat([e, e], axis=-1)
             self._llf = (W, e, float(self._c))
         return self._llf
 

@@ -49,6 +49,7 @@ class Trig(FeatureMap):
     projection: str = "iid"
     is_positive = False
     shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
+    device_draws = True  # its draws take directions drawn on a device (draws = "backend")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_features", check_n_features(self.n_features, "Trig"))

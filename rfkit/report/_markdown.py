@@ -66,6 +66,17 @@ def provenance_line(result: StudyResult) -> str:
             if prov.get("backend", "numpy") != "numpy" and prov.get("device_name")
             else ""
         )
+        + (
+            "; random directions drawn by the backend's own generator on its device (draws = backend"
+            + (
+                f"; NumPy draws for {', '.join(map(str, prov['numpy_draws']))}"
+                if prov.get("numpy_draws")
+                else ""
+            )
+            + ")"
+            if prov.get("draws") == "backend"
+            else ""
+        )
         + f"; rfkit {versions.get('rfkit', '?')}, numpy {versions.get('numpy', '?')}."
     )
 

@@ -83,6 +83,7 @@ _TOP_KEYS = {
     "on_error",
     "backend",
     "device",
+    "draws",
     "name",
     "description",
     "kind",
@@ -146,6 +147,15 @@ class Design:
         draws stay NumPy and are moved to ``device``, so the tables equal NumPy's to round-off.
     device : str, optional
         Device of the backend (``"cuda"``, ``"cuda:1"``, ``"cpu"``); default: the library's default.
+    draws : {"numpy", "backend"}, default="numpy"
+        Where random directions are drawn. ``"numpy"``: one NumPy stream per trial (the same
+        numbers on every backend). ``"backend"``: by the backend's own generator on its device,
+        seeded per work unit from the same seed tree, for the maps that can (``device_draws``:
+        PRF/FAVOR+, hyperbolic PRF, OPRF, CEXP/HCEXP, trigonometric features), in kernel cells and
+        for RFA in attention cells (other maps and estimators keep NumPy draws, as the
+        provenance records). Reproducible per backend and device; statistically equivalent to,
+        not the same numbers as, NumPy's draws (docs page *Backends and scaling*). Part of
+        :meth:`hash` when not ``"numpy"``.
     on_error : {"raise", "record"}, default="raise"
         What :func:`rfkit.study.run` does with a failing trial (or a data-dependent map that cannot
         be fitted to a cell's data) unless its own ``on_error`` says otherwise: stop, or record the
@@ -176,6 +186,7 @@ class Design:
     quick: dict[str, Any] = dataclasses.field(default_factory=dict)
     backend: str = "numpy"
     device: str | None = None
+    draws: str = "numpy"
     on_error: str = "raise"
     imports: list[str] = dataclasses.field(default_factory=list)
     allow_large: bool = False
@@ -366,7 +377,9 @@ class Design:
         base["name"] = self.name
         return Design(**base, source=f"{self.source} [quick]")
 
-    def on_backend(self, backend: str | None = None, device: str | None = None) -> Design:
+    def on_backend(
+        self, backend: str | None = None, device: str | None = None, draws: str | None = None
+    ) -> Design:
         """The design computed on another array backend (``"numpy"``, ``"torch"``, ``"cupy"``) and device.
 
         The numbers are the same up to round-off (directions and data are NumPy draws moved to
@@ -380,6 +393,8 @@ class Design:
                 d["device"] = None
         if device is not None:
             d["device"] = device
+        if draws is not None:
+            d["draws"] = draws
         return Design(**d, source=self.source)
 
     def with_trials(self, trials: int) -> Design:
@@ -394,6 +409,8 @@ class Design:
         d.pop("source")
         if d["allow_large"] is False:  # plain designs keep the form they had before the key existed
             d.pop("allow_large")
+        if d["draws"] == "numpy":  # likewise: NumPy draws are what every design had before
+            d.pop("draws")
         return d
 
     def hash(self) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import theory
 from .._backend import BACKENDS
+from .._backend_random import BACKEND_DRAW_LIBRARIES, DRAWS
 from ..exceptions import InvalidParameterError
 from ..features import FeatureMap, check_feature_map
 from ._cell_data import cell_data
@@ -206,7 +207,14 @@ def _check_quick(d: Design) -> None:
     src, q = d.source, d.quick
     for key, value in q.items():
         where = f"quick.{key}"
-        if key not in _QUICK_KEYS and key not in ("seed", "backend", "device", "on_error", "imports"):
+        if key not in _QUICK_KEYS and key not in (
+            "seed",
+            "backend",
+            "device",
+            "draws",
+            "on_error",
+            "imports",
+        ):
             raise _err(
                 src, where, f"is not a key a [quick] profile overrides (allowed: {list(_QUICK_KEYS)})", key
             )
@@ -246,6 +254,16 @@ def _check_backend(d: Design) -> None:
         raise _err(src, "backend", f"must be one of {list(BACKENDS)}", d.backend)
     if d.device is not None and (not isinstance(d.device, str) or not d.device):
         raise _err(src, "device", "must be a device name such as 'cuda', 'cuda:1' or 'cpu'", d.device)
+    if d.draws not in DRAWS:
+        raise _err(src, "draws", f"must be one of {list(DRAWS)}", d.draws)
+    if d.draws == "backend" and d.backend not in BACKEND_DRAW_LIBRARIES:
+        raise _err(
+            src,
+            "draws",
+            f"'backend' needs a library with its own generator ({', '.join(BACKEND_DRAW_LIBRARIES)}); "
+            f"backend {d.backend!r} has none, use draws = 'numpy'",
+            d.draws,
+        )
     if d.backend == "numpy" and d.device not in (None, "cpu"):
         raise _err(src, "device", "must be 'cpu' (or absent) for backend 'numpy'", d.device)
     dev = d.device

@@ -14,6 +14,7 @@ from .._backend import get_backend
 from ..attention import RFA, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
+from ._device_draws import DeviceDraws, device_map, unit_seed
 from ._estimators import build_attention_estimator, check_attention_output
 from ._units import WorkUnit, computed_metrics, concat_chunks, frame
 
@@ -53,16 +54,33 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
     status = np.full((E, Tk), "ok", dtype=object)
     nonpos = np.zeros((E, Tk))
     seconds = np.full((E, Tk), np.nan)
+    device = None
+    if design.draws == "backend":  # directions of RFA drawn on the device, per work unit
+        seed = unit_seed(unit.entropy, unit.spawn_key, unit.cell_index, unit.chunk)
+        device = DeviceDraws(bk, seed, Tk)
+    d = int(Q.shape[-1])
     for i, est in enumerate(design.estimators):
         label = design.label(est)
         params = cell_estimator_params(design, est, cell, causal)
         estimator = _fit_once(build_attention_estimator(params), Qb, Kb)
+        on_device = (
+            device is not None
+            and isinstance(estimator, RFA)
+            and estimator.shared_across_heads
+            and device_map(estimator.feature_map)
+            and not estimator.feature_map.needs_data
+        )
         for j, t in enumerate(trials):
             try:
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
-                    res = estimator(Qb, Kb, Vb, rng=streams[j])
+                    if on_device:
+                        fm = estimator.feature_map
+                        W = device.projection(fm, d)[j]  # type: ignore[union-attr]
+                        res = estimator(Qb, Kb, Vb, draw=fm.from_projection(d, None, W))
+                    else:
+                        res = estimator(Qb, Kb, Vb, rng=streams[j])
                     # on the host (synchronises an accelerator: part of the time), shape checked
                     output = check_attention_output(res, exact.shape, estimator)
                 seconds[i, j] = time.perf_counter() - t0

@@ -18,6 +18,7 @@ from .._random import RewoundGenerators
 from ..exceptions import InvalidParameterError, RFKitError, StudyError
 from ._builtin_records import theory_mse
 from ._cell_data import cell_data, study_backend
+from ._device_draws import DeviceDraws, device_map, unit_seed
 from ._estimators import build_feature_map
 from ._records import closed_form_record
 from ._units import WorkUnit, computed_metrics, concat_chunks, frame
@@ -54,6 +55,7 @@ def kernel_ratios(
     log_truth: np.ndarray,
     streams: list[Any],
     cache: dict[Any, Any] | None = None,
+    device: DeviceDraws | None = None,
 ) -> np.ndarray:
     """Ratios estimate/truth, (trials, pairs), for the given trial streams.
 
@@ -64,7 +66,9 @@ def kernel_ratios(
     ``sample_streams``.
     """
     d = X.shape[1]
-    if cache is not None and fm.is_random and fm.shares_projection:
+    if device is not None and device_map(fm):  # draws = "backend": directions drawn on the device
+        draw = fm.from_projection(d, len(streams), device.projection(fm, d))
+    elif cache is not None and fm.is_random and fm.shares_projection:
         key = (fm.projection, fm.n_features, d)  # the cache lives for one chunk of streams
         W = cache.get(key)
         if W is None:
@@ -126,6 +130,10 @@ def kernel_partial(unit: WorkUnit, setup: dict[str, Any]) -> dict[str, Any]:
     ratio = np.full((len(fms), len(trials), X.shape[0]), np.nan)
     status = np.full((len(fms), len(trials)), "ok", dtype=object)
     cache: dict[Any, Any] = {}  # directions shared within this chunk
+    device = None
+    if unit.design.draws == "backend":
+        seed = unit_seed(unit.entropy, unit.spawn_key, cell_index, unit.chunk)
+        device = DeviceDraws(study_backend(unit.design), seed, len(trials))
     for i, (label, fm) in enumerate(zip(setup["labels"], fms)):
         fit_error = setup["fit_errors"][i]
         if fit_error is not None:  # the map could not be fitted to this cell's data: no trial can run
@@ -139,11 +147,12 @@ def kernel_partial(unit: WorkUnit, setup: dict[str, Any]) -> dict[str, Any]:
             status[i] = f"error:{type(fit_error).__name__}"
             continue
         try:
-            ratio[i] = kernel_ratios(fm, X, Y, log_truth, streams, cache=cache)
+            ratio[i] = kernel_ratios(fm, X, Y, log_truth, streams, cache=cache, device=device)
         except Exception:  # noqa: BLE001 - replay trial by trial to name the failing ones
             for j, t in enumerate(trials):
                 try:
-                    ratio[i, j] = kernel_ratios(fm, X, Y, log_truth, streams[j : j + 1])[0]
+                    one = None if device is None else device.only(j)
+                    ratio[i, j] = kernel_ratios(fm, X, Y, log_truth, streams[j : j + 1], device=one)[0]
                 except Exception as exc:  # noqa: BLE001
                     if on_error == "raise":
                         raise unit.failure(exc, label, t) from exc

@@ -148,6 +148,8 @@ class RunFolder:
         self.ident["backend"] = (
             f"{getattr(design, 'backend', 'numpy')}:{getattr(design, 'device', None) or 'default'}"
         )
+        if getattr(design, "draws", "numpy") != "numpy":  # other numbers: never mixed with NumPy draws
+            self.ident["draws"] = design.draws
         # the code of your own modules the design names: a resume after it changed is another run
         self.ident["code"] = code_hashes(design)
         self.n_cells = len(design.cells())

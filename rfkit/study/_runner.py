@@ -23,6 +23,7 @@ from ..exceptions import InvalidParameterError
 from ._builtin import find_study
 from ._cell import finalize_cell, n_chunks, replay_trial, run_unit
 from ._design import Design, load_design
+from ._device_draws import numpy_draws
 from ._executors import _iter_results, worker_env
 from ._plain import workers_can_import
 from ._records import registered_modules
@@ -134,6 +135,7 @@ def run(
     lock_timeout: float | None = 0.0,
     backend: str | None = None,
     device: str | None = None,
+    draws: str | None = None,
 ) -> StudyResult:
     """Run a study: every cell of the grid, every estimator, all trials.
 
@@ -201,14 +203,18 @@ def run(
         closed forms and stay NumPy.
     device : str, optional
         Device of the backend (``"cuda"``, ``"cuda:1"``; overrides the design's ``device``).
+    draws : {"numpy", "backend"}, optional
+        Where random directions are drawn (overrides the design's ``draws``): NumPy streams per
+        trial, or the backend's own generator on its device, seeded per work unit (statistically
+        equivalent, not the same numbers; see :class:`Design`).
 
     Returns
     -------
     StudyResult
     """
     design = _resolve_design(design, quick, trials)
-    if backend is not None or device is not None:
-        design = design.on_backend(backend, device)
+    if backend is not None or device is not None or draws is not None:
+        design = design.on_backend(backend, device, draws)
     bk = backend_for(design.backend, design.device)  # fails early, naming a missing library
     if on_error is None:
         on_error = design.on_error
@@ -305,6 +311,8 @@ def run(
             "versions": _versions(bk),
             "machine": _machine(),
             "backend": design.backend,
+            "draws": design.draws,
+            "numpy_draws": numpy_draws(design) if design.draws == "backend" else [],
             "device": str(bk.device),
             "device_name": bk.device_name,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
