@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .._backend import get_backend
+from .._backend import get_backend, to_numpy
 from ..attention import RFA, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
@@ -63,21 +63,35 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
         label = design.label(est)
         params = cell_estimator_params(design, est, cell, causal)
         estimator = _fit_once(build_attention_estimator(params), Qb, Kb)
-        on_device = (
-            device is not None
-            and isinstance(estimator, RFA)
-            and estimator.shared_across_heads
-            and device_map(estimator.feature_map)
-            and not estimator.feature_map.needs_data
-        )
-        for j, t in enumerate(trials):
+        batched = _batched_draws(estimator, Qb, d, streams, device, bk)
+        j = 0
+        while j < Tk:
+            if (
+                batched is not None
+            ):  # RFA: several trials' draws stacked, one call (round-off apart, the same)
+                size, draw_of = batched
+                j1 = min(Tk, j + size)
+                try:
+                    t0 = time.perf_counter()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below
+                        res = estimator(Qb, Kb, Vb, draw=draw_of(j, j1))
+                        output = check_attention_output(res, (j1 - j, *exact.shape), estimator)
+                    seconds[i, j:j1] = (time.perf_counter() - t0) / (j1 - j)
+                    outs[i, j:j1] = output.reshape(j1 - j, n, dv)
+                    nonpos[i, j:j1] = _nonpositive_rows(res, j1 - j)
+                    j = j1
+                    continue
+                except Exception:  # noqa: BLE001 - replay these trials one by one to name the failing ones
+                    batched = None
+            t = trials[j]
             try:
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
-                    if on_device:
+                    if device is not None and _on_device(estimator):
                         fm = estimator.feature_map
-                        W = device.projection(fm, d)[j]  # type: ignore[union-attr]
+                        W = device.projection(fm, d)[j]
                         res = estimator(Qb, Kb, Vb, draw=fm.from_projection(d, None, W))
                     else:
                         res = estimator(Qb, Kb, Vb, rng=streams[j])
@@ -90,6 +104,7 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
                 if unit.on_error == "raise":
                     raise unit.failure(exc, label, t) from exc
                 status[i, j] = f"error:{type(exc).__name__}"
+            j += 1
     part: dict[str, Any] = {
         "outs": outs,
         "status": status.astype(str),
@@ -102,6 +117,59 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
         if stats is not None:
             part["data_stats"] = stats.assign(cell=unit.cell_index)
     return part
+
+
+#: Trials of RFA evaluated in one call carry about this many feature elements (slices x rows x D x
+#: trials) on NumPy: small problems are bound by per-call overhead and gain from stacking, large
+#: ones would only leave the cache (measured in docs page *Benchmarks*); accelerators take more.
+BATCH_ELEMS = 1 << 17
+BATCH_ELEMS_ACCELERATOR = 1 << 24
+
+
+def _on_device(estimator: Any) -> bool:
+    """RFA whose directions can be drawn on the device (shared across heads, a fitted map)."""
+    return (
+        isinstance(estimator, RFA)
+        and estimator.shared_across_heads
+        and device_map(estimator.feature_map)
+        and not estimator.feature_map.needs_data
+    )
+
+
+def _batched_draws(
+    estimator: Any, Q: Any, d: int, streams: list[Any], device: DeviceDraws | None, bk: Any
+) -> tuple[int, Any] | None:
+    """``(trials per call, draw_of(j0, j1))`` for RFA with shared draws, else None (one call per trial).
+
+    ``draw_of`` stacks the draws of trials ``j0 .. j1 - 1``: from their NumPy streams
+    (``sample_streams``: draw ``t`` is the draw of stream ``t`` alone, so each trial's output is its
+    trial-by-trial output to round-off), or, with ``draws = "backend"``, around the unit's device
+    directions.
+    """
+    if not (isinstance(estimator, RFA) and estimator.shared_across_heads):
+        return None
+    fm = estimator.feature_map
+    if fm.needs_data:  # a fit that failed once per chunk: left to fail (and be recorded) per trial
+        return None
+    width = fm.feature_dim(d)
+    per_trial = max(1, int(np.prod(Q.shape[:-1])) * width)
+    budget = BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
+    size = max(1, min(len(streams), budget // per_trial))
+    if size == 1 and device is None:
+        return None  # large problems: one call per trial, as before
+    if device is not None and _on_device(estimator):
+        return size, lambda j0, j1: fm.from_projection(d, j1 - j0, device.projection(fm, d)[j0:j1])
+    if device is not None:
+        return None
+    return size, lambda j0, j1: fm.sample_streams(d, streams[j0:j1])
+
+
+def _nonpositive_rows(res: Any, T: int) -> np.ndarray:
+    """Per trial of a stacked call: the query rows whose estimated normaliser is not > 0 (NaN output)."""
+    den = to_numpy(res.denominator_values)
+    with np.errstate(invalid="ignore"):
+        bad = ~(den > 0) | ~np.isfinite(den)
+    return bad.reshape(T, -1).sum(axis=1)
 
 
 def _fit_once(estimator: Any, Q: Any, K: Any) -> Any:
