@@ -145,11 +145,11 @@ def _floor(n: int, dtype: Any, threads: int, repeats: int) -> float:
     return 2 * med(ts["proj"]) + med(ts["kv"]) + med(ts["qs"]) + 2 * t_exp / threads
 
 
-def threads_section(quick: bool, peers: bool = True) -> dict[str, Any]:
+def threads_section(quick: bool, peers: bool = True, counts: list[int] | None = None) -> dict[str, Any]:
     n = 2048 if quick else 8192
-    reps = 3 if quick else 11
+    reps = 3 if quick else 7
     cpus = available_cpus()
-    counts = sorted({1, 2, cpus})
+    counts = sorted({min(c, cpus) for c in (counts or [1, 2, cpus])})
     peer = _performer_cpu() if peers else None
     rows = []
     for dtype in (np.float64, np.float32):
@@ -310,10 +310,18 @@ def studies_section(
     for k in workers:
         run(f"{k} processes", executor="processes", workers=k)
     if backend:
-        run(f"serial {backend}", backend=backend, device="cuda" if backend in ("torch", "cupy") else None)
+        dev = _gpu_device(backend)
+        run(f"serial {backend}", backend=backend, device=dev)
+        run(f"serial {backend}, draws on the device", backend=backend, device=dev, draws="backend")
     base = tables[rows[0]["run"]]
     for row in rows:
         other = tables[row["run"]]
+        if "draws on the device" in row["run"]:  # other numbers by design: compared within MCSE
+            m = base.merge(other, on=["cell", "estimator", "metric"], suffixes=("", "_dev"))
+            z = (m["estimate"] - m["estimate_dev"]) / np.sqrt(m["mcse"] ** 2 + m["mcse_dev"] ** 2)
+            row["summary_identical_to_serial"] = f"no (other draws; max |z| = {np.nanmax(np.abs(z)):.2f})"
+            row["speedup_vs_serial"] = rows[0]["seconds"] / row["seconds"]
+            continue
         same = base.drop(columns=["n_failed"]).equals(other.drop(columns=["n_failed"]))
         row["summary_identical_to_serial"] = bool(same)
         if not same:
@@ -322,6 +330,63 @@ def studies_section(
             row["max_rel_diff"] = float(np.nanmax(np.abs(a - b) / np.abs(a)))
         row["speedup_vs_serial"] = rows[0]["seconds"] / row["seconds"]
     return {"rows": rows, "trials": trials}
+
+
+def _gpu_device(backend: str) -> str | None:
+    """``"cuda"`` where the backend sees a GPU, else its CPU (a smoke run on a machine without one)."""
+    if backend == "cupy":
+        return "cuda"
+    if backend == "torch":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return None
+
+
+def gpu_studies_section(specs: list[str], backend: str, cap_seconds: float) -> dict[str, Any]:
+    """Built-in studies (``name[:profile][:set=a,b]``) on the GPU with ``draws = "backend"``: whole
+    ``rk.study.run`` wall time (imports excluded), one run each, stopped after ``cap_seconds``."""
+    import tempfile
+
+    from rfkit.study import Design, load_design
+    from rfkit.study._builtin import find_study
+
+    rows = []
+    for spec in specs:
+        name, *opts = spec.split(":")
+        design = load_design(find_study(name))
+        label = name
+        for opt in opts:
+            if opt == "quick":
+                design = design.quick_profile()
+                label += " (quick)"
+            elif opt.startswith("set="):
+                d = design.to_dict()
+                d["grid"] = {**d["grid"], "set": opt[4:].split(",")}
+                design = Design.from_dict(d, source=f"{name} [{opt}]")
+                label += f" [{opt}]"
+        for draws in ("backend", "numpy"):
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                try:
+                    res = rk.study.run(
+                        design,
+                        backend=backend,
+                        device=_gpu_device(backend),
+                        draws=draws,
+                        out=Path(tmp) / "o",
+                        progress=False,
+                        executor="serial",
+                    )
+                    ok = f"{len(res.trials)} trial rows"
+                except Exception as exc:  # noqa: BLE001 - recorded, the next study runs
+                    ok = f"failed: {type(exc).__name__}: {exc}"
+                dt = time.perf_counter() - t0
+            rows.append({"study": label, "draws": draws, "seconds": dt, "result": ok})
+            print(f"[gpu-studies] {label} draws={draws}: {dt:.1f} s ({ok})", flush=True)
+            if dt > cap_seconds:
+                break
+    return {"rows": rows, "backend": backend}
 
 
 # --------------------------------------------------------------------------- report
@@ -398,6 +463,17 @@ def markdown(res: dict[str, Any]) -> str:
                 f"| {r['run']} | {r['seconds']:.2f} | {r['speedup_vs_serial']:.2f} | {r['summary_identical_to_serial']} |"
             )
         lines.append("")
+    gs = res.get("gpu_studies")
+    if gs:
+        lines += [
+            f"## Studies on the GPU ({gs['backend']})",
+            "",
+            "| study | draws | seconds | result |",
+            "|---|---|---|---|",
+        ]
+        for r in gs["rows"]:
+            lines.append(f"| {r['study']} | {r['draws']} | {r['seconds']:.1f} | {r['result']} |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -415,6 +491,19 @@ def main() -> None:
         help="trials per cell for the studies section (default: the design's; more trials show the "
         "scaling once start-up and table writing are a small part of the run)",
     )
+    p.add_argument("--threads", default=None, help="thread counts of the threads section, e.g. 1,2,4,8,16")
+    p.add_argument(
+        "--gpu-studies",
+        default="",
+        help="studies to run on the GPU with draws on the device: name[:quick][:set=a,b], comma-free "
+        "specs separated by ';'",
+    )
+    p.add_argument(
+        "--gpu-study-cap",
+        type=float,
+        default=240.0,
+        help="seconds after which a study's second run is skipped",
+    )
     a = p.parse_args()
     sections = set(a.sections.split(","))
     res: dict[str, Any] = {
@@ -426,12 +515,17 @@ def main() -> None:
         "quick": a.quick,
     }
     if "threads" in sections:
-        res["threads"] = threads_section(a.quick)
+        counts = [int(c) for c in a.threads.split(",")] if a.threads else None
+        res["threads"] = threads_section(a.quick, counts=counts)
     if "gpu" in sections:
         res["gpu"] = gpu_section(a.quick)
     if "studies" in sections:
         res["studies"] = studies_section(
             a.quick, [int(k) for k in a.workers.split(",") if k], a.study_backend, a.study_trials
+        )
+    if "gpu-studies" in sections and a.gpu_studies:
+        res["gpu_studies"] = gpu_studies_section(
+            [x for x in a.gpu_studies.split(";") if x], a.study_backend or "torch", a.gpu_study_cap
         )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

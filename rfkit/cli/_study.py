@@ -19,7 +19,7 @@ from typing import Any
 
 from ..exceptions import DamagedResultWarning, RFKitError
 from ..plots import set_paper_size
-from ..report import write_report
+from ..report import preload_for_workers, write_report
 from ..study import builtin_study_dirs, find_study, load_design, run
 from ..study.outputs import RunLock, units_done
 from ..study.summaries import heavy_tailed, not_ok
@@ -114,6 +114,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.scheduler:
         executor = "dask"
     rng = args.seed if args.seed is not None else None
+    if executor == "processes":
+        preload_for_workers()  # the fork server the study's workers come from also imports the plotting code
     t0 = time.perf_counter()
     try:
         # one writer per folder: held across the run and its report (run() re-enters it)
@@ -137,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 draws=args.draws,
             )
             set_paper_size(args.paper_size)
-            report = write_report(result, out)
+            report = write_report(result, out, workers=workers or 1)
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: {units_done(out)} finished work unit(s) are kept in {out}; continue with "

@@ -19,6 +19,7 @@ from ..study.outputs import Record, atomic_text, ensure_dir, file_record, record
 from ..study.summaries import HEAVY_TAIL_RATIO, heavy_tailed, metric_words
 from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
 from ._figures import FIGURE_KINDS, study_figures
+from ._parallel_figures import MIN_PARALLEL, draw_in_workers, figure_names_to_draw
 from ._sections import (
     finite_rows,
     hard_heads,
@@ -111,10 +112,12 @@ def _record_written(out: Path, files: dict[str, Record], names: list[str]) -> No
                 files[f.name] = file_record(f)
 
 
-def write_report(result: StudyResult, out: str | Path) -> Path:
+def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> Path:
     """Write ``report.md`` (+ figures) for a saved study; returns the report path.
 
-    Figures are drawn from the saved ``summary.parquet`` / ``theory.csv`` (compute -> save -> plot).
+    Figures are drawn from the saved ``summary.parquet`` / ``theory.csv`` (compute -> save -> plot);
+    with ``workers > 1`` and at least three figures, in that many worker processes, one figure each
+    (the same files and records as drawn here).
     """
     out = Path(out)
     summary = pd.read_parquet(out / "summary.parquet")
@@ -139,14 +142,19 @@ def write_report(result: StudyResult, out: str | Path) -> Path:
         return pd.read_parquet(path) if path.exists() else None
 
     drawn = finite_rows(summary)  # figures draw finite estimates; the others are listed below
-    figures = []
+    figures: list[Path] = []
     files: dict[str, Record] = {}  # every file written here: recorded in manifest.json at the end
     wanted = d.outputs.get("figures", [])
-    for kind in FIGURE_KINDS:  # drawn in this order, as before
-        if kind in wanted:
-            figures += [
-                _save(fig, out, name, files) for name, fig in study_figures(kind, d, drawn, theory, table)
-            ]
+    names = figure_names_to_draw(d, out) if workers > 1 else []
+    if len(names) >= MIN_PARALLEL:
+        figures, recs = draw_in_workers(d, out, names, workers)
+        files.update(recs)
+    else:
+        for kind in FIGURE_KINDS:  # drawn in this order, as before
+            if kind in wanted:
+                figures += [
+                    _save(fig, out, name, files) for name, fig in study_figures(kind, d, drawn, theory, table)
+                ]
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
     if d.kind == "attention" and "samples" in grid_cols:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .._parallel import process_context
 from ..exceptions import InvalidParameterError, StudyError
 
 __all__ = ["THREAD_ENV", "worker_env"]
@@ -115,21 +116,9 @@ _PRELOAD = ["rfkit.study._cell"]
 
 
 def _context() -> Any:
-    """Where worker processes come from: a fork server that has imported rfkit's study code (POSIX),
-    else fresh interpreters (``spawn``).
-
-    A fork server is a clean single-threaded process started for the purpose, so forking it is
-    safe even though the lead process runs threads; each worker forks from it with rfkit, NumPy
-    and pandas already imported, which takes milliseconds instead of the half second of a
-    spawned interpreter's imports.
-    """
-    import multiprocessing as mp
-
-    if "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(_PRELOAD)
-        return ctx
-    return mp.get_context("spawn")  # pragma: no cover - Windows
+    """Where worker processes come from: :func:`rfkit._parallel.process_context` (a fork server that
+    has imported rfkit's study code, on POSIX)."""
+    return process_context(_PRELOAD)
 
 
 def _died(tasks: list[tuple[Any, ...]], unit: tuple[Any, ...], left: int, hint: str, why: str) -> StudyError:

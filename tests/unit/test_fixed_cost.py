@@ -124,3 +124,25 @@ def test_pdf_font_subsets_are_reused_and_checked(tmp_path, monkeypatch):
     assert len(made) > n_made, "a damaged entry is made again"
     for pdf in (a, b):
         assert b"/CIDFontType2" in pdf and b"/FontFile2" in pdf and b"/Type3" not in pdf
+
+
+def test_report_figures_in_worker_processes_equal_the_serial_report(tmp_path, monkeypatch):
+    """``write_report(workers=2)`` draws the figures in two processes: the same files, the same report
+    (but for the run's own time), every file recorded in the manifest."""
+    import json
+
+    import rfkit.report._markdown as markdown
+    import rfkit.study as st
+    from rfkit.report import write_report
+
+    monkeypatch.setattr(markdown, "MIN_PARALLEL", 1)
+    res = st.run("performer-mse", quick=True, trials=20, out=tmp_path / "a", progress=False)
+    st.run("performer-mse", quick=True, trials=20, out=tmp_path / "b", progress=False)
+    write_report(res, tmp_path / "a")
+    write_report(res, tmp_path / "b", workers=2)
+    a, b = (sorted(p.name for p in (tmp_path / x / "figures").iterdir()) for x in "ab")
+    assert a == b and len(a) == 4
+    ra, rb = ((tmp_path / x / "report.md").read_text() for x in "ab")
+    assert ra == rb
+    files = json.loads((tmp_path / "b" / "manifest.json").read_text())["files"]
+    assert {f"figures/{n}" for n in b} <= set(files)

@@ -1,0 +1,104 @@
+"""The figures of a report drawn in worker processes, one figure per task (``rfkit run --workers K``).
+
+Each worker reads the saved tables of the run folder, builds the same figure plan as the lead
+(:func:`~rfkit.report._figures.figure_plan`), draws the figure it is given by name and saves it
+(PDF and PNG, atomically); the lead collects the files' records in plan order, so the report
+and the manifest are those of a serial report. Workers fork from rfkit's fork server
+(:func:`rfkit._parallel.process_context`), which imports the plotting code once when
+:func:`preload_for_workers` was called before the server started (the command line does so).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .._parallel import process_context
+from ..plots import paper_size, save_figure, set_paper_size
+from ..study import Design
+from ..study.outputs import Record, ensure_dir, file_record, write_error
+from ._figures import FIGURE_KINDS, figure_plan
+from ._sections import finite_rows
+
+__all__ = ["PRELOAD", "preload_for_workers", "figure_names_to_draw", "draw_in_workers", "MIN_PARALLEL"]
+
+#: modules a worker needs imported: the plotting code (matplotlib) and the study tables
+PRELOAD = ["rfkit.report._parallel_figures"]
+#: fewer figures than this are drawn in the lead (a pool costs more than it saves)
+MIN_PARALLEL = 3
+
+
+def preload_for_workers() -> None:
+    """Ask rfkit's fork server to import the plotting code when it starts (before the first pool)."""
+    process_context(PRELOAD)
+
+
+def _inputs(out: Path, design: Any) -> tuple[pd.DataFrame, pd.DataFrame, Any]:
+    summary = finite_rows(pd.read_parquet(out / "summary.parquet"))
+    theory_path = out / "theory.csv"
+    theory = pd.read_csv(theory_path) if theory_path.exists() else pd.DataFrame()
+
+    def table(name: str) -> pd.DataFrame | None:
+        path = out / f"{name}.parquet"
+        return pd.read_parquet(path) if path.exists() else None
+
+    return summary, theory, table
+
+
+def figure_names_to_draw(design: Any, out: Path) -> list[tuple[str, str]]:
+    """``(kind, name)`` of every figure the report draws, in order, none drawn."""
+    summary, theory, table = _inputs(out, design)
+    wanted = design.outputs.get("figures", [])
+    return [
+        (kind, name)
+        for kind in FIGURE_KINDS
+        if kind in wanted
+        for name, _ in figure_plan(kind, design, summary, theory, table)
+    ]
+
+
+def _draw_one(task: tuple[dict[str, Any], str, str, str, str | None]) -> tuple[str, dict[str, Record]]:
+    """Worker: draw and save figure ``name`` of kind ``kind``; the PNG's path and both files' records."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    dd, folder, kind, name, size = task
+    out = Path(folder)
+    design = Design.trusted(dd)
+    if size is not None:
+        set_paper_size(size)
+    summary, theory, table = _inputs(out, design)
+    draw = dict(figure_plan(kind, design, summary, theory, table))[name]
+    fig = draw(None)
+    ensure_dir(out / "figures")
+    try:
+        saved = save_figure(fig, out / "figures" / name)
+    except OSError as exc:
+        raise write_error(out / "figures" / name, exc) from None
+    finally:
+        plt.close(fig)
+    return str(saved[1]), {f.relative_to(out).as_posix(): file_record(f) for f in saved}
+
+
+def draw_in_workers(
+    design: Any, out: Path, names: list[tuple[str, str]], workers: int
+) -> tuple[list[Path], dict[str, Record]]:
+    """Draw ``names`` in ``workers`` processes; the PNG paths in order and every file's record."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = paper_size()
+    tasks = [(design.to_dict(), str(out), kind, name, size) for kind, name in names]
+    with ProcessPoolExecutor(
+        max_workers=min(workers, len(tasks)), mp_context=process_context(PRELOAD)
+    ) as pool:
+        results = list(pool.map(_draw_one, tasks))
+    files: dict[str, Record] = {}
+    pngs = []
+    for png, recs in results:
+        pngs.append(Path(png))
+        files.update(recs)
+    return pngs, files
