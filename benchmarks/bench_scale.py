@@ -343,7 +343,9 @@ def _gpu_device(backend: str) -> str | None:
     return None
 
 
-def gpu_studies_section(specs: list[str], backend: str, cap_seconds: float) -> dict[str, Any]:
+def gpu_studies_section(
+    specs: list[str], backend: str, cap_seconds: float, draws_list: tuple[str, ...] = ("backend", "numpy")
+) -> dict[str, Any]:
     """Built-in studies (``name[:profile][:set=a,b]``) on the GPU with ``draws = "backend"``: whole
     ``rk.study.run`` wall time (imports excluded), one run each, stopped after ``cap_seconds``."""
     import tempfile
@@ -365,7 +367,7 @@ def gpu_studies_section(specs: list[str], backend: str, cap_seconds: float) -> d
                 d["grid"] = {**d["grid"], "set": opt[4:].split(",")}
                 design = Design.from_dict(d, source=f"{name} [{opt}]")
                 label += f" [{opt}]"
-        for draws in ("backend", "numpy"):
+        for draws in draws_list:
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
                 try:
@@ -525,7 +527,10 @@ def main() -> None:
         )
     if "gpu-studies" in sections and a.gpu_studies:
         res["gpu_studies"] = gpu_studies_section(
-            [x for x in a.gpu_studies.split(";") if x], a.study_backend or "torch", a.gpu_study_cap
+            [x for x in a.gpu_studies.split(";") if x],
+            a.study_backend or "torch",
+            a.gpu_study_cap,
+            tuple(a.gpu_study_draws.split(",")),
         )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -37,11 +37,13 @@ RESULTS = ROOT / "benchmarks" / "results"
 STUDIES = sorted(p.stem for p in (ROOT / "rfkit" / "studies").glob("*.toml"))
 
 
-def _time_one(rfkit_root: Path, study: Path | str, quick: bool, out: Path) -> float:
+def _time_one(rfkit_root: Path, study: Path | str, quick: bool, out: Path, workers: int = 1) -> float:
     env = dict(os.environ, PYTHONPATH=str(rfkit_root), MPLBACKEND="Agg")
     cmd = [sys.executable, "-m", "rfkit.cli", "run", str(study), "--out", str(out), "--no-progress"]
     if quick:
         cmd.append("--quick")
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
@@ -57,13 +59,15 @@ def _study_path(rfkit_root: Path, name: str) -> Path:
     raise SystemExit(f"no study {name!r} in {rfkit_root}")
 
 
-def measure(rfkit_root: Path, names: list[str], quick: bool, repeats: int) -> dict[str, list[float]]:
+def measure(
+    rfkit_root: Path, names: list[str], quick: bool, repeats: int, workers: int = 1
+) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
             for name in names:  # interleaved: a burst of load hits every study alike
                 out = Path(tmp) / f"{name}-{r}"
-                times[name].append(_time_one(rfkit_root, _study_path(rfkit_root, name), quick, out))
+                times[name].append(_time_one(rfkit_root, _study_path(rfkit_root, name), quick, out, workers))
                 print(
                     f"{name} ({'quick' if quick else 'full'}) run {r + 1}: {times[name][-1]:.2f} s",
                     flush=True,
@@ -105,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("studies", nargs="*", help="built-in study names (default: all)")
     ap.add_argument("--full", action="store_true", help="full profiles instead of the quick ones")
     ap.add_argument("--repeats", type=int, default=3, help="runs per study (default 3)")
+    ap.add_argument("--workers", type=int, default=1, help="rfkit run --workers K (default 1: serial)")
     ap.add_argument("--rfkit", type=Path, default=ROOT, help="checkout of rfkit to time (default: this one)")
     ap.add_argument("--label", default="current", help="name of this set of numbers in the results")
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder of studies.json / studies.md")
@@ -113,14 +118,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeats must be >= 1")
     names = args.studies or STUDIES
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    times = measure(args.rfkit.resolve(), names, not args.full, args.repeats)
+    times = measure(args.rfkit.resolve(), names, not args.full, args.repeats, args.workers)
     commit = subprocess.run(
         ["git", "-C", str(args.rfkit), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
     rows = [
         {
             "study": n,
-            "profile": "full" if args.full else "quick",
+            "profile": ("full" if args.full else "quick")
+            + (f", {args.workers} workers" if args.workers > 1 else ""),
             "median": statistics.median(t),
             "min": min(t),
             "max": max(t),

@@ -191,3 +191,34 @@ def test_rfa_runs_on_device_directions():
     np.testing.assert_allclose(dev.output.numpy(), host.output, rtol=1e-12)
     with pytest.raises(NotImplementedError, match="NumPy only"):
         rk.features.SDERF(8).projection_on(4, None, BackendGenerator(bk, np.random.SeedSequence(1)))
+
+
+CUDA = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device (GPU tests run on a GPU machine)"
+)
+
+
+@CUDA
+@pytest.mark.parametrize("kind", P.PROJECTIONS)
+def test_cuda_assembly_equals_numpys_for_the_same_random_numbers(kind):
+    bk = backend_for("torch", "cuda")
+    ing = P._ingredients(kind, np.random.default_rng(3), 4, 40, 16, 3)
+    host = P._assemble(kind, {k: v.copy() for k, v in ing.items()}, 40, 16)
+    dev = assemble_on(bk, kind, {k: torch.as_tensor(v, device="cuda") for k, v in ing.items()}, 40, 16)
+    assert dev.device.type == "cuda"
+    np.testing.assert_allclose(dev.cpu().numpy(), host, rtol=0, atol=1e-10)
+    g = BackendGenerator(bk, np.random.SeedSequence(4))
+    W = P.sample_projection_on(kind, 40, 16, g, n_draws=3)
+    assert W.device.type == "cuda" and W.shape == (3, 40, 16)
+
+
+@CUDA
+def test_cuda_draws_are_statistically_equivalent_to_numpys():
+    d = st.Design(**{**KERNEL, "trials": 600, "chunk_trials": 300})
+    a = st.run(d, progress=False)
+    b = st.run(d, backend="torch", device="cuda", draws="backend", progress=False)
+    c = st.run(d, backend="torch", device="cuda", draws="backend", progress=False)
+    z = _z(b, a, "mse")
+    assert np.all(np.abs(z) <= Z), z
+    assert b.trials.equals(c.trials)  # reproducible on the device
+    assert b.provenance["device"].startswith("cuda") and b.provenance["draws"] == "backend"
