@@ -314,7 +314,7 @@ class _Group:
     def row_blocks(self) -> list[slice]:
         s = self.idx.shape[-1]
         per_row = self.g * s * (self.D + self.x.dim + self.x.value_dim) * max(1, math.prod(self.pre))
-        step = max(1, _BLOCK_ELEMS // max(per_row, 1))
+        step = max(1, self.bk.work_budget(_BLOCK_ELEMS) // max(per_row, 1))  # accelerators: larger blocks
         n = self.x.n_queries
         return [slice(a, min(n, a + step)) for a in range(0, n, step)]
 
