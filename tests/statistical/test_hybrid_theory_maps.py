@@ -47,7 +47,7 @@ def _mse(fm, Q, K, V, window, n_global, variant, causal, T, seed):
 
 
 # (closed form, map, seed, n, d, dv, scale, support): held-out settings, three per closed form; none
-# was used to derive the formulas. Largest moment ratio over the queries <= 4.1 with m >= 64;
+# was used to derive the formulas. Largest moment ratio over the queries <= 4.1 with m >= 40;
 # measured |z| <= 2.3 when they were chosen (2,000 draws).
 CASES = {
     "exp-OPRF": (F.OPRF(256, A=-0.08), 21, 18, 6, 2, 0.25, (2, 0, "plain", False)),

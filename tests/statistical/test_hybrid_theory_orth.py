@@ -59,7 +59,7 @@ def predict(fm, Q, K, V, m, *, window=None, n_global=0, variant="plain", causal=
 # Held-out settings (seed, n, d, dv, scale, m, support): none was used to build the formulas. They
 # cover m > d in whole blocks (S1), a partial last block (S2: 100 = 6 x 16 + 4), m < d (S3: one
 # partial block), causal rows, sinks, and RFA itself (S4). All lie inside the domain (largest
-# moment ratio <= 2.5, m >= 24); measured |z| <= 1.9 when the settings were chosen.
+# moment ratio over the queries <= 2.7, m >= 24); measured |z| <= 1.9 when the settings were chosen.
 SETTINGS = {
     "S1": (11, 20, 8, 2, 0.18, 128, {"window": 2}),
     "S2": (12, 24, 16, 3, 0.14, 100, {"window": 1, "n_global": 2}),
