@@ -314,7 +314,8 @@ class _Group:
     def row_blocks(self) -> list[slice]:
         s = self.idx.shape[-1]
         per_row = self.g * s * (self.D + self.x.dim + self.x.value_dim) * max(1, math.prod(self.pre))
-        step = max(1, self.bk.work_budget(_BLOCK_ELEMS) // max(per_row, 1))  # accelerators: larger blocks
+        # accelerators: blocks of row_block_elems (2^26) elements, few kernel launches; CPUs: cache-sized
+        step = max(1, max(_BLOCK_ELEMS, self.bk.row_block_elems) // max(per_row, 1))
         n = self.x.n_queries
         return [slice(a, min(n, a + step)) for a in range(0, n, step)]
 
