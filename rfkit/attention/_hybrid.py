@@ -141,27 +141,35 @@ class Hybrid:
             object.__setattr__(self, "lsh_buckets", b)
         check_option(self.variant, "variant", "Hybrid", HYBRID_VARIANTS)
 
-    def support(self, x: QKV, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Padded support ``(idx, valid)`` of shape (S, n, s), S = 1 or the number of slices."""
-        n, M = x.n_queries, x.n_keys
+    def support(self, x: QKV, gen: np.random.Generator) -> tuple[Any, Any]:
+        """Padded support ``(idx, valid)`` of shape (S, n, s), S = 1 or the number of slices.
+
+        Built in the call's namespace and on its device (the LSH rotation, a NumPy draw, is moved
+        there once); nothing of ``Q``, ``K`` or the mask is copied to the host.
+        """
+        n, M, bk = x.n_queries, x.n_keys, x.bk
+        xp = bk.xp
         parts = []
         if self.window is not None:
-            parts.append(window_support(n, M, self.window, self.causal))
+            parts.append(window_support(n, M, self.window, self.causal, bk))
         if self.n_global:
-            parts.append(sink_support(n, M, self.n_global))
+            parts.append(sink_support(n, M, self.n_global, bk))
         if self.lsh_buckets is not None:
-            R = gen.standard_normal((x.dim, self.lsh_buckets // 2))
-            Qn, Kn = x.bk.to_numpy(x.Q).astype(np.float64), x.bk.to_numpy(x.K).astype(np.float64)
-            parts.append(lsh_support(lsh_codes(Qn, R), lsh_codes(Kn, R)))
+            R = bk.asarray(gen.standard_normal((x.dim, self.lsh_buckets // 2)), dtype=xp.float64)
+            parts.append(lsh_support(lsh_codes(x.Q, R), lsh_codes(x.K, R), self.lsh_buckets))
         if not parts:
-            return np.zeros((1, n, 0), dtype=np.int64), np.zeros((1, n, 0), dtype=bool)
+            return (
+                xp.zeros((1, n, 0), dtype=xp.int64, device=bk.device),
+                xp.zeros((1, n, 0), dtype=xp.bool, device=bk.device),
+            )
         idx, valid = union_support(parts)
         if x.mask is not None:
-            m = x.bk.to_numpy(x.mask)
-            idx = np.broadcast_to(idx, (x.n_slices,) + idx.shape[1:])
-            valid = valid & ~np.take_along_axis(m, idx.reshape(x.n_slices, -1), axis=1).reshape(idx.shape)
+            S, s = x.n_slices, int(idx.shape[-1])
+            idx = xp.broadcast_to(idx, (S, n, s))
+            padded = xp.take_along_axis(x.mask, xp.reshape(idx, (S, n * s)), axis=1)
+            valid = valid & ~xp.reshape(padded, (S, n, s))
         if self.causal:
-            valid = valid & (idx <= np.arange(n)[:, None])
+            valid = valid & (idx <= xp.arange(n, dtype=xp.int64, device=bk.device)[:, None])
         return idx, valid
 
     def __call__(
@@ -250,13 +258,17 @@ def _warn(nbad: int, shape: tuple[int, ...]) -> None:
     )
 
 
-def _visible(x: QKV, causal: bool) -> np.ndarray:
-    """Number of keys each query may see: (S, 1) bidirectionally, (S, n) causally."""
-    n, M = x.n_queries, x.n_keys
+def _visible(x: QKV, causal: bool) -> Any:
+    """Number of keys each query may see (int64, on the call's device): (S, 1) bidirectionally, (S, n) causally."""
+    n, M, xp, dev = x.n_queries, x.n_keys, x.xp, x.bk.device
     if x.mask is None:
-        return (np.arange(n) + 1)[None, :] if causal else np.array([[M]])
-    keep = ~x.bk.to_numpy(x.mask)
-    return np.cumsum(keep, axis=1) if causal else keep.sum(axis=1, keepdims=True)
+        if causal:
+            return (xp.arange(n, dtype=xp.int64, device=dev) + 1)[None, :]
+        return xp.full((1, 1), M, dtype=xp.int64, device=dev)
+    keep = xp.astype(~x.mask, xp.int64)
+    if causal:
+        return xp.cumulative_sum(keep, axis=1)[:, :n]
+    return xp.sum(keep, axis=1, keepdims=True)
 
 
 class _Group:
@@ -268,9 +280,9 @@ class _Group:
         x: QKV,
         dr: FeatureDraw,
         sl: slice,
-        idx: np.ndarray,
-        valid: np.ndarray,
-        visible: np.ndarray,
+        idx: Any,
+        valid: Any,
+        visible: Any,
         pre: tuple[int, ...],
     ) -> None:
         bk, xp = x.bk, x.xp
@@ -279,10 +291,13 @@ class _Group:
         self.Q, K, V = x.Q[sl, ...], x.K[sl, ...], x.V[sl, ...]
         g, M = int(self.Q.shape[0]), x.n_keys
         self.g, self.M = g, M
-        self.idx = np.broadcast_to(idx[sl] if idx.shape[0] > 1 else idx, (g,) + idx.shape[1:])
-        self.valid = np.broadcast_to(valid[sl] if valid.shape[0] > 1 else valid, (g,) + valid.shape[1:])
-        vis = visible[sl] if visible.shape[0] > 1 else visible
-        self.covered = self.valid.sum(axis=-1) == np.broadcast_to(vis, (g, x.n_queries))
+        self.idx = xp.broadcast_to(idx[sl, ...] if idx.shape[0] > 1 else idx, (g,) + tuple(idx.shape[1:]))
+        self.valid = xp.broadcast_to(
+            valid[sl, ...] if valid.shape[0] > 1 else valid, (g,) + tuple(valid.shape[1:])
+        )
+        vis = visible[sl, ...] if visible.shape[0] > 1 else visible
+        n_valid = xp.sum(xp.astype(self.valid, xp.int64), axis=-1)
+        self.covered = n_valid == xp.broadcast_to(vis, (g, x.n_queries))
         self.Kf = xp.reshape(K, (g * M, x.dim))
         self.Vf = xp.reshape(V, (g * M, x.value_dim))
         fk = dr.features(K, "key")
@@ -299,18 +314,20 @@ class _Group:
     def row_blocks(self) -> list[slice]:
         s = self.idx.shape[-1]
         per_row = self.g * s * (self.D + self.x.dim + self.x.value_dim) * max(1, math.prod(self.pre))
-        step = max(1, _BLOCK_ELEMS // max(per_row, 1))
+        # accelerators: blocks of row_block_elems (2^26) elements, few kernel launches; CPUs: cache-sized
+        step = max(1, max(_BLOCK_ELEMS, self.bk.row_block_elems) // max(per_row, 1))
         n = self.x.n_queries
         return [slice(a, min(n, a + step)) for a in range(0, n, step)]
 
     def block(self, rs: slice, s_glob: Any, num_g: Any, den_g: Any) -> tuple[Any, ...]:
         bk, xp, x = self.bk, self.x.xp, self.x
         g, s = self.g, self.idx.shape[-1]
-        idx = self.idx[:, rs]
+        idx = self.idx[:, rs, :]
         r = int(idx.shape[1])
-        gi = bk.asarray((np.arange(g)[:, None, None] * self.M + idx).reshape(-1))
-        vb = bk.asarray(np.ascontiguousarray(self.valid[:, rs]))
-        cov = bk.asarray(np.ascontiguousarray(self.covered[:, rs]))
+        base = xp.arange(g, dtype=xp.int64, device=bk.device)[:, None, None] * self.M
+        gi = xp.reshape(base + idx, (-1,))
+        vb = self.valid[:, rs, :]
+        cov = self.covered[:, rs]
         Kg = xp.reshape(xp.take(self.Kf, gi, axis=0), (g, r, s, x.dim))
         Vg = xp.reshape(xp.take(self.Vf, gi, axis=0), (g, r, s, x.value_dim))
         a = xp.where(vb, (Kg @ self.Q[:, rs, :, None])[..., 0], self.neg)  # exact logits (g, r, s)

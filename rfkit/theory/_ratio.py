@@ -13,14 +13,13 @@ RFA with positive features :math:`\phi^+` and ``S`` directions is the SNIS estim
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 
 from .._validation import check_real, host_float_array
 from ..exceptions import InvalidParameterError, ShapeError
-from ._special import scipy_special
+from ._delta import RFADeltaMethod, delta_method
 
 __all__ = [
     "RFADeltaMethod",
@@ -31,80 +30,39 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True)
-class RFADeltaMethod:
-    r"""First-order (delta-method) bias and variance of RFA with :math:`\phi^+` for one query.
-
-    Attributes
-    ----------
-    attention : ndarray (dv,)
-        Exact softmax attention output :math:`a`.
-    bias_coef, var_coef : ndarray (dv,)
-        :math:`-\mathbf 1^\top G(v-a\mathbf 1)/Z^2` and :math:`(v-a\mathbf1)^\top G(v-a\mathbf1)/Z^2`;
-        bias :math:`\approx` ``bias_coef / S``, variance :math:`\approx` ``var_coef / S``.
-    moment_ratio : float
-        :math:`\mathbb E[X^2]/\mathbb E[X]^2 = \mathbf 1^\top G\mathbf 1/Z^2`; the expansion needs
-        :math:`S \gg` this (and control of higher moments: with log-normal weights
-        convergence is slow: 12x the first-order bias was measured at ratio 5.6, S=64; docs page
-        *Theory*, section 3).
-    """
-
-    attention: np.ndarray
-    bias_coef: np.ndarray
-    var_coef: np.ndarray
-    moment_ratio: float
-
-    def bias(self, n_samples: Any) -> np.ndarray:
-        """First-order bias at ``S`` samples (``S`` may be an array; result (..., dv))."""
-        S = np.asarray(n_samples, dtype=np.float64)[..., None]
-        return self.bias_coef / S
-
-    def variance(self, n_samples: Any) -> np.ndarray:
-        """First-order variance at ``S`` samples."""
-        S = np.asarray(n_samples, dtype=np.float64)[..., None]
-        return self.var_coef / S
-
-    def mse(self, n_samples: Any) -> np.ndarray:
-        """First-order MSE (= variance; the squared bias is :math:`O(S^{-2})`, like the neglected terms)."""
-        return self.variance(n_samples)
-
-    def is_asymptotic(self, n_samples: int, factor: float = 10.0) -> bool:
-        """True when ``S >= factor * moment_ratio`` (a necessary condition, not sufficient)."""
-        return bool(n_samples >= factor * self.moment_ratio)
-
-
-def query_keys_values(q: Any, K: Any, V: Any, owner: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """One query ``(d,)``, keys ``(M, d)`` and values ``(M,)`` or ``(M, dv)`` as float64 arrays.
-
-    Returns ``(q, K, V2, scalar)`` with ``V2`` of shape ``(M, dv)`` and ``scalar`` True when
-    ``V`` was one-dimensional. Raises ShapeError naming ``owner`` on mismatched shapes.
-    """
-    qv = host_float_array(q, "q", min_ndim=1)
-    Kv = host_float_array(K, "K", min_ndim=2)
-    Vv = host_float_array(V, "V", min_ndim=1)
-    if qv.ndim != 1 or Kv.ndim != 2 or Kv.shape[1] != qv.shape[0]:
-        raise ShapeError(f"{owner}: need q (d,), K (M, d); got q {qv.shape}, K {Kv.shape}.")
-    scalar = Vv.ndim == 1
-    V2 = Vv[:, None] if scalar else Vv
-    if V2.ndim != 2 or V2.shape[0] != Kv.shape[0]:
-        raise ShapeError(f"{owner}: V must be (M,) or (M, dv) with M={Kv.shape[0]}; got {Vv.shape}.")
-    return qv, Kv, V2, scalar
-
-
-def rfa_delta_method(q: Any, K: Any, V: Any) -> RFADeltaMethod:
-    r"""Delta-method bias and variance of RFA (:math:`\phi^+`, iid directions) as functions of ``S``.
+def rfa_delta_method(
+    q: Any, K: Any, V: Any, *, exact: Any = None, variant: str = "plain", feature_map: Any = None
+) -> RFADeltaMethod:
+    r"""Delta-method bias and variance of RFA (and of hybrid attention) for one query, as functions of ``m``.
 
     .. math::
 
-        \mathrm{Bias}(\mathrm{RFA}_S) \approx -\frac{\mathbf 1^\top G(v-a\mathbf 1)}{S Z^2},\qquad
-        \mathrm{Var}(\mathrm{RFA}_S) \approx \frac{(v-a\mathbf1)^\top G(v-a\mathbf 1)}{S Z^2},
+        \mathrm{Bias} \approx -\frac{w^\top\mathrm{Cov}(\delta)\,u}{Z^2},\qquad
+        \mathrm{Var} \approx \frac{u^\top\mathrm{Cov}(\delta)\,u}{Z^2},\qquad
+        \mathrm{Cov}(\delta) = \frac Cm + \frac{K(m)}{m^2}P,
 
-    per output coordinate, with remainders :math:`O(S^{-2})` (ratio-estimator delta method,
-    Owen (2013), ch. 9; closed form of :math:`G` derived in docs page *Theory*, section 3, and
-    verified by simulation for :math:`\mathbb E[X^2]/\mathbb E[X]^2 = 1.31`).
+    per output coordinate, with remainders :math:`O(m^{-2})` (ratio-estimator delta method,
+    Owen (2013), ch. 9). :math:`C` is the covariance across keys of one direction's kernel
+    estimates, :math:`P` that of two directions of one orthogonal block and
+    :math:`K(m)=\sum_b k_b(k_b-1)` (0 for iid directions). Without ``exact``: RFA, :math:`w = \mathbf 1`,
+    :math:`u = v - a\mathbf 1`; for :math:`\phi^+` with iid directions
+    :math:`C = G - \kappa\kappa^\top`, :math:`G_{jl} = \kappa_j\kappa_l e^{(q+k_j)^\top(q+k_l)}`, and
+    the familiar :math:`-\mathbf 1^\top G(v-a\mathbf1)/(mZ^2)`, :math:`(v-a\mathbf1)^\top G(v-a\mathbf1)/(mZ^2)`
+    (docs page *Theory*, section 3). With ``exact`` (a support computed exactly, as in
+    :class:`rfkit.attention.Hybrid`, Chen, Dao et al. (NeurIPS 2021)): ``variant="plain"``
+    :math:`w = \mathbb 1_R`, :math:`u = (v - a)\mathbb 1_R`; ``variant="ratio"`` :math:`w = \mathbf 1`,
+    :math:`u = v' - a` (:math:`v'` = the support's exact mean output on the support). The
+    cross-key covariances :math:`C` and :math:`P` of each map and the orthogonal-pair moment are
+    derived in docs page *Sparse + random features*, section "Theory".
 
-    Domain of validity: :math:`S \gg \mathbb E[X^2]/\mathbb E[X]^2` (reported as
-    ``moment_ratio``); for heavier tails use :func:`ratio_bias_identity` on simulations.
+    Domain of validity: ``m`` :math:`\gg` ``moment_ratio`` (the relative second moment of one
+    direction's estimate of the estimated mass); the neglected terms are :math:`O(m^{-2})`.
+    Feature maps: Positive, Hyperbolic, CEXP, HCEXP, OPRF, GERF, SADERF, ADERF and Trig with
+    ``projection`` "iid" or "orthogonal" (block-orthogonal, :math:`\chi(d)` norms, any ``m``), SDERF
+    with "iid"; fitted maps must be fitted (``fm.fit(Q, K)``) first. Other maps and projections
+    raise :class:`~rfkit.exceptions.InvalidParameterError` naming the map. The orthogonal pair
+    moment is evaluated for :math:`\|q+k\|^2 \le 1200` (trigonometric maps:
+    :math:`\|q-k_j\|^2+\|q-k_l\|^2 \le 24`).
 
     Parameters
     ----------
@@ -114,20 +72,31 @@ def rfa_delta_method(q: Any, K: Any, V: Any) -> RFADeltaMethod:
         Keys.
     V : array_like (M,) or (M, dv)
         Values.
+    exact : array_like of bool (M,), optional
+        True for the keys computed exactly (the support); None: none (RFA).
+    variant : {"plain", "ratio"}, default="plain"
+        The combination of :class:`rfkit.attention.Hybrid` (irrelevant without exact keys).
+    feature_map : FeatureMap, optional
+        The map whose estimator is analysed (its ``n_features`` is ignored: pass ``m`` to the
+        result's methods); None: :class:`~rfkit.features.Positive` with iid directions.
+
+    Returns
+    -------
+    RFADeltaMethod
+        ``attention``, the coefficients, ``moment_ratio``; ``.bias(m)``, ``.variance(m)``,
+        ``.mse(m)``.
+
+    Examples
+    --------
+    >>> import numpy as np, rfkit as rk
+    >>> rng = np.random.default_rng(0)
+    >>> q, K, V = 0.3 * rng.normal(size=16), 0.3 * rng.normal(size=(20, 16)), rng.normal(size=(20, 2))
+    >>> iid = rk.theory.rfa_delta_method(q, K, V)
+    >>> orth = rk.theory.rfa_delta_method(q, K, V, feature_map=rk.features.Positive(1, projection="orthogonal"))
+    >>> bool(np.all(orth.mse(16) < iid.mse(16)))
+    True
     """
-    qv, Kv, V2, scalar = query_keys_values(q, K, V, "rfa_delta_method")
-    s = Kv @ qv  # q.k_m
-    logZ = scipy_special().logsumexp(s)
-    a = np.exp(s - logZ) @ V2  # (dv,)
-    logG = qv @ qv + 2.0 * s[:, None] + 2.0 * s[None, :] + Kv @ Kv.T
-    Gn = np.exp(logG - 2.0 * logZ)  # G / Z^2
-    C = V2 - a[None, :]  # (M, dv)
-    bias_coef = -(Gn.sum(axis=0) @ C)
-    var_coef = np.einsum("md,mn,nd->d", C, Gn, C)
-    ratio = float(Gn.sum())
-    if scalar:
-        a, bias_coef, var_coef = a[:1], bias_coef[:1], var_coef[:1]
-    return RFADeltaMethod(attention=a, bias_coef=bias_coef, var_coef=var_coef, moment_ratio=ratio)
+    return delta_method(q, K, V, exact, variant, feature_map, "rfa_delta_method")
 
 
 def ratio_bias_identity(R_hat: Any, X_bar: Any, mu_X: float) -> np.ndarray:
