@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The device measurements of issue 23 (and Hybrid on a GPU), in two parts that each fit one call of
-# the device tool (under 10 minutes): bash benchmarks/device_run.sh A|B. Run from the repository
-# root on a machine with CUDA PyTorch; writes to $OUT (the tool's output folder).
-# A: machine, GPU RFA vs performer-pytorch, threads (1..16), performer-mse serial/8 workers/GPU,
-#    Hybrid on the GPU.  B: the GPU test subset, studies on the GPU with draws on the device.
+# The device measurements of issue 23 (and Hybrid on a GPU), in parts that each fit one call of the
+# device tool: bash benchmarks/device_run.sh A|B. Run from the repository root on a machine with
+# CUDA PyTorch; writes to $OUT (the tool's output folder). Wheels of what the machine lacks
+# (array-api-compat, array-api-strict, performer-pytorch and its small dependencies) are in .whl/.
+# A: machine, GPU RFA vs performer-pytorch, threads (1, 2, 8, 16), performer-mse serial / 8 workers /
+#    GPU (NumPy and device draws), Hybrid on the GPU, the GPU cases of the changed code's tests.
+# B: studies on the GPU with draws on the device, and the GPU test subset again.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/device-out}
@@ -11,24 +13,26 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   || echo "wheel install failed"
 export PYTHONPATH=/tmp/site:$PWD
+TESTS="tests/unit/test_attention_backends.py tests/unit/test_attention_hybrid_backends.py tests/studies/test_device_draws.py tests/studies/test_study_backend.py tests/unit/test_accelerator_layout.py"
 case "${1:-A}" in
 A)
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; echo "cpus: $(nproc)";
     python3 -c "import torch, numpy, scipy, pandas; print('torch', torch.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__, 'pandas', pandas.__version__)";
     lscpu | grep -E 'Model name|^CPU\(s\)|Thread'; } > "$OUT/machine.txt" 2>&1
-  timeout 320 python3 benchmarks/bench_scale.py --sections gpu,threads,studies --threads 1,2,4,8,16 \
-    --workers 8 --study-backend torch --out "$OUT" 2>&1 | grep -v Warning | tail -60
-  if [ -f benchmarks/device_hybrid.py ]; then
-    timeout 110 python3 benchmarks/device_hybrid.py --out "$OUT/hybrid.md" 2>&1 | tail -25
-  fi
+  cat "$OUT/machine.txt"
+  timeout 210 python3 benchmarks/bench_scale.py --sections gpu,threads,studies --threads 1,2,8,16 \
+    --workers 8 --study-backend torch --out "$OUT" 2>&1 | grep -v Warning | tail -45
+  timeout 90 python3 benchmarks/device_hybrid.py --out "$OUT/hybrid.md" 2>&1 | tail -12
+  timeout 100 python3 -m pytest -q -x -p no:cacheprovider -W default -k "cuda or CUDA or gpu or torch" $TESTS \
+    > "$OUT/gpu-tests.txt" 2>&1
+  tail -6 "$OUT/gpu-tests.txt"
   ;;
 B)
-  timeout 230 python3 -m pytest -q -p no:cacheprovider -W default tests/unit/test_backends.py \
-    tests/unit/test_attention_backends.py tests/unit/test_attention_hybrid.py tests/studies/test_study_backend.py \
-    tests/studies/test_device_draws.py tests/unit/test_accelerator_layout.py > "$OUT/gpu-tests.txt" 2>&1
-  tail -8 "$OUT/gpu-tests.txt"
-  timeout 280 python3 benchmarks/bench_scale.py --sections gpu-studies --gpu-study-draws backend \
+  timeout 200 python3 benchmarks/bench_scale.py --sections gpu-studies --gpu-study-draws backend \
     --gpu-studies "performer-mse;softmax-kernel-estimators:set=norm-0.5,norm-1.0,norm-1.5,seed004" \
-    --out "$OUT/gs" 2>&1 | grep -v Warning | tail -20
+    --out "$OUT/gs" 2>&1 | grep -v Warning | tail -12
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -W default -k "cuda or CUDA or gpu or torch" $TESTS \
+    > "$OUT/gpu-tests-b.txt" 2>&1
+  tail -6 "$OUT/gpu-tests-b.txt"
   ;;
 esac
