@@ -506,6 +506,9 @@ def main() -> None:
         default=240.0,
         help="seconds after which a study's second run is skipped",
     )
+    p.add_argument(
+        "--gpu-study-draws", default="backend,numpy", help="draws of the gpu-studies runs, in order"
+    )
     a = p.parse_args()
     sections = set(a.sections.split(","))
     res: dict[str, Any] = {

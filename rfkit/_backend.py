@@ -330,6 +330,16 @@ class Backend:
             return int(self.native.count_nonzero(a))
         return int(self.xp.sum(self.xp.astype(a, self.xp.int64)))
 
+    def sqnorm(self, a: Any) -> Any:
+        """Squared norms of the rows of ``a`` (``vecdot(a, a)`` along the last axis).
+
+        NumPy: ``vecdot`` (the numbers rfkit always had); PyTorch and CuPy: an elementwise square and
+        a row sum, two kernels instead of PyTorch's batched 1 x d x 1 matrix products.
+        """
+        if self.name in ("torch", "cupy"):
+            return self.xp.sum(a * a, axis=-1)
+        return self.xp.vecdot(a, a, axis=-1)
+
     def max_abs(self, a: Any) -> Any:
         """``max |a|`` as a 0-d array of ``a``'s library (NaN if ``a`` holds a NaN), without a
         temporary where the library has a fused reduction (one kernel on an accelerator)."""

@@ -48,12 +48,14 @@ from ._common import budget, run, with_ones
 __all__ = ["CausalJob", "Featurizer", "run_causal", "ROUND_ELEMS", "SEGMENT_ELEMS"]
 
 #: A segment (the unit of parallel work) holds at most about this many feature elements.
-SEGMENT_ELEMS = 1 << 19
+SEGMENT_ELEMS = 1 << 17
 #: The segments of one round (whose query features wait for the scan) hold about this many
-#: (64 MiB of float64: a constant, so memory stays linear in ``n``).
-ROUND_ELEMS = 1 << 23
-#: Each thread gets at least this many segments of a round when the rows allow it (balance).
-SEGMENTS_PER_THREAD = 3
+#: (8 MiB of float64: a constant, so memory stays linear in ``n``).
+ROUND_ELEMS = 1 << 20
+#: Each thread gets about this many segments of a round when the rows allow it: one large segment
+#: per thread keeps the array operations big (few Python calls per element, so the GIL is rarely
+#: the bottleneck); measured on 16 cores, docs page *Backends and scaling*.
+SEGMENTS_PER_THREAD = 1
 
 
 class Featurizer(Protocol):
@@ -141,6 +143,11 @@ def run_causal(jobs: list[CausalJob], bk: Backend, c: int, n_threads: int) -> No
         lanes = n_threads if bk.uses_thread_pool else 1
         job.segments = _segments(job.edges, c, (job.D + c) * math.prod(L), budget(bk, SEGMENT_ELEMS), lanes)
     tasks = [(ji, si) for ji, job in enumerate(jobs) for si in range(len(job.segments))]
+    # a round holds at least one segment per thread (else threads idle while the scan waits)
+    largest = max(
+        (G * cb * job.D * math.prod(job.lead) for job in jobs for (_, G, cb, _) in job.segments), default=0
+    )
+    round_budget = max(budget(bk, ROUND_ELEMS), (n_threads if bk.uses_thread_pool else 1) * largest)
     # Rounds of consecutive segments: their query features wait in memory for the scan.
     rounds: list[list[tuple[int, int]]] = []
     size = 0
@@ -148,7 +155,7 @@ def run_causal(jobs: list[CausalJob], bk: Backend, c: int, n_threads: int) -> No
         job = jobs[t[0]]
         _, G, cb, _ = job.segments[t[1]]
         elems = G * cb * job.D * math.prod(job.lead)
-        if rounds and size + elems <= budget(bk, ROUND_ELEMS):
+        if rounds and size + elems <= round_budget:
             rounds[-1].append(t)
             size += elems
         else:

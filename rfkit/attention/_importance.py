@@ -117,7 +117,7 @@ class ISJob:
 def _is_key_block(job: ISJob, ks: slice, bk: Backend) -> tuple[Any, Any]:
     xp = bk.xp
     Kb = job.K[:, ks, :]
-    L = Kb @ xp.matrix_transpose(job.omega) - 0.5 * xp.vecdot(Kb, Kb, axis=-1)[..., None]  # (g, c, S)
+    L = Kb @ xp.matrix_transpose(job.omega) - 0.5 * bk.sqnorm(Kb)[..., None]  # (g, c, S)
     keep = None
     if job.pad is not None:
         pad = job.pad[:, ks]
@@ -132,7 +132,7 @@ def _is_key_block(job: ISJob, ks: slice, bk: Backend) -> tuple[Any, Any]:
 def _is_query_block(job: ISJob, qs: slice, bk: Backend, out: dict[str, Any]) -> tuple[int, int]:
     xp = bk.xp
     Qb = job.Q[:, qs, :]
-    lw = Qb @ xp.matrix_transpose(job.omega) - 0.5 * xp.vecdot(Qb, Qb, axis=-1)[..., None]
+    lw = Qb @ xp.matrix_transpose(job.omega) - 0.5 * bk.sqnorm(Qb)[..., None]
     lw += job.base[..., None, :]
     sign = None
     n_neg = n_floor = 0
@@ -281,11 +281,10 @@ class SampleFeaturizer:
         self.n_chunks = int(qoff.shape[-2])
 
     def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
-        xp = self.bk.xp
         P = X @ self.omegaT
         if side == "query":
             P += self.qoff[:, chunk : chunk + 1, :]
-        return P, -0.5 * xp.vecdot(X, X, axis=-1)
+        return P, -0.5 * self.bk.sqnorm(X)
 
     def features(self, X: Any, side: str) -> tuple[Any, Any]:  # pragma: no cover - fast only
         raise NotImplementedError

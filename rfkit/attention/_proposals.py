@@ -96,7 +96,7 @@ def gauss_logits(bk: Backend, omega: Any, means: Any) -> Any:
     :math:`\|\omega\|^2` terms) and formed by one matrix product.
     """
     xp = bk.xp
-    return omega @ xp.matrix_transpose(means) - 0.5 * xp.vecdot(means, means, axis=-1)[..., None, :]
+    return omega @ xp.matrix_transpose(means) - 0.5 * bk.sqnorm(means)[..., None, :]
 
 
 def mixture_log_corr(bk: Backend, lq: Any, log_counts: Any) -> Any:

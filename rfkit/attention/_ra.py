@@ -33,7 +33,7 @@ def _ra_block(
     b, qs = task
     u_np, eps_np = draws
     Kb, Vb = x.K[b, ...], x.V[b, ...]
-    half_k = 0.5 * xp.vecdot(Kb, Kb, axis=-1)
+    half_k = 0.5 * bk.sqnorm(Kb)
     Qc = x.Q[b, qs, :]
     S = int(u_np.shape[1])
     neg = bk.scalar(-math.inf, x.dtype)

@@ -117,12 +117,11 @@ class _Featurizer:
 
     def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
         """(b W u' + e, row constant c - |u'|^2/2) for validated rows X."""
-        xp = self.bk.xp
         U = self.transform(X, side)
         P = U @ self.WT
         if self.e is not None:
             P += self.e
-        return P, self.c - 0.5 * xp.vecdot(U, U, axis=-1)
+        return P, self.c - 0.5 * self.bk.sqnorm(U)
 
     def _logits(self, X: Any, side: str) -> tuple[Any, Any]:  # (used by benchmarks/_breakdown.py)
         return self.logits(X, side)
