@@ -258,7 +258,6 @@ class Hybrid:
             n_nonpositive=nbad,
         )
 
-
     def _fit_remainder(
         self, x: QKV, gen: np.random.Generator, draw: FeatureDraw | None
     ) -> tuple[FeatureMap, tuple[np.ndarray, np.ndarray] | None]:
@@ -277,7 +276,12 @@ class Hybrid:
         if not np.any(valid.sum(axis=-1) < _visible(x, self.causal)):
             return fm, support  # no remainder: the features are not used, RFA fits on all pairs
         fitted = fit_to_pairs(
-            fm, x.Q, x.K, pairs="causal" if self.causal else "sequence", key_padding_mask=x.mask, exclude=support
+            fm,
+            x.Q,
+            x.K,
+            pairs="causal" if self.causal else "sequence",
+            key_padding_mask=x.mask,
+            exclude=support,
         )
         return fitted, support
 

@@ -106,7 +106,9 @@ def adaptive_A(
     """
     rule = check_option(rule, "rule", "adaptive_A", A_RULES)
     if not is_plain(pairs, exclude):
-        return _adaptive_weighted(pair_moments(Q, K, pairs=pairs, key_padding_mask=key_padding_mask, exclude=exclude), rule, ddof)
+        return _adaptive_weighted(
+            pair_moments(Q, K, pairs=pairs, key_padding_mask=key_padding_mask, exclude=exclude), rule, ddof
+        )
     Q, K = pooled(Q, K, key_padding_mask)
     nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
     d = mx.shape[-1]
@@ -177,7 +179,9 @@ def check_nondegenerate(diag: np.ndarray, message: Any) -> np.ndarray:
     return diag
 
 
-def oprf_optimal_A(Q: Any, K: Any, *, pairs: Any = "all", key_padding_mask: Any = None, exclude: Any = None) -> float:
+def oprf_optimal_A(
+    Q: Any, K: Any, *, pairs: Any = "all", key_padding_mask: Any = None, exclude: Any = None
+) -> float:
     r"""Data-averaged optimal OPRF/FAVOR++ parameter :math:`A^*` (Likhosherstov et al. (NeurIPS 2022)).
 
     .. math::

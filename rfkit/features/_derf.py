@@ -178,7 +178,9 @@ class ADERF(_ExpMap):
             M1, M2, cross = pm.second_q, pm.second_k, np.trace(pm.cross)
         Gm = np.diag(self.G) if self.G.ndim == 1 else self.G
         if Gm.shape[0] != M1.shape[0]:
-            raise ShapeError(f"The `G` parameter of ADERF has shape {self.G.shape} but the data have d={M1.shape[0]}.")
+            raise ShapeError(
+                f"The `G` parameter of ADERF has shape {self.G.shape} but the data have d={M1.shape[0]}."
+            )
         Ginv = np.linalg.inv(Gm)
         S = Gm.T @ Gm
         val = np.trace(S @ M1) + np.trace(Ginv @ Ginv.T @ M2) + 2.0 * cross  # mean ||Gx + G^-T y||^2

@@ -137,7 +137,9 @@ class GERF(_ExpMap):
         if self.A is not None:
             return self
         p = self.fit_pairs if pairs is None else pairs
-        A = gerf_optimal_A(queries, keys, s=self.s, pairs=p, key_padding_mask=key_padding_mask, exclude=exclude)
+        A = gerf_optimal_A(
+            queries, keys, s=self.s, pairs=p, key_padding_mask=key_padding_mask, exclude=exclude
+        )
         return dataclasses.replace(self, A=A)
 
     def _oprf_a(self) -> float:

@@ -109,7 +109,9 @@ def _device_mask(mask: Any, bk: Backend) -> Any:
 def _host_bool(a: Any, name: str, rule: str) -> np.ndarray:
     arr = np.asarray(to_numpy(a)) if is_array(a) else np.asarray(a)
     if arr.dtype != np.bool_:
-        raise InvalidParameterError(f"`{name}` must be a boolean array ({rule}). Got dtype {arr.dtype} instead.")
+        raise InvalidParameterError(
+            f"`{name}` must be a boolean array ({rule}). Got dtype {arr.dtype} instead."
+        )
     return arr
 
 
@@ -237,7 +239,9 @@ def _check_exclude(exclude: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     idx = np.asarray(to_numpy(exclude[0]) if is_array(exclude[0]) else exclude[0])
     valid = _host_bool(exclude[1], "exclude[1] (valid)", "True marks an excluded pair")
     if idx.dtype.kind not in "iu":
-        raise InvalidParameterError(f"`exclude[0]` (idx) must hold integer key positions; got dtype {idx.dtype}.")
+        raise InvalidParameterError(
+            f"`exclude[0]` (idx) must hold integer key positions; got dtype {idx.dtype}."
+        )
     if idx.shape != valid.shape or idx.ndim < 2 or idx.shape[-2] != n:
         raise ShapeError(
             f"`exclude` must be (idx, valid) of one shape (..., n, s) with n = {n}; "

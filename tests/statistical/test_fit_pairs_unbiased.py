@@ -40,7 +40,9 @@ def _sample(seed):
 
 
 def _params(fm):
-    return np.concatenate([np.ravel(np.asarray(getattr(fm, p), dtype=float)) for p in ("A", "G", "psi") if hasattr(fm, p)])
+    return np.concatenate(
+        [np.ravel(np.asarray(getattr(fm, p), dtype=float)) for p in ("A", "G", "psi") if hasattr(fm, p)]
+    )
 
 
 @pytest.mark.parametrize("name", list(MAPS))

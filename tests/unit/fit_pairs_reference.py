@@ -121,7 +121,9 @@ def gerf_ref(t, d):
 
     grid = np.linspace(-20, 20, 4001)
     k = int(np.argmin([J(v) for v in grid]))
-    res = minimize_scalar(J, bounds=(grid[max(k - 1, 0)], grid[min(k + 1, 4000)]), method="bounded", options={"xatol": 1e-13})
+    res = minimize_scalar(
+        J, bounds=(grid[max(k - 1, 0)], grid[min(k + 1, 4000)]), method="bounded", options={"xatol": 1e-13}
+    )
     return float(-np.expm1(-res.x) / 8.0)
 
 
@@ -130,4 +132,6 @@ def log_second_moment(a, Z):
 
     ``a`` the eigenvalues of A (d,) in the basis of the rows of ``Z`` (z = G x + G^-T y, or x + y).
     """
-    return np.sum(0.5 * np.log((1.0 - 4.0 * a) ** 2 / (1.0 - 8.0 * a))) + np.mean(np.sum(Z**2 / (1.0 - 8.0 * a), axis=1))
+    return np.sum(0.5 * np.log((1.0 - 4.0 * a) ** 2 / (1.0 - 8.0 * a))) + np.mean(
+        np.sum(Z**2 / (1.0 - 8.0 * a), axis=1)
+    )

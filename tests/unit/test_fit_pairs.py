@@ -99,9 +99,7 @@ def test_closed_form_fits_equal_brute_force(name):
     np.testing.assert_allclose(F.HCEXP(8, A="variance").fit(Q, K, **kw).A, want, **TOL)
     # given G (ADERF) or psi (SADERF): only a is fitted, on the transformed pairs
     Gd = np.array([1.3, 0.7, 1.1])
-    np.testing.assert_allclose(
-        F.ADERF(8, G=Gd).fit(Q, K, **kw).A, oprf_ref(X * Gd, Y / Gd), **TOL
-    )
+    np.testing.assert_allclose(F.ADERF(8, G=Gd).fit(Q, K, **kw).A, oprf_ref(X * Gd, Y / Gd), **TOL)
     np.testing.assert_allclose(F.SADERF(8, psi=Gd).fit(Q, K, **kw).A, oprf_ref(X * Gd, Y / Gd), **TOL)
 
 
@@ -126,8 +124,12 @@ def test_numerical_fits_minimise_the_brute_force_objective(name):
 def test_pair_values_list_exactly_the_selected_pairs():
     for name in ("all+pad+exclude", "causal+pad+exclude", "mask+exclude"):
         Q, K, kw, X, Y, _, _ = _select(name)
-        np.testing.assert_allclose(np.sort(F.pair_values(Q, K, 1.0, **kw)), np.sort(np.sum((X + Y) ** 2, 1)), **TOL)
-        np.testing.assert_allclose(np.sort(F.pair_values(Q, K, -1.0, **kw)), np.sort(np.sum((X - Y) ** 2, 1)), **TOL)
+        np.testing.assert_allclose(
+            np.sort(F.pair_values(Q, K, 1.0, **kw)), np.sort(np.sum((X + Y) ** 2, 1)), **TOL
+        )
+        np.testing.assert_allclose(
+            np.sort(F.pair_values(Q, K, -1.0, **kw)), np.sort(np.sum((X - Y) ** 2, 1)), **TOL
+        )
 
 
 def test_pair_moments_equal_brute_force():
@@ -285,7 +287,9 @@ def test_hybrid_remainder_empty_support_and_full_support():
     empty = rk.attention.Hybrid(fm, causal=True, fit_on="remainder")(Q, K, V, rng=3)
     np.testing.assert_allclose(empty.feature_map.A, fm.fit(Q, K, pairs="causal").A, **TOL)
     full = rk.attention.Hybrid(fm, window=N, causal=True, fit_on="remainder")(Q, K, V, rng=3)
-    np.testing.assert_allclose(full.output, rk.attention.softmax(Q, K, V, causal=True), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        full.output, rk.attention.softmax(Q, K, V, causal=True), rtol=1e-10, atol=1e-12
+    )
     lsh = rk.attention.Hybrid(fm, lsh_buckets=2, fit_on="remainder")(Q, K, V, rng=3)
     assert np.isfinite(lsh.output).all()
 
@@ -311,7 +315,9 @@ def test_selected_fits_on_other_array_libraries(library):
         want = _params(fm.fit(Q, K, **kw))
         got = _params(fm.fit(conv(Q), conv(K), key_padding_mask=conv(PAD), exclude=(idx, valid)))
         for a, b in zip(want, got):
-            np.testing.assert_allclose(b, a, rtol=1e-11 if name != "oprf-hyperbolic" else 1e-6, atol=1e-13)  # Brent: flat optimum
+            np.testing.assert_allclose(
+                b, a, rtol=1e-11 if name != "oprf-hyperbolic" else 1e-6, atol=1e-13
+            )  # Brent: flat optimum
         mask = conv(MASK)
         np.testing.assert_allclose(
             _params(fm.fit(conv(Q), conv(K), pairs=mask))[0], _params(fm.fit(Q, K, pairs=MASK))[0], rtol=1e-6
@@ -330,7 +336,9 @@ def test_study_fits_causal_rows_on_decoder_cells_only():
     assert ev.cell_estimator_params(_Design(), est, {}, False)["fit_pairs"] == "all"
     Q, K = _data()
     rfa = rk.attention.RFA(F.OPRF(8, fit_pairs="causal"), causal=True)
-    np.testing.assert_array_equal(ev._fit_once(rfa, Q, K).feature_map.A, F.OPRF(8).fit(Q, K, pairs="causal").A)
+    np.testing.assert_array_equal(
+        ev._fit_once(rfa, Q, K).feature_map.A, F.OPRF(8).fit(Q, K, pairs="causal").A
+    )
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -372,7 +380,9 @@ def test_bad_input():
         rk.attention.Hybrid(F.OPRF(8), fit_on="support")
     V = np.ones((S, N, 1))
     with pytest.raises(InvalidParameterError, match="shared_across_heads"):
-        rk.attention.Hybrid(F.OPRF(8), window=1, fit_on="remainder", shared_across_heads=False)(Q, K, V, rng=0)
+        rk.attention.Hybrid(F.OPRF(8), window=1, fit_on="remainder", shared_across_heads=False)(
+            Q, K, V, rng=0
+        )
 
 
 def test_maps_of_your_own_fit_on_all_pairs_only():
@@ -391,3 +401,26 @@ def test_maps_of_your_own_fit_on_all_pairs_only():
     assert got.A == float(np.mean(Q.reshape(-1, D)) + np.mean(K.reshape(-1, D)[~PAD.reshape(-1)]))
     with pytest.raises(InvalidParameterError, match="takes no pair selection"):
         F.fit_to_pairs(Mine(4), Q, K, pairs="causal")
+
+
+def test_study_files_validate_fit_pairs(tmp_path):
+    """real-attention's causal-fit rows load; a bad value or a map without the option is refused by name."""
+    from pathlib import Path
+
+    import tomllib
+
+    src = (Path(rk.__file__).parent / "studies" / "real-attention.toml").read_text(encoding="utf-8")
+    fitted = [e for e in tomllib.loads(src)["estimators"] if e.get("fit_pairs") == "causal"]
+    assert {e["map"] for e in fitted} >= {"OPRF", "SDERF", "SADERF", "CEXP", "HCEXP"}
+    bad = tmp_path / "bad.toml"
+    bad.write_text(src.replace('\nfit_pairs = "causal"\n', '\nfit_pairs = "prefix"\n', 1), encoding="utf-8")
+    with pytest.raises(InvalidParameterError, match="fit_pairs.*'prefix'"):
+        rk.study.load_design(bad)
+    bad.write_text(
+        src.replace(
+            'map = "Positive"\nprojection = "orthogonal"\n', 'map = "Positive"\nfit_pairs = "causal"\n', 1
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(InvalidParameterError, match="Positive has no parameter `fit_pairs`"):
+        rk.study.load_design(bad)
