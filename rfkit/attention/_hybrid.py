@@ -104,19 +104,21 @@ class Hybrid:
     lsh_buckets : int, optional
         Number of angular-LSH buckets (even, >= 2); None: no hashing.
     variant : {"plain", "ratio"}, default="plain"
+    causal, shared_across_heads, chunk_size, n_threads
+        As for :class:`RFA` (``chunk_size`` and ``n_threads`` are passed to its global sums).
     fit_on : {"all", "remainder"}, default="all"
         The query-key pairs a data-dependent map (OPRF, SADERF, ADERF, SDERF, CEXP/HCEXP rules,
         ...) is fitted on. ``"all"``: as :class:`RFA` fits it (the map's own ``fit_pairs``).
         ``"remainder"``: only the pairs the random features estimate in the plain variant, the
         pairs each query may see (causal: :math:`j \le n`; padded keys never) minus its support,
         within each sequence (:func:`rfkit.features.fit_to_pairs` with ``exclude=`` the support;
-        pair-weighted moments, linear memory). Needs ``shared_across_heads=True`` and a map whose
+        pair-weighted moments in linear memory; the hyperbolic OPRF and GERF ``s=-1`` list the
+        pairs' values, O(nM) per sequence). Needs ``shared_across_heads=True`` and a map whose
         ``fit`` takes a pair selection (rfkit's own). With ``lsh_buckets`` the LSH rotation is then
         drawn before the features (the fit needs the support), so draws differ from
         ``fit_on="all"`` with the same seed. Where the support holds every key the map is fitted
         on all pairs (its features are not used). The ratio variant also estimates the
         support's mass with the features, so ``"all"`` may suit it better.
-        As for :class:`RFA` (``chunk_size`` and ``n_threads`` are passed to its global sums).
 
     Examples
     --------
