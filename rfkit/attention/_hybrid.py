@@ -12,7 +12,7 @@ import numpy as np
 from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import IllConditionedWarning, InvalidParameterError, NonPositiveNormalizerWarning
-from ..features import FeatureDraw, FeatureMap
+from ..features import FeatureDraw, FeatureMap, fit_to_pairs
 from ._common import (
     QKV,
     check_feature_map_field,
@@ -30,6 +30,8 @@ __all__ = ["Hybrid", "HYBRID_VARIANTS"]
 
 #: The combinations of exact support terms and random-feature remainder (see :class:`Hybrid`).
 HYBRID_VARIANTS = ("plain", "ratio")
+#: The pairs a data-dependent map is fitted on (see :class:`Hybrid`).
+HYBRID_FIT_ON = ("all", "remainder")
 # Work arrays of one row block hold about this many elements.
 _BLOCK_ELEMS = 1 << 18
 
@@ -94,7 +96,7 @@ class Hybrid:
     Parameters
     ----------
     feature_map : FeatureMap
-        Any rfkit feature map (as :class:`RFA`; data-dependent maps are fitted on all keys).
+        Any rfkit feature map (as :class:`RFA`; data-dependent maps are fitted as ``fit_on`` says).
     window : int, optional
         Half-width of the sliding window (>= 0); None: no window.
     n_global : int, default=0
@@ -104,6 +106,19 @@ class Hybrid:
     variant : {"plain", "ratio"}, default="plain"
     causal, shared_across_heads, chunk_size, n_threads
         As for :class:`RFA` (``chunk_size`` and ``n_threads`` are passed to its global sums).
+    fit_on : {"all", "remainder"}, default="all"
+        The query-key pairs a data-dependent map (OPRF, SADERF, ADERF, SDERF, CEXP/HCEXP rules,
+        ...) is fitted on. ``"all"``: as :class:`RFA` fits it (the map's own ``fit_pairs``).
+        ``"remainder"``: only the pairs the random features estimate in the plain variant, the
+        pairs each query may see (causal: :math:`j \le n`; padded keys never) minus its support,
+        within each sequence (:func:`rfkit.features.fit_to_pairs` with ``exclude=`` the support;
+        pair-weighted moments in linear memory; the hyperbolic OPRF and GERF ``s=-1`` list the
+        pairs' values, O(nM) per sequence). Needs ``shared_across_heads=True`` and a map whose
+        ``fit`` takes a pair selection (rfkit's own). With ``lsh_buckets`` the LSH rotation is then
+        drawn before the features (the fit needs the support), so draws differ from
+        ``fit_on="all"`` with the same seed. Where the support holds every key the map is fitted
+        on all pairs (its features are not used). The ratio variant also estimates the
+        support's mass with the features, so ``"all"`` may suit it better.
 
     Examples
     --------
@@ -124,6 +139,7 @@ class Hybrid:
     shared_across_heads: bool = True
     chunk_size: int | None = None
     n_threads: int | None = None
+    fit_on: str = "all"
 
     def __post_init__(self) -> None:
         check_feature_map_field(self, "Hybrid")
@@ -140,6 +156,7 @@ class Hybrid:
                 )
             object.__setattr__(self, "lsh_buckets", b)
         check_option(self.variant, "variant", "Hybrid", HYBRID_VARIANTS)
+        check_option(self.fit_on, "fit_on", "Hybrid", HYBRID_FIT_ON)
 
     def support(self, x: QKV, gen: np.random.Generator) -> tuple[Any, Any]:
         """Padded support ``(idx, valid)`` of shape (S, n, s), S = 1 or the number of slices.
@@ -190,11 +207,12 @@ class Hybrid:
         """
         x = check_qkv(Q, K, V, "Hybrid", causal=self.causal, key_padding_mask=key_padding_mask)
         gen = check_rng(rng)
-        rfa = RFA(self.feature_map, self.causal, self.shared_across_heads, self.chunk_size, self.n_threads)
+        fm, early = self._fit_remainder(x, gen, draw)
+        rfa = RFA(fm, self.causal, self.shared_across_heads, self.chunk_size, self.n_threads)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NonPositiveNormalizerWarning)
             res = rfa(Q, K, V, rng=gen, n_draws=n_draws, key_padding_mask=key_padding_mask, draw=draw)
-        idx, valid = self.support(x, gen)
+        idx, valid = self.support(x, gen) if early is None else early
         draws = res.draw if isinstance(res.draw, tuple) else (res.draw,)
         T = draws[0].n_draws
         pre = () if T is None else (T,)
@@ -249,6 +267,33 @@ class Hybrid:
             denominator_values=x.unflatten(den, pre),
             n_nonpositive=nbad,
         )
+
+    def _fit_remainder(
+        self, x: QKV, gen: np.random.Generator, draw: FeatureDraw | None
+    ) -> tuple[FeatureMap, tuple[np.ndarray, np.ndarray] | None]:
+        """``fit_on="remainder"``: the map fitted on the visible pairs minus the support, and the support."""
+        fm = self.feature_map
+        if self.fit_on == "all" or draw is not None or not fm.needs_data:
+            return fm, None
+        if not self.shared_across_heads:
+            raise InvalidParameterError(
+                "Hybrid(fit_on='remainder') fits one map on the remainder of every head: it needs "
+                "shared_across_heads=True (or fit_on='all' to fit each head's map on its pairs). "
+                "Got shared_across_heads=False."
+            )
+        support = self.support(x, gen)  # drawn before the features: the fit needs it
+        idx, valid = support
+        if not np.any(valid.sum(axis=-1) < _visible(x, self.causal)):
+            return fm, support  # no remainder: the features are not used, RFA fits on all pairs
+        fitted = fit_to_pairs(
+            fm,
+            x.Q,
+            x.K,
+            pairs="causal" if self.causal else "sequence",
+            key_padding_mask=x.mask,
+            exclude=support,
+        )
+        return fitted, support
 
 
 def _warn(nbad: int, shape: tuple[int, ...]) -> None:

@@ -15,7 +15,7 @@ from .._params import check_allocation
 from .._random import check_rng
 from .._validation import check_int
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
-from ..features import FeatureDraw, FeatureMap
+from ..features import FeatureDraw, FeatureMap, fit_to_pairs
 from ._causal import CausalJob, run_causal
 from ._common import (
     QKV,
@@ -49,25 +49,26 @@ def fit_and_sample(
 ) -> tuple[list[FeatureMap], list[FeatureDraw]]:
     """Resolve data-dependent parameters on (Q, K) and draw once, or once per head.
 
-    With a key padding mask, the fit sees only the unmasked keys (padding = dropping keys).
+    The fit runs on the pairs the map's ``fit_pairs`` selects (:func:`rfkit.features.fit_to_pairs`):
+    ``"all"`` (the default, also for causal attention) pools the slices' queries and unpadded
+    keys as before; ``"causal"`` weights the pairs ``j <= i`` of each slice (the pairs causal
+    attention uses). Padded keys never count (padding = dropping keys).
     """
     d = x.dim
-    xp = x.xp
 
-    def keys(sel: slice) -> Any:
-        Kf = xp.reshape(x.K[sel, ...], (-1, d))
-        if x.mask is None:
-            return Kf
-        return Kf[xp.reshape(~x.mask[sel, ...], (-1,))]
+    def fitted(sel: slice) -> FeatureMap:
+        if not spec.needs_data:
+            return spec
+        mask = None if x.mask is None else x.mask[sel, ...]
+        return fit_to_pairs(spec, x.Q[sel, ...], x.K[sel, ...], key_padding_mask=mask)
 
     if shared:
-        used = spec.fit(xp.reshape(x.Q, (-1, d)), keys(slice(None))) if spec.needs_data else spec
+        used = fitted(slice(None))
         return [used], [used.sample(d, rng=gen, n_draws=n_draws)]
     specs, draws = [], []
     h = x.n_heads
     for j in range(h):
-        sel = slice(j, None, h)
-        used = spec.fit(xp.reshape(x.Q[sel, ...], (-1, d)), keys(sel)) if spec.needs_data else spec
+        used = fitted(slice(j, None, h))
         specs.append(used)
         draws.append(used.sample(d, rng=gen, n_draws=n_draws))
     return specs, draws

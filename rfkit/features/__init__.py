@@ -41,6 +41,7 @@ from ._draw import ExpForm, FeatureDraw, Features
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
 from ._gerf import GERF, SADERF, saderf_parameters
 from ._optimal import gerf_optimal_A
+from ._pairs import FIT_PAIRS, PairMoments, fit_to_pairs, pair_moments, pair_values
 from ._protocol import check_feature_map
 from ._sketch import RandomMaclaurin, TensorSketch
 from ._stacked import StackedDraw
@@ -75,6 +76,11 @@ __all__ = [
     "gerf_optimal_A",
     "saderf_parameters",
     "A_RULES",
+    "FIT_PAIRS",
+    "PairMoments",
+    "fit_to_pairs",
+    "pair_moments",
+    "pair_values",
     "taylor_polynomial",
     "slog_taylor_polynomial",
 ]

@@ -16,6 +16,7 @@ import numpy as np
 from .._backend import get_backend, prod, to_numpy
 from .._validation import as_float_array, check_option
 from ..exceptions import IllConditionedWarning, ShapeError, SingularMatrixError
+from ._pairs import PairMoments, is_plain, pair_moments, pooled
 
 __all__ = ["adaptive_A", "oprf_optimal_A", "A_RULES", "validate_A"]
 
@@ -48,7 +49,16 @@ def _moments(Q: Any, name: str, bk: Any = None) -> tuple[int, np.ndarray, np.nda
     return int(X.shape[0]), to_numpy(mean), to_numpy(ss), tuple(arr.shape)
 
 
-def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarray:
+def adaptive_A(
+    Q: Any,
+    K: Any,
+    rule: str = "mean",
+    *,
+    ddof: int = 1,
+    pairs: Any = "all",
+    key_padding_mask: Any = None,
+    exclude: Any = None,
+) -> np.ndarray:
     r"""Diagonal of the data-adaptive matrix :math:`A` for CEXP/HCEXP.
 
     Parameters
@@ -68,6 +78,20 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
     ddof : int, default=1
         Delta degrees of freedom of the variance estimate (Blackwelder (2024) uses the
         unbiased estimator, ``ddof=1``).
+    pairs : {"all", "sequence", "causal"} or array of bool (..., n, M), default="all"
+        The query-key pairs the rule is computed on (:func:`rfkit.features.pair_moments`).
+        ``"all"``: the plain sample means and variances above (every query with every key).
+        Otherwise each query counts once per key it is paired with, each key once per query
+        (``Q``, ``K`` keep their sequence axis): :math:`\mu_x = \sum_i r_ix_i/W`,
+        :math:`\mu_y = \sum_j c_jy_j/W`, the minimisers of the same objectives over the selected
+        pairs, and :math:`\sigma^2` the unbiased variance with reliability weights,
+        :math:`\sum_i r_i(x_i-\mu_x)^2/(W - \mathrm{ddof}\,\sum_i r_i^2/W)` (equal to the plain
+        one when every query has the same number of keys). The weighting is rfkit's own
+        (docs page *Attention estimators*, "Fitting on the pairs attention uses").
+    key_padding_mask : array of bool (..., M), optional
+        True marks padded keys, which are in no pair.
+    exclude : (idx, valid), optional
+        Pairs left out (:func:`rfkit.features.pair_moments`).
 
     Returns
     -------
@@ -81,6 +105,11 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
         moment gives :math:`A_{ii} = 0` or :math:`\infty`). rfkit does not clip.
     """
     rule = check_option(rule, "rule", "adaptive_A", A_RULES)
+    if not is_plain(pairs, exclude):
+        return _adaptive_weighted(
+            pair_moments(Q, K, pairs=pairs, key_padding_mask=key_padding_mask, exclude=exclude), rule, ddof
+        )
+    Q, K = pooled(Q, K, key_padding_mask)
     nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
     d = mx.shape[-1]
     if rule == "identity":
@@ -100,6 +129,10 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
         den = ssx / (nx - ddof) + mx**2
         what = "second moment"
         a = fourth_root_ratio(num, den)
+    return _checked_rule(a, rule, what, num, den)
+
+
+def _checked_rule(a: np.ndarray, rule: str, what: str, num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return check_nondegenerate(
         a,
         lambda i: (
@@ -108,6 +141,28 @@ def adaptive_A(Q: Any, K: Any, rule: str = "mean", *, ddof: int = 1) -> np.ndarr
             "rfkit does not clip; pass an explicit A or use another rule."
         ),
     )
+
+
+def _adaptive_weighted(pm: PairMoments, rule: str, ddof: int) -> np.ndarray:
+    """:func:`adaptive_A` on pair-weighted moments (queries weighted by r_i, keys by c_j)."""
+    if rule == "identity":
+        return np.ones(pm.dim)
+    if rule == "mean":
+        num, den, what = np.abs(pm.mean_k), np.abs(pm.mean_q), "mean"
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.sqrt(num / den)
+        return _checked_rule(a, rule, what, num, den)
+    W = pm.weight
+    eff_q, eff_k = W - ddof * pm.sq_weight_q / W, W - ddof * pm.sq_weight_k / W
+    for eff, nm in ((eff_q, "Q"), (eff_k, "K")):
+        if not eff > 0:
+            raise ShapeError(
+                f"adaptive_A(rule='variance', ddof={ddof}) on the selected pairs needs an effective sample "
+                f"size W - ddof * sum(w^2) / W > 0 for `{nm}`; got {eff:.3g} (too few pairs)."
+            )
+    num = pm.ss_k / eff_k + pm.mean_k**2
+    den = pm.ss_q / eff_q + pm.mean_q**2
+    return _checked_rule(fourth_root_ratio(num, den), rule, "second moment", num, den)
 
 
 def fourth_root_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -124,24 +179,51 @@ def check_nondegenerate(diag: np.ndarray, message: Any) -> np.ndarray:
     return diag
 
 
-def oprf_optimal_A(Q: Any, K: Any) -> float:
+def oprf_optimal_A(
+    Q: Any, K: Any, *, pairs: Any = "all", key_padding_mask: Any = None, exclude: Any = None
+) -> float:
     r"""Data-averaged optimal OPRF/FAVOR++ parameter :math:`A^*` (Likhosherstov et al. (NeurIPS 2022)).
 
     .. math::
 
         A^* = \tfrac1{16}\Big(1 - 2\rho - \sqrt{(2\rho + 1)^2 + 8\rho}\Big) \le 0,
-        \qquad \rho = \frac{1}{d\,n_x n_y}\sum_{i,j}\|x_i + y_j\|^2,
+        \qquad \rho = \frac{1}{d\,W}\sum_{i,j} w_{ij}\|x_i + y_j\|^2,
 
-    computed in :math:`O(nd)` as :math:`\overline{\|x\|^2} + \overline{\|y\|^2} +
-    2\bar x^\top\bar y`. It minimises the average over pairs of
-    :math:`\log\mathbb E[(f(\omega,x)f(\omega,y))^2]` (Likhosherstov et al. 2022,
-    "Chefs' Random Tables"; matches the TF Model Garden ``expplus`` code).
+    It minimises the average over the selected pairs of the log second moment
+    :math:`\log\mathbb E[(f(\omega,x_i)f(\omega,y_j))^2] = \tfrac d2\log\frac{(1-4A)^2}{1-8A}
+    + \frac{\|x_i+y_j\|^2}{1-8A} + \text{const}`, which is affine in :math:`\|x_i+y_j\|^2`
+    (Likhosherstov et al. (NeurIPS 2022), "Chefs' Random Tables"; matches the TF Model Garden
+    ``expplus`` code). With every pair (``pairs="all"``, :math:`w_{ij} = 1`, the paper's
+    objective) it is computed in :math:`O(nd)` as :math:`\overline{\|x\|^2} + \overline{\|y\|^2}
+    + 2\bar x^\top\bar y`; with a selection (``"causal"``: :math:`j \le i` in each sequence,
+    rfkit's own weighting) as :math:`\mathrm{tr}\,M_x + \mathrm{tr}\,M_y + 2\,\mathrm{tr}\,C` of the
+    pair-weighted moments (:func:`rfkit.features.pair_moments`: prefix sums, :math:`O(nd^2)`).
+
+    Parameters
+    ----------
+    Q, K : array_like of shape (..., n, d)
+        Queries and keys (``"all"``: leading axes pooled; otherwise they index sequences).
+    pairs : {"all", "sequence", "causal"} or array of bool (..., n, M), default="all"
+    key_padding_mask : array of bool (..., M), optional
+        True marks padded keys (in no pair).
+    exclude : (idx, valid), optional
+        Pairs left out (Hybrid's exact support).
     """
+    if not is_plain(pairs, exclude):
+        pm = pair_moments(Q, K, pairs=pairs, key_padding_mask=key_padding_mask, exclude=exclude)
+        s = np.trace(pm.second_q) + np.trace(pm.second_k) + 2.0 * np.trace(pm.cross)
+        return oprf_root_scalar(max(float(s), 0.0) / pm.dim)
+    Q, K = pooled(Q, K, key_padding_mask)
     nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
     d = mx.shape[-1]
     # mean_i |x_i|^2 = sum_k (ss_k / n + mean_k^2)
     s = np.sum(ssx / nx + mx**2) + np.sum(ssy / ny + my**2) + 2.0 * mx @ my
     rho = max(float(s), 0.0) / d  # s >= 0 exactly; max only removes round-off
+    return float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)
+
+
+def oprf_root_scalar(rho: float) -> float:
+    r""":math:`\tfrac1{16}(1-2\rho-\sqrt{(2\rho+1)^2+8\rho})` for one :math:`\rho \ge 0` (OPRF's optimum)."""
     return float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)
 
 

@@ -26,7 +26,8 @@ the variance is finite iff :math:`I - 8A \succ 0`.
   \omega_l (V^\top x)_l - \tfrac12\|x\|^2\big)`: OPRF with one parameter per eigen-direction.
 
 The data-dependent optimum of each family (the minimiser of the log second moment averaged
-over all query-key pairs, the paper's objective) is in closed form:
+over all query-key pairs, the paper's objective, or over the pairs causal attention uses with
+``fit_pairs="causal"``, rfkit's own weighting) is in closed form:
 :func:`aderf_optimal` and :func:`sderf_optimal_A` (:mod:`rfkit.features._derf_optimal`).
 Features are built in log space.
 """
@@ -58,6 +59,7 @@ from ._derf_optimal import aderf_optimal, oprf_root, sderf_optimal_A, second_mom
 from ._draw import FeatureDraw, Features
 from ._exp import _check_common, _ExpMap
 from ._ops import paired_logsumexp, project
+from ._pairs import check_fit_pairs, is_plain, pair_moments, pooled
 
 __all__ = ["ADERF", "SDERF", "SDERFDraw", "aderf_optimal", "sderf_optimal_A"]
 
@@ -97,7 +99,8 @@ class ADERF(_ExpMap):
     :func:`rfkit.theory.mse`).
 
     With ``A=None`` and/or ``G=None`` the paper's closed-form optimum (:func:`aderf_optimal`)
-    is resolved from a query/key sample by :meth:`fit` (or ``sample(data=(Q, K))``).
+    is resolved from a query/key sample by :meth:`fit` (or ``sample(data=(Q, K))``), averaged
+    over the pairs ``fit_pairs`` selects.
 
     Parameters
     ----------
@@ -111,6 +114,11 @@ class ADERF(_ExpMap):
         :class:`~rfkit.exceptions.SingularMatrixError`.
     projection : str, default="iid"
         Directions :math:`\omega_i` (:mod:`rfkit.projections`).
+    fit_pairs : {"all", "sequence", "causal"}, default="all"
+        The query-key pairs :meth:`fit` averages the objective over: ``"all"`` every pair of the
+        sample (the paper's objective), ``"causal"`` the pairs :math:`j \le i` of each sequence
+        (a decoder's; rfkit's own weighting), ``"sequence"`` every pair within a sequence
+        (:func:`rfkit.features.pair_moments`).
 
     Examples
     --------
@@ -126,36 +134,57 @@ class ADERF(_ExpMap):
     A: float | None = None
     G: Any = None
     projection: str = "iid"
+    fit_pairs: str = "all"
 
     _fitted_params = ("A", "G")  # resolved by fit() when None
+    _pair_fit = True  # fit() takes pairs=, key_padding_mask=, exclude=
 
     def __post_init__(self) -> None:
         _check_common(self)
+        object.__setattr__(self, "fit_pairs", check_fit_pairs(self.fit_pairs, "ADERF"))
         if self.A is not None:
             object.__setattr__(self, "A", _check_a(self.A, "ADERF"))
         if self.G is not None:
             object.__setattr__(self, "G", _validate_G(self.G, "ADERF"))
 
-    def fit(self, queries: Any, keys: Any) -> FeatureMap:
+    def fit(
+        self, queries: Any, keys: Any, *, pairs: Any = None, key_padding_mask: Any = None, exclude: Any = None
+    ) -> FeatureMap:
         """Resolve ``A=None`` / ``G=None`` to the closed-form optimum (:func:`aderf_optimal`).
 
         A given ``G`` is kept and only :math:`a` is fitted (OPRF's rule on :math:`Gx`,
         :math:`G^{-\\top}y`); a given ``A`` is kept and only ``G`` is fitted (the optimal
-        :math:`G` does not depend on :math:`a`).
+        :math:`G` does not depend on :math:`a`). The objective is averaged over the pairs
+        ``pairs`` selects (default: this map's ``fit_pairs``; ``"causal"`` needs ``queries`` and
+        ``keys`` of shape (..., n, d) with the sequence axis); padded keys
+        (``key_padding_mask``, True = padded) and ``exclude`` pairs never count
+        (:func:`rfkit.features.pair_moments`).
         """
         if not self.needs_data:
             return self
+        p = self.fit_pairs if pairs is None else pairs
+        sel = {"pairs": p, "key_padding_mask": key_padding_mask, "exclude": exclude}
         if self.G is None:
-            a, G = aderf_optimal(queries, keys)
+            a, G = aderf_optimal(queries, keys, **sel)
             return dataclasses.replace(self, A=a if self.A is None else self.A, G=G)
-        mx, M1 = second_moments(queries, "Q")
-        my, M2 = second_moments(keys, "K")
-        check_same_dim(mx, my, "Q", "K")
+        if is_plain(p, exclude):
+            queries, keys = pooled(queries, keys, key_padding_mask)
+            mx, M1 = second_moments(queries, "Q")
+            my, M2 = second_moments(keys, "K")
+            check_same_dim(mx, my, "Q", "K")
+            cross = mx @ my
+        else:
+            pm = pair_moments(queries, keys, **sel)
+            M1, M2, cross = pm.second_q, pm.second_k, np.trace(pm.cross)
         Gm = np.diag(self.G) if self.G.ndim == 1 else self.G
+        if Gm.shape[0] != M1.shape[0]:
+            raise ShapeError(
+                f"The `G` parameter of ADERF has shape {self.G.shape} but the data have d={M1.shape[0]}."
+            )
         Ginv = np.linalg.inv(Gm)
         S = Gm.T @ Gm
-        val = np.trace(S @ M1) + np.trace(Ginv @ Ginv.T @ M2) + 2.0 * mx @ my  # mean ||Gx + G^-T y||^2
-        rho = max(float(val), 0.0) / mx.shape[-1]
+        val = np.trace(S @ M1) + np.trace(Ginv @ Ginv.T @ M2) + 2.0 * cross  # mean ||Gx + G^-T y||^2
+        rho = max(float(val), 0.0) / M1.shape[-1]
         return dataclasses.replace(self, A=float(oprf_root(rho)))
 
     def _oprf_a(self) -> float:
@@ -240,7 +269,8 @@ class SDERF(FeatureMap):
     :math:`O = I`, so rfkit parametrises SDERF by :math:`A` alone.
 
     With ``A=None`` the closed-form optimum :func:`sderf_optimal_A` is resolved from a
-    query/key sample by :meth:`fit` (or ``sample(data=(Q, K))``).
+    query/key sample by :meth:`fit` (or ``sample(data=(Q, K))``), over the pairs ``fit_pairs``
+    selects.
 
     Parameters
     ----------
@@ -251,29 +281,42 @@ class SDERF(FeatureMap):
         with every eigenvalue < 1/4; eigenvalues in [1/8, 1/4) warn (infinite variance).
     projection : str, default="iid"
         Directions :math:`\omega_i` (:mod:`rfkit.projections`), drawn in the eigenbasis of A.
+    fit_pairs : {"all", "sequence", "causal"}, default="all"
+        The query-key pairs :meth:`fit` averages the objective over (as for :class:`ADERF`).
     """
 
     n_features: int
     A: Any = None
     projection: str = "iid"
+    fit_pairs: str = "all"
     shares_projection = True  # directions: sample_projection_streams(projection, n_features, ...)
 
     _fitted_params = ("A",)  # resolved by fit() when None
+    _pair_fit = True  # fit() takes pairs=, key_padding_mask=, exclude=
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_features", check_n_features(self.n_features, "SDERF"))
         check_option(self.projection, "projection", "SDERF", PROJECTIONS)
+        object.__setattr__(self, "fit_pairs", check_fit_pairs(self.fit_pairs, "SDERF"))
         if self.A is not None:
             object.__setattr__(self, "A", _validate_sym(self.A, "SDERF"))
 
     def feature_dim(self, dim: int) -> int:
         return self.n_features
 
-    def fit(self, queries: Any, keys: Any) -> FeatureMap:
-        """Resolve ``A=None`` to the closed-form optimum :func:`sderf_optimal_A`."""
+    def fit(
+        self, queries: Any, keys: Any, *, pairs: Any = None, key_padding_mask: Any = None, exclude: Any = None
+    ) -> FeatureMap:
+        """Resolve ``A=None`` to the closed-form optimum :func:`sderf_optimal_A` over the selected pairs.
+
+        ``pairs`` defaults to this map's ``fit_pairs``; padded keys and ``exclude`` pairs never
+        count (:func:`rfkit.features.pair_moments`).
+        """
         if self.A is not None:
             return self
-        return dataclasses.replace(self, A=sderf_optimal_A(queries, keys))
+        p = self.fit_pairs if pairs is None else pairs
+        A = sderf_optimal_A(queries, keys, pairs=p, key_padding_mask=key_padding_mask, exclude=exclude)
+        return dataclasses.replace(self, A=A)
 
     def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
         return sample_projection(self.projection, self.n_features, dim, rng=rng, n_draws=n_draws)

@@ -33,6 +33,7 @@ from ._base import FeatureMap
 from ._draw import ExpForm, FeatureDraw, Features
 from ._ops import block_projection, paired_logsumexp, project
 from ._optimal import gerf_optimal_A
+from ._pairs import check_fit_pairs
 
 __all__ = ["Positive", "Hyperbolic", "CEXP", "HCEXP", "OPRF", "ExpDraw"]
 
@@ -146,8 +147,12 @@ class Hyperbolic(_ExpMap):
 class _AdaptiveExpMap(_ExpMap):
     A: Any
 
+    fit_pairs: str
+    _pair_fit = True  # fit() takes pairs=, key_padding_mask=, exclude=
+
     def __post_init__(self) -> None:
         _check_common(self)
+        object.__setattr__(self, "fit_pairs", check_fit_pairs(self.fit_pairs, self.name))
         if isinstance(self.A, str):
             check_option(self.A, "A", self.name, A_RULES)
         else:
@@ -163,11 +168,26 @@ class _AdaptiveExpMap(_ExpMap):
             "data=(Q, K) to sample(), or give A explicitly (rk.features.adaptive_A)."
         )
 
-    def fit(self, queries: Any, keys: Any) -> FeatureMap:
-        """Resolve a rule name for ``A`` into its diagonal from the query/key sample."""
+    def fit(
+        self, queries: Any, keys: Any, *, pairs: Any = None, key_padding_mask: Any = None, exclude: Any = None
+    ) -> FeatureMap:
+        """Resolve a rule name for ``A`` into its diagonal from the query/key sample (:func:`adaptive_A`).
+
+        The rule's means and variances are taken over the pairs ``pairs`` selects (default: this
+        map's ``fit_pairs``; ``"causal"`` needs (..., n, d) inputs with the sequence axis);
+        padded keys and ``exclude`` pairs never count.
+        """
         if not isinstance(self.A, str) or self.A == "identity":
             return self
-        return dataclasses.replace(self, A=adaptive_A(queries, keys, rule=self.A))  # type: ignore[type-var]
+        A = adaptive_A(
+            queries,
+            keys,
+            rule=self.A,
+            pairs=self.fit_pairs if pairs is None else pairs,
+            key_padding_mask=key_padding_mask,
+            exclude=exclude,
+        )
+        return dataclasses.replace(self, A=A)  # type: ignore[type-var]
 
     def _transform(self) -> np.ndarray | None:
         if isinstance(self.A, str):
@@ -195,11 +215,17 @@ class CEXP(_AdaptiveExpMap):
         Singular ``A`` raises :class:`~rfkit.exceptions.SingularMatrixError`;
         ill-conditioned ``A`` warns.
     projection : str, default="iid"
+    fit_pairs : {"all", "sequence", "causal"}, default="all"
+        The query-key pairs a rule's means and variances are taken over: ``"all"`` the plain
+        sample (Blackwelder (2024)), ``"causal"`` the pairs :math:`j \le i` of each sequence
+        (each query counted once per key it sees, each key once per query that sees it; rfkit's
+        own weighting), ``"sequence"`` every pair within a sequence (:func:`adaptive_A`).
     """
 
     n_features: int
     A: Any = "identity"
     projection: str = "iid"
+    fit_pairs: str = "all"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -213,6 +239,7 @@ class HCEXP(_AdaptiveExpMap):
     n_features: int
     A: Any = "identity"
     projection: str = "iid"
+    fit_pairs: str = "all"
     hyperbolic = True
 
 
@@ -244,17 +271,26 @@ class OPRF(_ExpMap):
     projection : str, default="iid"
     hyperbolic : bool, default=False
         Use the :math:`\pm\omega` pair of every direction (``2m`` columns).
+    fit_pairs : {"all", "sequence", "causal"}, default="all"
+        The query-key pairs :meth:`fit` averages the log second moment over: ``"all"`` every
+        pair of the sample (the paper's objective), ``"causal"`` the pairs :math:`j \le i` of each
+        sequence, those a decoder's causal attention uses (rfkit's own weighting; the fit then
+        needs (..., n, d) inputs that keep the sequence axis), ``"sequence"`` every pair within
+        a sequence (:func:`rfkit.features.pair_moments`).
     """
 
     n_features: int
     A: float | None = None
     projection: str = "iid"
     hyperbolic: bool = False
+    fit_pairs: str = "all"
 
     _fitted_params = ("A",)  # resolved by fit() when None
+    _pair_fit = True  # fit() takes pairs=, key_padding_mask=, exclude=
 
     def __post_init__(self) -> None:
         _check_common(self)
+        object.__setattr__(self, "fit_pairs", check_fit_pairs(self.fit_pairs, "OPRF"))
         if not isinstance(self.hyperbolic, (bool, np.bool_)):
             raise InvalidParameterError(
                 f"The `hyperbolic` parameter of OPRF must be a bool. Got {self.hyperbolic!r} instead."
@@ -270,14 +306,25 @@ class OPRF(_ExpMap):
                 )
             object.__setattr__(self, "A", a)
 
-    def fit(self, queries: Any, keys: Any) -> FeatureMap:
+    def fit(
+        self, queries: Any, keys: Any, *, pairs: Any = None, key_padding_mask: Any = None, exclude: Any = None
+    ) -> FeatureMap:
         """Resolve ``A=None`` to the data-averaged optimum (:func:`oprf_optimal_A`; hyperbolic:
-        :func:`gerf_optimal_A` with ``hyperbolic=True``)."""
+        :func:`gerf_optimal_A` with ``hyperbolic=True``).
+
+        The mean runs over the pairs ``pairs`` selects (default: this map's ``fit_pairs``);
+        padded keys (``key_padding_mask``, True = padded) and ``exclude`` pairs never count.
+        """
         if self.A is not None:
             return self
+        sel = {
+            "pairs": self.fit_pairs if pairs is None else pairs,
+            "key_padding_mask": key_padding_mask,
+            "exclude": exclude,
+        }
         if self.hyperbolic:
-            return dataclasses.replace(self, A=gerf_optimal_A(queries, keys, s=1, hyperbolic=True))
-        return dataclasses.replace(self, A=oprf_optimal_A(queries, keys))
+            return dataclasses.replace(self, A=gerf_optimal_A(queries, keys, s=1, hyperbolic=True, **sel))
+        return dataclasses.replace(self, A=oprf_optimal_A(queries, keys, **sel))
 
     def _oprf_a(self) -> float:
         return float(self.A)  # type: ignore[arg-type]

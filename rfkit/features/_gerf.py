@@ -51,6 +51,7 @@ from ._draw import FeatureDraw, Features
 from ._exp import ExpDraw, _check_common, _ExpMap
 from ._ops import project
 from ._optimal import check_sign, gerf_optimal_A
+from ._pairs import PairMoments, check_fit_pairs, is_plain, pair_moments, pooled
 
 __all__ = ["GERF", "SADERF", "GERFTrigDraw", "saderf_parameters"]
 
@@ -95,18 +96,25 @@ class GERF(_ExpMap):
         Sign of the GERF family: positive (``1``) or trigonometric (``-1``) features.
     projection : str, default="iid"
         Directions (:mod:`rfkit.projections`).
+    fit_pairs : {"all", "sequence", "causal"}, default="all"
+        The query-key pairs :meth:`fit` averages the objective over: ``"all"`` every pair of the
+        sample (the paper's objective), ``"causal"`` the pairs :math:`j \le i` of each sequence
+        (rfkit's own weighting), ``"sequence"`` every pair within a sequence.
     """
 
     n_features: int
     A: float | None = None
     s: int = 1
     projection: str = "iid"
+    fit_pairs: str = "all"
 
     _fitted_params = ("A",)  # resolved by fit() when None
+    _pair_fit = True  # fit() takes pairs=, key_padding_mask=, exclude=
 
     def __post_init__(self) -> None:
         _check_common(self)
         object.__setattr__(self, "s", check_sign(self.s, "GERF"))
+        object.__setattr__(self, "fit_pairs", check_fit_pairs(self.fit_pairs, "GERF"))
         if self.A is not None:
             object.__setattr__(self, "A", _check_A(self.A, "GERF"))
 
@@ -118,11 +126,21 @@ class GERF(_ExpMap):
     def feature_dim(self, dim: int) -> int:
         return self.n_features * (1 if self.s == 1 else 2)
 
-    def fit(self, queries: Any, keys: Any) -> FeatureMap:
-        """Resolve ``A=None`` to the data-averaged optimum :func:`gerf_optimal_A` (for this ``s``)."""
+    def fit(
+        self, queries: Any, keys: Any, *, pairs: Any = None, key_padding_mask: Any = None, exclude: Any = None
+    ) -> FeatureMap:
+        """Resolve ``A=None`` to the data-averaged optimum :func:`gerf_optimal_A` (for this ``s``).
+
+        Averaged over the pairs ``pairs`` selects (default: this map's ``fit_pairs``); padded
+        keys and ``exclude`` pairs never count (:func:`rfkit.features.pair_moments`).
+        """
         if self.A is not None:
             return self
-        return dataclasses.replace(self, A=gerf_optimal_A(queries, keys, s=self.s))
+        p = self.fit_pairs if pairs is None else pairs
+        A = gerf_optimal_A(
+            queries, keys, s=self.s, pairs=p, key_padding_mask=key_padding_mask, exclude=exclude
+        )
+        return dataclasses.replace(self, A=A)
 
     def _oprf_a(self) -> float:
         return float(self.A)  # type: ignore[arg-type]
@@ -205,7 +223,15 @@ class GERFTrigDraw(FeatureDraw):
         return xp.sign(s), logabs
 
 
-def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.ndarray, float]:
+def saderf_parameters(
+    Q: Any,
+    K: Any,
+    *,
+    A: float | None = None,
+    pairs: Any = "all",
+    key_padding_mask: Any = None,
+    exclude: Any = None,
+) -> tuple[np.ndarray, float]:
     r"""SADERF's data-fitted diagonal :math:`\Psi` and parameter :math:`A` (FAVOR#).
 
     .. math::
@@ -223,10 +249,21 @@ def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.nda
     :math:`\overline{\|\Psi x\|^2}+\overline{\|\Psi^{-1}y\|^2}` for every :math:`A < 1/8` (FAVOR# eq. for
     :math:`\Psi^*`; derivation on the docs page *Theory*, section 1a, "SADERF"). :math:`O(nd)`, computed on the data's device.
 
+    With a pair selection (``pairs``; ``"causal"``: :math:`j \le i` in each sequence, rfkit's
+    own weighting) the bars are the pair-weighted means of :func:`rfkit.features.pair_moments`
+    (:math:`\overline{x_l^2} = (M_x)_{ll}`, :math:`\overline{y_l^2} = (M_y)_{ll}`) and
+    :math:`\bar x^\top\bar y` becomes :math:`\mathrm{tr}\,C`, the mean of :math:`x_i^\top y_j` over
+    the selected pairs; the objective separates in the same way, so these are its minimisers.
+
     Parameters
     ----------
     A : float, optional
         A fixed :math:`A` to return instead of :math:`A^*`.
+    pairs : {"all", "sequence", "causal"} or array of bool (..., n, M), default="all"
+    key_padding_mask : array of bool (..., M), optional
+        True marks padded keys (in no pair).
+    exclude : (idx, valid), optional
+        Pairs left out.
 
     Raises
     ------
@@ -234,10 +271,8 @@ def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.nda
         If a coordinate has zero mean square in the queries or the keys (:math:`\Psi_{ll}` would
         be 0 or infinite). rfkit does not clip.
     """
-    nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
-    d = mx.shape[-1]
-    qx = ssx / nx + mx**2  # mean of x_l^2
-    qy = ssy / ny + my**2
+    qx, qy, cross = _saderf_moments(Q, K, pairs, key_padding_mask, exclude)
+    d = qx.shape[-1]
     psi = fourth_root_ratio(qy, qx)
     check_nondegenerate(
         psi,
@@ -248,9 +283,21 @@ def saderf_parameters(Q: Any, K: Any, *, A: float | None = None) -> tuple[np.nda
     )
     if A is not None:
         return psi, float(A)
-    s = np.sum(psi**2 * qx) + np.sum(qy / psi**2) + 2.0 * float(mx @ my)
+    s = np.sum(psi**2 * qx) + np.sum(qy / psi**2) + 2.0 * cross
     rho = max(float(s), 0.0) / d
     return psi, float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)
+
+
+def _saderf_moments(
+    Q: Any, K: Any, pairs: Any, key_padding_mask: Any, exclude: Any
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Mean squares of each coordinate of the queries and keys, and the mean of x.y, over the pairs."""
+    if is_plain(pairs, exclude):
+        Q, K = pooled(Q, K, key_padding_mask)
+        nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
+        return ssx / nx + mx**2, ssy / ny + my**2, float(mx @ my)
+    pm: PairMoments = pair_moments(Q, K, pairs=pairs, key_padding_mask=key_padding_mask, exclude=exclude)
+    return np.diag(pm.second_q).copy(), np.diag(pm.second_k).copy(), float(np.trace(pm.cross))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -274,17 +321,24 @@ class SADERF(_ExpMap):
     psi : array_like of shape (d,) or None, default=None
         Diagonal of :math:`\Psi` (finite, non-zero). ``None``: :math:`\Psi^*` from the data.
     projection : str, default="iid"
+    fit_pairs : {"all", "sequence", "causal"}, default="all"
+        The query-key pairs :meth:`fit` averages the objective over: ``"all"`` every pair of the
+        sample (the paper's objective), ``"causal"`` the pairs :math:`j \le i` of each sequence
+        (rfkit's own weighting), ``"sequence"`` every pair within a sequence.
     """
 
     n_features: int
     A: float | None = None
     psi: Any = None
     projection: str = "iid"
+    fit_pairs: str = "all"
 
     _fitted_params = ("A", "psi")  # resolved by fit() when None
+    _pair_fit = True  # fit() takes pairs=, key_padding_mask=, exclude=
 
     def __post_init__(self) -> None:
         _check_common(self)
+        object.__setattr__(self, "fit_pairs", check_fit_pairs(self.fit_pairs, "SADERF"))
         if self.A is not None:
             object.__setattr__(self, "A", _check_A(self.A, "SADERF"))
         if self.psi is not None:
@@ -295,15 +349,26 @@ class SADERF(_ExpMap):
                 )
             object.__setattr__(self, "psi", arr)
 
-    def fit(self, queries: Any, keys: Any) -> FeatureMap:
-        """Resolve ``psi=None`` and ``A=None`` from the query/key sample (:func:`saderf_parameters`)."""
+    def fit(
+        self, queries: Any, keys: Any, *, pairs: Any = None, key_padding_mask: Any = None, exclude: Any = None
+    ) -> FeatureMap:
+        """Resolve ``psi=None`` and ``A=None`` from the query/key sample (:func:`saderf_parameters`).
+
+        Averaged over the pairs ``pairs`` selects (default: this map's ``fit_pairs``); padded
+        keys and ``exclude`` pairs never count (:func:`rfkit.features.pair_moments`).
+        """
         if not self.needs_data:
             return self
+        sel = {
+            "pairs": self.fit_pairs if pairs is None else pairs,
+            "key_padding_mask": key_padding_mask,
+            "exclude": exclude,
+        }
         if self.psi is None:
-            psi, a = saderf_parameters(queries, keys, A=self.A)
+            psi, a = saderf_parameters(queries, keys, A=self.A, **sel)
         else:
             psi = self.psi
-            a = self.A if self.A is not None else _optimal_a_given_psi(queries, keys, psi)
+            a = self.A if self.A is not None else _optimal_a_given_psi(queries, keys, psi, **sel)
         return dataclasses.replace(self, psi=psi, A=a)
 
     def _oprf_a(self) -> float:
@@ -320,13 +385,15 @@ class SADERF(_ExpMap):
         return super()._from_projection(dim, n_draws, W)
 
 
-def _optimal_a_given_psi(Q: Any, K: Any, psi: np.ndarray) -> float:
-    """A* of the transformed data for a given diagonal psi (moments only)."""
-    nx, mx, ssx, ny, my, ssy = _pair_moments(Q, K)
-    if psi.shape[0] != mx.shape[-1]:
+def _optimal_a_given_psi(
+    Q: Any, K: Any, psi: np.ndarray, *, pairs: Any = "all", key_padding_mask: Any = None, exclude: Any = None
+) -> float:
+    """A* of the transformed data for a given diagonal psi (moments only, over the selected pairs)."""
+    qx, qy, cross = _saderf_moments(Q, K, pairs, key_padding_mask, exclude)
+    if psi.shape[0] != qx.shape[-1]:
         raise InvalidParameterError(
-            f"The `psi` parameter of SADERF has {psi.shape[0]} entries but the data have d={mx.shape[-1]}."
+            f"The `psi` parameter of SADERF has {psi.shape[0]} entries but the data have d={qx.shape[-1]}."
         )
-    s = np.sum(psi**2 * (ssx / nx + mx**2)) + np.sum((ssy / ny + my**2) / psi**2) + 2.0 * float(mx @ my)
-    rho = max(float(s), 0.0) / mx.shape[-1]
+    s = np.sum(psi**2 * qx) + np.sum(qy / psi**2) + 2.0 * cross
+    rho = max(float(s), 0.0) / qx.shape[-1]
     return float((1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0)

@@ -20,6 +20,8 @@ Likhosherstov et al. 2022/2023 for OPRF and SADERF),
 
 is minimised over :math:`\log u` by a grid search followed by bounded Brent refinement (for the
 hyperbolic map :math:`J` is convex in :math:`\log u`, so a coarse grid brackets the minimiser).
+With a pair selection (``pairs="causal"``: :math:`j \le i` in each sequence; rfkit's own
+weighting) the mean runs over the selected pairs only (:func:`rfkit.features.pair_values`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .._backend import get_backend, to_numpy
 from .._validation import as_float_array, check_same_dim
 from ..exceptions import InvalidParameterError, ShapeError
 from ._adaptive import oprf_optimal_A
+from ._pairs import is_plain, pair_values, pooled
 
 __all__ = ["gerf_optimal_A", "gerf_objective", "check_sign"]
 
@@ -99,7 +102,16 @@ def _j(v: np.ndarray, t: np.ndarray, dim: int) -> np.ndarray:
     return head + acc / t.size - np.log(2.0)
 
 
-def gerf_optimal_A(Q: Any, K: Any, *, s: int = 1, hyperbolic: bool = False) -> float:
+def gerf_optimal_A(
+    Q: Any,
+    K: Any,
+    *,
+    s: int = 1,
+    hyperbolic: bool = False,
+    pairs: Any = "all",
+    key_padding_mask: Any = None,
+    exclude: Any = None,
+) -> float:
     r"""Data-averaged optimal GERF parameter :math:`A` (minimiser of the mean log second moment).
 
     Parameters
@@ -110,6 +122,14 @@ def gerf_optimal_A(Q: Any, K: Any, *, s: int = 1, hyperbolic: bool = False) -> f
         GERF sign: ``1`` positive features (OPRF), ``-1`` the trigonometric branch.
     hyperbolic : bool, default=False
         The :math:`\pm\omega` (hyperbolic) positive map; only with ``s=1``.
+    pairs : {"all", "sequence", "causal"} or array of bool (..., n, M), default="all"
+        The pairs :math:`J` averages over: ``"all"`` every query with every key (leading axes
+        pooled; the papers' objective); otherwise the selection of
+        :func:`rfkit.features.pair_values` (``Q``, ``K`` keep their sequence axis).
+    key_padding_mask : array of bool (..., M), optional
+        True marks padded keys (in no pair).
+    exclude : (idx, valid), optional
+        Pairs left out.
 
     Returns
     -------
@@ -131,14 +151,19 @@ def gerf_optimal_A(Q: Any, K: Any, *, s: int = 1, hyperbolic: bool = False) -> f
         raise InvalidParameterError(
             f"The `hyperbolic` parameter of gerf_optimal_A must be a bool. Got {hyperbolic!r} instead."
         )
+    sel = {"pairs": pairs, "key_padding_mask": key_padding_mask, "exclude": exclude}
     if s == 1 and not hyperbolic:
-        return oprf_optimal_A(Q, K)
+        return oprf_optimal_A(Q, K, **sel)
     if s == -1 and hyperbolic:
         raise InvalidParameterError(
             "gerf_optimal_A: `hyperbolic=True` needs s=1 (with s=-1 the +/-omega features repeat the "
             "cosine ones). Got s=-1, hyperbolic=True instead."
         )
-    t = _pair_values(Q, K, -1.0) if s == -1 else -_pair_values(Q, K, 1.0)
+    if is_plain(pairs, exclude):
+        Q, K = pooled(Q, K, key_padding_mask)
+        t = _pair_values(Q, K, -1.0) if s == -1 else -_pair_values(Q, K, 1.0)
+    else:
+        t = pair_values(Q, K, -1.0, **sel) if s == -1 else -pair_values(Q, K, 1.0, **sel)
     dim = int(Q.shape[-1] if hasattr(Q, "shape") else np.shape(Q)[-1])
     # The hyperbolic objective is convex in v = log u (a softplus term plus log(e^-a + e^(a e^v)),
     # a convex increasing function of the convex a e^v), so the minimiser lies within one step of

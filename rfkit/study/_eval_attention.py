@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .._backend import get_backend, to_numpy
+from .._backend import to_numpy
 from ..attention import RFA, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
+from ..features import fit_to_pairs
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
 from ._device_draws import DeviceDraws, device_map, unit_seed
 from ._estimators import build_attention_estimator, check_attention_output
@@ -27,10 +28,17 @@ __all__ = ["attention_partial", "attention_finalize", "attention_replay", "cell_
 def cell_estimator_params(
     design: Design, est: dict[str, Any], cell: dict[str, Any], causal: bool
 ) -> dict[str, Any]:
-    """An estimator's parameters in a cell; on causal data (a decoder) every estimator attends causally."""
+    """An estimator's parameters in a cell; on causal data (a decoder) every estimator attends causally.
+
+    A fitted map's ``fit_pairs = "causal"`` (fit on the pairs ``j <= i`` a decoder uses) has no
+    causal mask to follow on bidirectional data (an encoder): there it fits on all pairs, and the
+    row repeats the one without the option.
+    """
     params = dict(design.estimator_params(est, cell))
     if causal:
         params.setdefault("causal", True)
+    elif params.get("fit_pairs") == "causal":
+        params["fit_pairs"] = "all"
     return params
 
 
@@ -175,18 +183,18 @@ def _nonpositive_rows(res: Any, T: int) -> np.ndarray:
 def _fit_once(estimator: Any, Q: Any, K: Any) -> Any:
     """RFA whose map needs data, with the map fitted once on the cell's (Q, K) instead of per trial.
 
-    The fit is deterministic and RFA with shared draws fits on exactly these pooled rows, so every
+    The fit is deterministic and RFA with shared draws fits on exactly these rows, so every
     trial's output is unchanged; numerical fits (the hyperbolic OPRF's optimum) then run once per
     chunk rather than once per trial. A fit that fails is left to fail (and be recorded) per trial.
+    ``Q`` and ``K`` keep their sequence axis (texts, tokens, d), so a map with
+    ``fit_pairs="causal"`` is fitted on the pairs ``j <= i`` of each text, as RFA would.
     """
     if not (
         isinstance(estimator, RFA) and estimator.shared_across_heads and estimator.feature_map.needs_data
     ):
         return estimator
-    d = Q.shape[-1]
-    xp = get_backend(("Q", Q)).xp
     try:
-        fitted = estimator.feature_map.fit(xp.reshape(Q, (-1, d)), xp.reshape(K, (-1, d)))
+        fitted = fit_to_pairs(estimator.feature_map, Q, K)
     except RFKitError:
         return estimator
     return dataclasses.replace(estimator, feature_map=fitted)
