@@ -62,10 +62,14 @@ def _model(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, ...
         raise InvalidParameterError(f"`data.texts` must be one of {sorted(_TEXTS)}. Got {which!r} instead.")
     texts = None if n_texts is None and pool is rkdata.PASSAGES else list(pool[: int(n_texts or len(pool))])
     load = rkdata.smollm2_qk if p.pop("causal", False) else rkdata.minilm_qk  # decoder or encoder
+    # every head of the layer, so that the cells of its other heads read the same cache entry
+    # instead of running the forward pass again (a head's q, k, v do not depend on which are kept)
     res = load(
-        texts, layers=[layer], heads=[head], max_len=p.pop("max_len", 64), scale=p.pop("scale", "symmetric")
+        texts, layers=[layer], heads=None, max_len=p.pop("max_len", 64), scale=p.pop("scale", "symmetric")
     )
-    return res.q[:, 0, 0], res.k[:, 0, 0], res.v[:, 0, 0]
+    if not 0 <= head < res.q.shape[2]:
+        raise InvalidParameterError(f"`head` = {head} is out of range: the model has {res.q.shape[2]} heads.")
+    return res.q[:, 0, head], res.k[:, 0, head], res.v[:, 0, head]
 
 
 #: ``[data] texts = ...`` of the real-model source: the built-in passages (64 tokens each) or the long
