@@ -9,9 +9,14 @@ import numpy as np
 import pandas as pd
 
 from ._lines import panel_grid
-from ._style import label_axes, legend_for, legend_height, paper_style, series_styles
+from ._style import label_axes, legend_for, legend_rows, paper_style, series_styles
 
 __all__ = ["prepare_mse_vs_cost", "plot_mse_vs_cost"]
+
+#: families a legend beside the panels holds; with more it goes below them, in columns
+_BESIDE = 8
+#: families up to which the quartile bars are drawn by default (beyond, they hide each other)
+_BARS = 6
 
 
 def prepare_mse_vs_cost(
@@ -72,9 +77,9 @@ def plot_mse_vs_cost(
     logx: bool = True,
     logy: bool = True,
     xlabel: str = "cost per query",
-    ylabel: str = "attention-output MSE (median)",
+    ylabel: str = "output MSE (median)",
     col_title: str | None = None,
-    spread: bool = True,
+    spread: bool | None = None,
     size: str | None = None,
 ) -> Any:
     """An error against the cost per query: one line per family, one panel per ``col`` value.
@@ -83,7 +88,10 @@ def plot_mse_vs_cost(
     optionally ``col``, ``q25`` and ``q75``), as :func:`prepare_mse_vs_cost` returns. Each family
     is a line through its points in order of cost, with its own colour, line style and marker
     (:func:`series_styles`); with ``spread`` and the quartile columns, a vertical bar shows the
-    interquartile range of the estimate over the cells (heads) behind each median. ``col_title``
+    interquartile range of the estimate over the cells (heads) behind each median (default:
+    with up to six families, where the bars stay readable). The legend
+    is beside the panels, or below them in columns for more than eight families (and on a
+    one-column figure). ``col_title``
     formats each panel's title (``"{}"`` is replaced by the panel's value). ``size`` is
     ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
 
@@ -101,12 +109,21 @@ def plot_mse_vs_cost(
     panels = list(dict.fromkeys(frame["col"]))
     families = list(dict.fromkeys(frame["family"]))
     styles = series_styles(families)
+    if spread is None:  # quartile bars where they stay readable
+        spread = len(families) <= _BARS
     bars = spread and {"q25", "q75"} <= set(frame.columns)
     with paper_style(size) as st:
         narrow = st["size"] == "one-column"
         nrow, ncol = panel_grid(len(panels), narrow)
         panel_h = (1.9 if narrow else 2.3) if nrow == 1 else (1.6 if narrow else 1.9)
-        legend_h = legend_height(families) if narrow else 0.0
+        below = narrow or len(families) > _BESIDE  # many families: the legend goes below, in columns
+        longest = max(len(str(f)) for f in families)
+        legend_cols = (
+            (2 if legend_rows(families, True) < len(families) else 1)
+            if narrow
+            else (3 if longest <= 30 else 2)
+        )
+        legend_h = (0.125 * -(-len(families) // legend_cols) + 0.1) if below else 0.0
         fig, axes = plt.subplots(
             nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
         )
@@ -152,10 +169,18 @@ def plot_mse_vs_cost(
                     handles.append(h)
                     names.append(n)
         order = [names.index(f) for f in families if f in names]
-        legend_for(
-            fig,
-            axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1],
-            [handles[i] for i in order],
-            [names[i] for i in order],
-        )
+        handles, names = [handles[i] for i in order], [names[i] for i in order]
+        if below:
+            fig.legend(
+                handles,
+                names,
+                loc="outside lower center",
+                ncol=legend_cols,
+                frameon=False,
+                fontsize=6 if narrow else 7,
+            )
+        else:
+            legend_for(
+                fig, axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1], handles, names
+            )
     return flat[: len(panels)]

@@ -371,7 +371,7 @@ def _cost_lines_figure(design: Any, summary: pd.DataFrame, grid_cols: list[str])
     over = [c for c in _OVER_AXES if c in grid_cols]
 
     what = {"layer": "heads", "head": "heads", "dataset": "data sets"}
-    ylabel = "attention-output MSE" + (f" (median over {what[over[0]]})" if over else "")
+    ylabel = "output MSE" + (f" (median over {what[over[0]]})" if over else "")
 
     def draw(size: str | None) -> Any:
         axes = plot_mse_vs_cost(points, ylabel=ylabel, size=size)
