@@ -42,6 +42,13 @@ IMAGES = [
     ("performer-mse.png", "performer-mse", "mse_vs_features", False),
     # docs page Sparse + random features, "Measured": median output MSE against cost per query, real heads
     ("hybrid-mse-vs-cost.png", "real-attention:long", "mse_vs_cost", False),
+    # the same page: per-head MSE ratio to FAVOR+, decoder heads at n = 1,024, cost 64 per query
+    (
+        "hybrid-ratio-decoder-1024.png",
+        "real-attention:long",
+        "mse_ratio_to_reference_causal-True_feature_dim-64_max_len-1024",
+        False,
+    ),
 ]
 
 

@@ -72,7 +72,7 @@ def support_size(
     query's bucket; causal: only :math:`j \le n`. Returns (n,) counts, or (S, n) with ``codes``.
 
     >>> support_size(6, 6, window=1, n_global=2, causal=True).tolist()
-    [1, 2, 2, 3, 4, 4]
+    [1, 2, 3, 4, 4, 4]
     """
     i = np.arange(n_queries)[:, None]
     j = np.arange(n_keys)[None, :]
