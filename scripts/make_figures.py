@@ -4,16 +4,22 @@ Each image is one figure of a built-in study, run with the profile the text desc
 profile unless the entry says quick) and drawn by the same code as ``rfkit run``'s report
 (:func:`rfkit.report.plot_result`) at the two-column paper size::
 
-    python scripts/make_figures.py              # every image (the full performer-mse study: about 30 s)
+    python scripts/make_figures.py              # every image (full profiles: see below)
     python scripts/make_figures.py --quick      # the same figures from the quick profiles (a smoke test)
     python scripts/make_figures.py --out-dir /tmp/images
+    python scripts/make_figures.py --reuse out  # draw from finished runs in out/<study>[-<profile>]
 
-``make figures`` runs the first form.
+``make figures`` runs the first form. A study named ``"study:profile"`` runs that profile
+(``rfkit run study --profile profile``); the long profile of real-attention takes about 45
+minutes on 2 cores, so after ``rfkit run real-attention --profile long`` (which writes
+``out/real-attention-long``) pass ``--reuse out`` to draw from that run instead: a run is
+reused only if its recorded design hash is the design's.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -34,7 +40,34 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGES = [
     # README: "make demo: MSE of the trigonometric, positive and hyperbolic estimators ..., 2000 trials per point"
     ("performer-mse.png", "performer-mse", "mse_vs_features", False),
+    # docs page Sparse + random features, "Measured": median output MSE against cost per query, real heads
+    ("hybrid-mse-vs-cost.png", "real-attention:long", "mse_vs_cost", False),
+    # the same page: per-head MSE ratio to FAVOR+, decoder heads at n = 1,024, cost 64 per query
+    (
+        "hybrid-ratio-decoder-1024.png",
+        "real-attention:long",
+        "mse_ratio_to_reference_causal-True_feature_dim-64_max_len-1024",
+        False,
+    ),
 ]
+
+
+def _design(study: str, quick: bool) -> st.Design:
+    """The design an entry names: ``"study"`` or ``"study:profile"``, quick or not."""
+    name, _, profile = study.partition(":")
+    path = st.builtin_study(name)
+    if profile:
+        return st.load_design(path, profile=f"{profile}.quick" if quick else profile)
+    design = st.load_design(path)
+    return design.quick_profile() if quick else design
+
+
+def _reused(folder: Path, design: st.Design) -> st.StudyResult | None:
+    """The finished run in ``folder`` if it is of ``design`` (same hash), else None."""
+    manifest = folder / "manifest.json"
+    if not manifest.exists() or json.loads(manifest.read_text()).get("design_hash") != design.hash():
+        return None
+    return st.load(folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--workers", type=int, default=None, help="worker processes per study (default: serial)")
     ap.add_argument("--dpi", type=int, default=150, help="resolution of the PNG images (default: 150)")
+    ap.add_argument(
+        "--reuse",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="draw from finished runs of the same design in DIR/<study>[-<profile>] instead of running them",
+    )
     args = ap.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[tuple[str, bool], st.StudyResult] = {}
@@ -57,16 +97,22 @@ def main(argv: list[str] | None = None) -> int:
             key = (study, quick)
             if key not in runs:
                 t0 = time.perf_counter()
-                executor = "processes" if args.workers else "serial"
-                runs[key] = st.run(
-                    st.builtin_study(study),
-                    quick=quick,
-                    out=Path(tmp) / f"{study}{'-quick' if quick else ''}",
-                    executor=executor,
-                    workers=args.workers,
-                    progress=False,
-                )
-                print(f"ran {study}{' (quick)' if quick else ''} in {time.perf_counter() - t0:.0f} s")
+                design = _design(study, quick)
+                folder = study.replace(":", "-")
+                found = None if args.reuse is None else _reused(args.reuse / folder, design)
+                if found is not None:
+                    runs[key] = found
+                    print(f"reused {args.reuse / folder} for {study}{' (quick)' if quick else ''}")
+                else:
+                    executor = "processes" if args.workers else "serial"
+                    runs[key] = st.run(
+                        design,
+                        out=Path(tmp) / f"{folder}{'-quick' if quick else ''}",
+                        executor=executor,
+                        workers=args.workers,
+                        progress=False,
+                    )
+                    print(f"ran {study}{' (quick)' if quick else ''} in {time.perf_counter() - t0:.0f} s")
             fig = plot_result(runs[key], figure, size="two-column")
             path = args.out_dir / image
             fig.savefig(path, dpi=args.dpi)

@@ -6,7 +6,7 @@ Subcommands are registered by one ``add_*`` function each: ``list`` and ``run``
 
     rfkit [--version] [--debug] COMMAND ...
     rfkit list [--paths]
-    rfkit run STUDY.toml [--quick] [--trials N] [--workers K] [--scheduler ADDRESS] [--out DIR] [--resume]
+    rfkit run STUDY.toml [--quick] [--profile NAME] [--trials N] [--workers K] [--scheduler ADDRESS] [--out DIR] [--resume]
               [--wait-lock SECONDS] [--seed S] [--on-error raise|record] [--backend B] [--device DEV]
               [--allow-large] [--no-progress]
 

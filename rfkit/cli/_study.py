@@ -105,10 +105,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``rfkit run``: run a study into its output folder, write its report, print the theory check."""
     path = find_study(args.study)
     design = load_design(path, allow_large=bool(getattr(args, "allow_large", False)))
-    if args.quick:
+    profile = getattr(args, "profile", None)
+    if profile is not None and profile != "quick":
+        design = design.profile(f"{profile}.quick" if args.quick and "." not in profile else profile)
+    elif args.quick or profile == "quick":
         design = design.quick_profile()
     check_device(args.backend or design.backend, args.device or design.device)
-    out = Path(args.out) if args.out else Path("out") / design.name
+    folder = design.name if profile in (None, "quick") else f"{design.name}-{profile}"
+    out = Path(args.out) if args.out else Path("out") / folder
     workers = args.workers
     executor = "serial" if (workers is None or workers == 1) and not args.scheduler else "processes"
     if args.scheduler:
@@ -156,9 +160,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             who = str(taken)
         print(f"took over the stale lock of an earlier run that is gone ({who})")
-    ran = result.design  # what really ran: --quick and --trials applied
+    ran = result.design  # what really ran: --profile, --quick and --trials applied
+    which = f" (profile {ran.applied_profile})" if getattr(ran, "applied_profile", None) else ""
     print(
-        f"{ran.name}: {len(ran.cells())} cells x {len(ran.estimators)} estimators x {ran.trials} trials in {dt:.1f} s"
+        f"{ran.name}{which}: {len(ran.cells())} cells x {len(ran.estimators)} estimators x {ran.trials} trials "
+        f"in {dt:.1f} s"
     )
     theory = result.compare_theory()
     if not theory.empty:

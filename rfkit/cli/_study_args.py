@@ -107,6 +107,13 @@ def add_study_commands(sub: Any) -> None:
     p_run.add_argument(
         "--quick", action="store_true", help="apply the study's [quick] profile (small, for CI)"
     )
+    p_run.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="apply the study's profile NAME ([profiles.NAME], e.g. long; with --quick: that profile's "
+        "quick table); default output folder out/<study>-<NAME>",
+    )
     # options that take a value and default to the study file's (None)
     for flag, kind, metavar, text in (
         (

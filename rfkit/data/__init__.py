@@ -20,7 +20,7 @@ from ._minilm import (
     minilm_qk,
     tokenize,
 )
-from ._passages import PASSAGE_SOURCES, PASSAGES
+from ._passages import LONG_PASSAGES, PASSAGE_SOURCES, PASSAGES, long_passages
 from ._smollm import SMOLLM2_INSTALL_COMMAND, SmolLM2QK, smollm2_qk, smollm2_tokenize
 from ._synthetic import HARD_REGIMES, SyntheticQK, gaussian_qk, hard_qk, pairs_with_norms, sequence_qkv
 
@@ -46,6 +46,8 @@ __all__ = [
     "DESCRIBE_COLUMNS",
     "PASSAGES",
     "PASSAGE_SOURCES",
+    "LONG_PASSAGES",
+    "long_passages",
     "INSTALL_COMMAND",
     "ModelNotInstalledError",
     "CorruptWeightsError",

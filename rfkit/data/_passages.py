@@ -4,13 +4,20 @@ Each passage is long enough to fill 64 WordPiece positions (``[CLS]`` + at least
 pieces + ``[SEP]``), so ``minilm_qk()`` with the default ``max_len=64`` returns 16
 texts x 64 tokens with no padding. All the works were published before 1900 and are
 in the public domain.
+
+:func:`long_passages` joins them into long texts for long-context studies: text ``i``
+is all 16 passages, starting with passage ``i`` and wrapping around, separated by a blank
+line (at least 1,445 SmolLM2 tokens and 1,419 WordPiece positions each, so every text fills
+1,024 decoder positions and the encoder's 512).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Passage", "PASSAGE_SOURCES", "PASSAGES"]
+from ..exceptions import InvalidParameterError
+
+__all__ = ["Passage", "PASSAGE_SOURCES", "PASSAGES", "LONG_PASSAGES", "long_passages"]
 
 
 class Passage(NamedTuple):
@@ -181,3 +188,42 @@ PASSAGE_SOURCES: tuple[Passage, ...] = (
 
 #: The texts of :data:`PASSAGE_SOURCES`, in order (the default ``texts`` of ``minilm_qk``).
 PASSAGES: tuple[str, ...] = tuple(p.text for p in PASSAGE_SOURCES)
+
+
+#: The separator :func:`long_passages` puts between passages (a blank line).
+LONG_SEPARATOR = "\n\n"
+
+
+def long_passages(n_texts: int = 16) -> tuple[str, ...]:
+    """Long texts made of the built-in passages: text ``i`` joins all of them, starting at passage ``i``.
+
+    Text ``i`` is ``PASSAGES[i], PASSAGES[i + 1], ..., PASSAGES[i + 15]`` (indices mod 16)
+    joined by a blank line (``"\\n\\n"``): a deterministic rotation, so each text opens with a
+    different passage (its first tokens, the "attention sinks", differ) and every text holds all
+    16 passages, at least 1,445 SmolLM2 tokens (1,419 WordPiece positions). Truncated by the loaders'
+    ``max_len``, each fills 1,024 decoder positions (:func:`~rfkit.data.smollm2_qk`) and the 512
+    of the encoder (:func:`~rfkit.data.minilm_qk`) without padding.
+
+    Parameters
+    ----------
+    n_texts : int in [1, 16], default=16
+        How many texts (the first ``n_texts`` rotations).
+
+    Examples
+    --------
+    >>> from rfkit.data import PASSAGES, long_passages
+    >>> texts = long_passages(2)
+    >>> texts[1].startswith(PASSAGES[1]) and texts[1].endswith(PASSAGES[0])
+    True
+    """
+    k = len(PASSAGES)
+    if isinstance(n_texts, bool) or not isinstance(n_texts, int) or not 1 <= n_texts <= k:
+        raise InvalidParameterError(
+            f"The `n_texts` parameter of long_passages must be an int in the range [1, {k}]. "
+            f"Got {n_texts!r} instead."
+        )
+    return tuple(LONG_SEPARATOR.join(PASSAGES[(i + j) % k] for j in range(k)) for i in range(n_texts))
+
+
+#: :func:`long_passages` with all 16 texts.
+LONG_PASSAGES: tuple[str, ...] = long_passages()

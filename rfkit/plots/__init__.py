@@ -9,6 +9,7 @@ tests can check what a figure shows without rendering it.
 """
 
 from ._box import plot_metric_boxplot, prepare_metric_boxplot
+from ._cost import plot_mse_vs_cost, prepare_mse_vs_cost
 from ._heatmap import plot_attention_matrices, plot_head_heatmap, prepare_head_heatmap
 from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
@@ -46,6 +47,8 @@ __all__ = [
     "prepare_metric_lines",
     "plot_ratio_to_reference",
     "prepare_ratio_to_reference",
+    "plot_mse_vs_cost",
+    "prepare_mse_vs_cost",
     "paper_style",
     "estimator_colors",
     "estimator_markers",

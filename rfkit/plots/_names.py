@@ -45,7 +45,11 @@ _VALUE_NAMES: dict[str, dict[Any, str]] = {
     "weights": {"optimal": "optimal weights", "balance": "balance weights"},
     "proposal": {"chunk-mean": "chunk means"},
     "hyperbolic": {True: "hyperbolic", False: ""},
+    "variant": {"plain": "plain", "ratio": "ratio"},  # Hybrid's combinations
 }
+
+#: short names of parameters in display names (Hybrid's support: window half-width, sink keys, LSH)
+_KEY_NAMES = {"window": "w", "n_global": "sinks", "lsh_buckets": "LSH buckets"}
 
 #: parameters shown only when needed to tell two entries apart
 _SECONDARY = {"n_chunks", "samples_per_proposal"}
@@ -78,6 +82,7 @@ def _param_text(key: str, val: Any) -> str:
     names = _VALUE_NAMES.get(key, {})
     if isinstance(val, (str, bool)) and val in names:
         return names[val]
+    key = _KEY_NAMES.get(key, key)
     if isinstance(val, (list, tuple)):
         nums = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in val)
         return f"{key} = diag({nums})" if key == "A" else f"{key} = ({nums})"
@@ -95,6 +100,8 @@ def display_name(entry: Mapping[str, Any], *, secondary: bool = False) -> str:
     'PRF (ORF)'
     >>> display_name({"estimator": "LARA", "weights": "balance"})
     'LARA (balance weights)'
+    >>> display_name({"estimator": "Hybrid", "variant": "plain", "window": 16, "n_global": 4})
+    'Hybrid (plain, w = 16, sinks = 4)'
     """
     parts: list[str] = []
     est = entry.get("estimator")

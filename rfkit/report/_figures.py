@@ -23,8 +23,10 @@ from ..plots import (
     plot_kernel_scatter,
     plot_metric_boxplot,
     plot_metric_lines,
+    plot_mse_vs_cost,
     plot_mse_vs_features,
     plot_ratio_to_reference,
+    prepare_mse_vs_cost,
 )
 from ..study.summaries import facets
 from ._captions import caption
@@ -42,6 +44,7 @@ FIGURE_KINDS = (
     "coverage",
     "boxplots",
     "ratio_to_reference",
+    "mse_vs_cost",
 )
 
 
@@ -116,6 +119,9 @@ def figure_plan(
         return _coverage_figures(design, summary, grid_cols)
     if kind == "boxplots" and "dataset" in grid_cols:
         return _box_figures(design, summary, grid_cols)
+    if kind == "mse_vs_cost" and design.kind == "attention" and "cost" in summary.columns:
+        if summary["cost"].notna().any():
+            return _cost_lines_figure(design, summary, grid_cols)
     if kind == "ratio_to_reference" and design.outputs.get("reference"):
         ref = str(design.outputs["reference"])
         ref = dict(zip(design.labels, display_names(design.estimators))).get(ref, ref)
@@ -340,3 +346,44 @@ def _coverage_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) 
 
         plan.append((name, draw))
     return plan
+
+
+#: grid axes a cost figure draws as points of a line (budgets) or takes medians over (heads, data sets)
+_BUDGET_AXES = ("feature_dim", "samples", "n_features")
+_OVER_AXES = ("layer", "head", "dataset")
+
+
+def _cost_lines_figure(design: Any, summary: pd.DataFrame, grid_cols: list[str]) -> Plan:
+    """Output MSE against the cost per query, one line per estimator, one panel per setting of the other axes.
+
+    A point is the median over the heads (data sets) of a budget; the bars are the quartiles.
+    """
+    point = [c for c in grid_cols if c in _BUDGET_AXES]
+    panel_axes = [c for c in grid_cols if c not in _BUDGET_AXES and c not in _OVER_AXES]
+    s, col = summary, None
+    if panel_axes:
+        col = "panel"
+        titles = [
+            ", ".join(_setting(a, r[a]) for a in panel_axes) for r in summary[panel_axes].to_dict("records")
+        ]
+        s = summary.assign(panel=titles)
+    points = prepare_mse_vs_cost(s, point=point, col=col)
+    over = [c for c in _OVER_AXES if c in grid_cols]
+
+    what = {"layer": "heads", "head": "heads", "dataset": "data sets"}
+    ylabel = "output MSE" + (f" (median over {what[over[0]]})" if over else "")
+
+    def draw(size: str | None) -> Any:
+        axes = plot_mse_vs_cost(points, ylabel=ylabel, size=size)
+        return _captioned(axes[0].figure, design, summary, (*point, *panel_axes, *over))
+
+    return [("mse_vs_cost", draw)]
+
+
+def _setting(axis: str, value: Any) -> str:
+    """A panel title's words for one setting: the encoder / decoder, n = 1024, or ``axis = value``."""
+    if axis == "causal":
+        return "decoder (causal)" if bool(value) else "encoder"
+    if axis in ("max_len", "n_tokens"):
+        return f"n = {value}"
+    return f"{axis} = {value}"

@@ -21,6 +21,7 @@ from ..tables import format_mcse, md_escape, summary_table, summary_values, to_l
 from ._figures import FIGURE_KINDS, study_figures
 from ._parallel_figures import MIN_PARALLEL, draw_in_workers, figure_names_to_draw
 from ._sections import (
+    COST_WORDS,
     finite_rows,
     hard_heads,
     md_table,
@@ -128,6 +129,12 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
     lines = [f"# {md_escape(d.name)}", "", d.description.strip(), ""]
     lines += [provenance_line(result), ""]
     quick = d.source.endswith("[quick]")
+    profile = getattr(d, "applied_profile", None)
+    if profile and not quick:
+        lines += [
+            f"**Profile `{md_escape(profile)}`**: the design's `[profiles.{md_escape(profile)}]` overrides.",
+            "",
+        ]
     if quick:
         lines += [
             "**Quick profile**: the design's `[quick]` overrides (fewer trials, a smaller grid, less "
@@ -176,11 +183,12 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
             piv.columns = [f"m={c}" for c in piv.columns]
             table = piv.reset_index()
         else:
-            table = s[["estimator", *grid_cols, "value"]]
+            table = _cost_text(s[["estimator", *grid_cols, *_cost_column(s), "value"]])
         lines += [
             f"## {metric}",
             "",
-            f"{metric_description(metric, d.kind)} (estimate ± MCSE).",
+            f"{metric_description(metric, d.kind)} (estimate ± MCSE)."
+            + (f" {COST_WORDS}" if _cost_column(s) else ""),
             "",
             md_table(table),
             "",
@@ -214,6 +222,18 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
     _record_written(out, files, ["ranking_*.csv", "mse_ratio_to_reference.csv"])
     record_outputs(out, files)  # listed with size and SHA-256 beside the tables
     return path
+
+
+def _cost_column(summary: pd.DataFrame) -> list[str]:
+    """``["cost"]`` where the summary has costs per query (attention designs), else ``[]``."""
+    return ["cost"] if "cost" in summary and summary["cost"].notna().any() else []
+
+
+def _cost_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its cost column (if any) written to 4 significant digits."""
+    if "cost" not in frame:
+        return frame
+    return frame.assign(cost=[f"{v:.4g}" for v in frame["cost"].to_numpy(dtype=float)])
 
 
 def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
@@ -293,7 +313,8 @@ def _latex_tables(
         if "n_features" in grid_cols:
             t = summary_table(summary, metric, rows=["estimator", *other], columns="n_features", latex=True)
         else:
-            t = summary_table(summary, metric, rows=["estimator", *grid_cols], columns=None, latex=True)
+            rows = ["estimator", *grid_cols, *_cost_column(summary)]
+            t = summary_table(_cost_text(summary), metric, rows=rows, columns=None, latex=True)
         files[f"tables/{metric}.tex"] = atomic_text(
             tdir / f"{metric}.tex",
             to_latex(t, caption=metric_description(metric, kind), label=f"tab:{metric}"),

@@ -4,6 +4,7 @@ hard heads, fitted slopes and the rows with non-finite or failed trials."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ from ..study.summaries import metric_words, not_ok
 from ..tables import md_escape, to_markdown
 
 __all__ = [
+    "COST_WORDS",
     "md_table",
     "ranking_section",
     "ratio_section",
@@ -114,6 +116,12 @@ def ratio_section(
     st = None
     if stats is not None:
         st = stats.set_index("cell")
+    cost = _median_cost(summary, cell_axes)
+    if cost is not None:
+        lines[-2] += (
+            " `cost`: the estimator's median cost per query over the heads, keys computed exactly plus "
+            'random features or samples (docs page *Studies*, section "Cost per query").'
+        )
     groups = frame.groupby(cell_axes, sort=False) if cell_axes else [((), frame)]
     for key, rows in groups:
         vals = key if isinstance(key, tuple) else (key,)
@@ -125,8 +133,10 @@ def ratio_section(
             fin = r[
                 np.isfinite(r)
             ]  # heads with a non-finite MSE (theirs or the reference's) are counted apart
-            row = {
-                "estimator": est,
+            row = {"estimator": est}
+            if cost is not None:
+                row["cost"] = f"{cost.get((*vals, est), float('nan')):.4g}"
+            row |= {
                 "median": f"{np.median(fin):.3g}" if fin.size else "n/a",
                 "range": f"{fin.min():.3g} - {fin.max():.3g}" if fin.size else "n/a",
                 "beats reference": f"{int(np.sum(fin < 1))} of {fin.size}",
@@ -150,8 +160,27 @@ def ratio_section(
         if (shown["non-finite heads"] == "0").all():
             shown = shown.drop(columns="non-finite heads")
         order = pd.to_numeric(shown["median"], errors="coerce")  # "n/a" last
+        if cost is not None:
+            ref_cost = cost.get((*vals, reference), float("nan"))
+            lines += [f"{md_escape(reference)}: cost {ref_cost:.4g} per query.", ""]
         lines += [md_table(shown.iloc[np.argsort(order.to_numpy(), kind="stable")]), ""]
     return lines
+
+
+#: how the reports define the cost column
+COST_WORDS = (
+    "`cost`: the estimator's cost per query, keys computed exactly (averaged over queries) plus random "
+    'features or samples (docs page *Studies*, section "Cost per query").'
+)
+
+
+def _median_cost(summary: pd.DataFrame, axes: list[str]) -> dict[tuple[Any, ...], float] | None:
+    """Median cost per query over heads, by (``axes`` values..., estimator); None without costs."""
+    if "cost" not in summary or summary["cost"].isna().all():
+        return None
+    s = summary[summary["metric"] == "mse"]
+    med = s.groupby([*axes, "estimator"], sort=False)["cost"].median()
+    return {k if isinstance(k, tuple) else (k,): float(v) for k, v in med.items()}
 
 
 def hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], top: int = 8) -> list[str]:
@@ -173,13 +202,17 @@ def hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], to
     table = table.sort_values(ref, ascending=False)
     corr = table[[ref, "logit_max", "qk_sum_sq_mean", "entropy_mean"]].corr(method="spearman")[ref]
     show = table.head(top).reset_index(drop=True)
+    cost = ""
+    if "cost" in summary and summary["cost"].notna().any():
+        c = summary[(summary["estimator"] == ref) & (summary["metric"] == "mse")]["cost"]
+        cost = f" (cost per query {c.min():.4g}" + ("" if c.nunique() <= 1 else f" to {c.max():.4g}") + ")"
     for c in show.columns:
         if c not in ("causal", "layer", "head"):
             show[c] = show[c].map(lambda v: f"{v:.3g}")
     return [
         "## Which heads are hard, and why",
         "",
-        f"Heads ranked by the MSE of {md_escape(ref)}{budget} (top {min(top, len(table))} of {len(table)}), with the "
+        f"Heads ranked by the MSE of {md_escape(ref)}{cost}{budget} (top {min(top, len(table))} of {len(table)}), with the "
         "statistics of their queries "
         "and keys averaged over texts (rk.data.describe): max logit, mean ||q+k||^2 over pairs, attention "
         "entropy (nats) and mean largest attention weight.",

@@ -26,7 +26,7 @@ from ._records import (
     register_metric,
 )
 
-__all__ = ["theory_mse"]
+__all__ = ["theory_mse", "hybrid_budget"]
 
 # ----------------------------------------------------------------------------- feature maps
 _REFERENCES = {
@@ -145,6 +145,62 @@ register_attention_estimator(
         capabilities=_CAUSAL,
         description="linear randomized attention (samples: n_proposals x samples_per_proposal)",
         reference="Zheng, Wang & Kong (ICML 2022)",
+    )
+)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def hybrid_budget(budget: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Split a per-query budget of Hybrid between its support and its feature map.
+
+    The support's nominal exact keys per query come first: ``2 window + 1`` (causal: ``window +
+    1``) plus ``n_global``; the rest, ``map_budget``, goes to the map (its feature columns for a
+    ``feature_dim`` budget, its random features for a ``samples`` budget). So Hybrid at
+    ``feature_dim = 64`` costs what RFA does at 64 columns, cost per query being exact keys plus
+    feature count (docs page *Studies*, section "Cost per query"). Near the ends of a sequence
+    a window holds fewer keys, so the measured cost is at most the budget. LSH buckets depend on
+    the data and cannot be split ahead: such an entry names the map's ``n_features`` itself.
+
+    >>> hybrid_budget(64, {"window": 16, "n_global": 4, "causal": True})
+    {'map_budget': 43}
+    >>> hybrid_budget(64, {"window": 16})
+    {'map_budget': 31}
+    """
+    window, n_global = params.get("window"), params.get("n_global", 0)
+    if params.get("lsh_buckets") is not None:
+        raise InvalidParameterError(
+            "Hybrid with `lsh_buckets`: its buckets' sizes depend on the data, so a study budget cannot be "
+            "split ahead; give the map's `n_features` in the entry (the cost per query is measured and "
+            f"reported). Got lsh_buckets={params['lsh_buckets']!r} with a budget of {budget}."
+        )
+    if (window is not None and not _whole(window)) or not _whole(n_global):
+        return {"map_budget": budget}  # Hybrid itself refuses the value, naming the rule
+    causal = bool(params.get("causal", False))
+    exact = (0 if window is None else int(window) + 1 if causal else 2 * int(window) + 1) + int(n_global)
+    if budget - exact < 1:
+        raise InvalidParameterError(
+            f"Hybrid: a budget of {budget} per query leaves no random features after the support's {exact} "
+            f"exact keys (window={window}, n_global={n_global}, causal={causal}); use a smaller window or "
+            "fewer sinks, or a larger budget."
+        )
+    return {"map_budget": budget - exact}
+
+
+register_attention_estimator(
+    AttentionEstimatorRecord(
+        "Hybrid",
+        attention.Hybrid,
+        from_budget=hybrid_budget,
+        inner_map="feature_map=Positive",
+        capabilities=_CAUSAL,
+        description=(
+            "exact softmax on a sparse support (window, sinks, LSH buckets) + random features for the rest "
+            "(budget: the support's exact keys, then the map's features)"
+        ),
+        reference="Chen, Dao et al. (NeurIPS 2021) (Scatterbrain); docs page *Sparse + random features*",
     )
 )
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import data as rkdata
+from ..exceptions import InvalidParameterError
 from ._records import DataSourceRecord, register_data_source
 
 __all__: list[str] = []
@@ -55,12 +56,25 @@ def _model(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, ...
     layer = int(p.pop("layer", (p.pop("layers", [0]) or [0])[0]))
     head = int(p.pop("head", (p.pop("heads", [0]) or [0])[0]))
     n_texts = p.pop("n_texts", None)
-    texts = None if n_texts is None else list(rkdata.PASSAGES[: int(n_texts)])
+    which = p.pop("texts", "passages")
+    pool = _TEXTS.get(which) if isinstance(which, str) else None
+    if pool is None:
+        raise InvalidParameterError(f"`data.texts` must be one of {sorted(_TEXTS)}. Got {which!r} instead.")
+    texts = None if n_texts is None and pool is rkdata.PASSAGES else list(pool[: int(n_texts or len(pool))])
     load = rkdata.smollm2_qk if p.pop("causal", False) else rkdata.minilm_qk  # decoder or encoder
+    # every head of the layer, so that the cells of its other heads read the same cache entry
+    # instead of running the forward pass again (a head's q, k, v do not depend on which are kept)
     res = load(
-        texts, layers=[layer], heads=[head], max_len=p.pop("max_len", 64), scale=p.pop("scale", "symmetric")
+        texts, layers=[layer], heads=None, max_len=p.pop("max_len", 64), scale=p.pop("scale", "symmetric")
     )
-    return res.q[:, 0, 0], res.k[:, 0, 0], res.v[:, 0, 0]
+    if not 0 <= head < res.q.shape[2]:
+        raise InvalidParameterError(f"`head` = {head} is out of range: the model has {res.q.shape[2]} heads.")
+    return res.q[:, 0, head], res.k[:, 0, head], res.v[:, 0, head]
+
+
+#: ``[data] texts = ...`` of the real-model source: the built-in passages (64 tokens each) or the long
+#: texts joined from them (rk.data.long_passages: over 1,400 tokens each, for max_len up to 1,024)
+_TEXTS = {"passages": rkdata.PASSAGES, "long": rkdata.LONG_PASSAGES}
 
 
 def _model_dim(p: Mapping[str, Any]) -> int:
@@ -112,7 +126,9 @@ register_data_source(
     DataSourceRecord(
         "minilm",
         _model,
-        frozenset({"layer", "head", "layers", "heads", "n_texts", "max_len", "scale", "dim", "causal"}),
+        frozenset(
+            {"layer", "head", "layers", "heads", "n_texts", "texts", "max_len", "scale", "dim", "causal"}
+        ),
         sequence=True,
         needs_dim=False,
         model_dim=_model_dim,
@@ -121,7 +137,8 @@ register_data_source(
         describe=_model_stats,
         probe=False,
         description=(
-            "real queries, keys and values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk); "
+            "real queries, keys and values of all-MiniLM-L6-v2 on the built-in passages (rk.data.minilm_qk; "
+            "texts = 'long': the long texts joined from them, rk.data.long_passages); "
             "causal = true: those of the decoder SmolLM2-135M-Instruct (rk.data.smollm2_qk), with causal "
             "exact attention and causal = true passed to every estimator"
         ),

@@ -29,6 +29,16 @@ A design file looks like::
     trials = 200
     grid = { n_features = [8, 64] }
 
+    [profiles.large]               # a named profile (--profile large): overrides, as [quick]
+    grid = { n_features = [8, 64, 512] }
+    exclude = [{ dim = 16, n_features = 512 }]   # grid points left out of the product
+    [profiles.large.quick]         # its own quick profile (--profile large --quick)
+    trials = 20
+
+Profiles (:meth:`Design.profile`, docs page *Studies*, section "Profiles") override the
+file's values: ``grid``, ``data`` and ``outputs`` key by key (an axis the profile's grid sets
+leaves ``[data]``, a value its ``[data]`` sets leaves the grid), every other key as a whole.
+
 Cell ``c`` is the ``c``-th point of the grid product (axes in file order). Trial ``t``
 of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key + (c, t))``
 (:func:`rfkit._random.trial_seed_sequence`);
@@ -59,6 +69,7 @@ from ..exceptions import InvalidParameterError
 from ._design_checks import BOUND_AXES, ESTIMATOR_AXES, check_design, design_error
 from ._estimators import build_feature_map, normalise_estimator, takes
 from ._plain import import_modules
+from ._profiles import check_profiles, matches, merge_overrides, unknown_profile
 from ._record_types import KINDS
 from ._records import attention_estimator_record, data_source_record
 from ._views import DATA_SOURCES, DEFAULT_METRICS, FEATURE_MAPS, METRICS, METRICS_BY_KIND
@@ -95,6 +106,8 @@ _TOP_KEYS = {
     "grid",
     "estimators",
     "quick",
+    "profiles",
+    "exclude",
     "outputs",
     "imports",
     "allow_large",
@@ -141,7 +154,20 @@ class Design:
     outputs : dict
         Figures and tables to produce (``figures = [...]``, ``tables = [...]``).
     quick : dict
-        Overrides applied by :meth:`quick_profile`.
+        Overrides applied by :meth:`quick_profile` (``--quick``).
+    profiles : dict of str to dict
+        Named profiles (``[profiles.NAME]`` in a study file): overrides applied by
+        :meth:`profile` (``--profile NAME``), like ``quick``; a profile may hold its own
+        ``quick`` table. Not part of :meth:`hash` (like ``quick``).
+    exclude : list of dict
+        Grid points left out of the product: a cell is left out when it has every axis value of
+        some entry (``[{causal = false, max_len = 1024}]``: the encoder, which has 512
+        positions, at 1,024 tokens). Entries name grid axes; one that matches no cell (after a
+        profile narrowed the grid) leaves out nothing.
+    applied_profile : str, optional
+        The profile this design is (set by :meth:`profile` and :meth:`quick_profile`:
+        ``"long"``, ``"quick"``, ``"long.quick"``); None for the file's own design. Part of
+        :meth:`hash` and of the run's recorded design.
     backend : {"numpy", "torch", "cupy", "array_api_strict"}, default="numpy"
         Array library the estimates are computed with (:doc:`/backends`); data and random
         draws stay NumPy and are moved to ``device``, so the tables equal NumPy's to round-off.
@@ -184,6 +210,9 @@ class Design:
     description: str = ""
     outputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     quick: dict[str, Any] = dataclasses.field(default_factory=dict)
+    profiles: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    exclude: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    applied_profile: str | None = None
     backend: str = "numpy"
     device: str | None = None
     draws: str = "numpy"
@@ -218,6 +247,7 @@ class Design:
             if plural_axes:
                 object.__setattr__(self, "data", data)
                 object.__setattr__(self, "grid", {**front, **grid})
+        check_profiles(self, _TOP_KEYS)
         check_design(self)
 
     @classmethod
@@ -255,9 +285,12 @@ class Design:
         return [self.label(e) for e in self.estimators]
 
     def cells(self) -> list[dict[str, Any]]:
-        """Grid points in cell order (product of the axes in the given order)."""
+        """Grid points in cell order (product of the axes in the given order, without ``exclude``'s)."""
         axes = list(self.grid)
-        return [dict(zip(axes, vals)) for vals in itertools.product(*(self.grid[a] for a in axes))]
+        cells = [dict(zip(axes, vals)) for vals in itertools.product(*(self.grid[a] for a in axes))]
+        if not self.exclude:
+            return cells
+        return [c for c in cells if not any(matches(c, e) for e in self.exclude)]
 
     def data_params(self, cell: Mapping[str, Any]) -> dict[str, Any]:
         """Data parameters of a cell: fixed ``[data]`` values updated by data axes of the grid."""
@@ -292,15 +325,24 @@ class Design:
             for axis in ("samples", "weights"):
                 if axis in cell and axis not in params and (accepts is None or axis in accepts):
                     params[axis] = cell[axis]
+            spec = record.map_spec(params)
+            split = spec is not None and record.from_budget is not None and "n_features" not in spec[1]
+            if split and "samples" in params and "samples" not in est:
+                # an estimator with a map and a support (Hybrid): the support's exact keys first
+                params["samples"] = self._map_budget(record, params, cell, int(params["samples"]))
             if "feature_dim" in cell and "samples" not in params:
                 # equal budgets: an estimator built around a map (RFA) gets the directions that fill
                 # feature_dim columns of its map; the sampling estimators draw feature_dim samples
-                spec = record.map_spec(params)
                 if spec is None:
                     params["samples"] = int(cell["feature_dim"])
                 elif "n_features" not in spec[1]:
                     m_est = {"map": spec[0], "label": self.label(est)}
-                    params["samples"] = self._features_for_columns(m_est, spec[1], cell)
+                    columns = int(cell["feature_dim"])
+                    if split:
+                        columns = self._map_budget(record, params, cell, columns)
+                    params["samples"] = self._features_for_columns(
+                        m_est, spec[1], {**cell, "feature_dim": columns}
+                    )
             return params
         accepts = takes(est.get("map"), "map")
         params = {k: v for k, v in est.items() if k not in ("map", "label")}
@@ -331,6 +373,19 @@ class Design:
             per = build_feature_map(str(est["map"]), {**params, "n_features": 1}).feature_dim(int(dim))
             params["n_features"] = max(1, D // max(1, int(per)))
         return params
+
+    def _map_budget(
+        self, record: Any, params: Mapping[str, Any], cell: Mapping[str, Any], budget: int
+    ) -> int:
+        """The part of a per-query budget an estimator with a map and a support (Hybrid) leaves to its map.
+
+        The record's ``from_budget(budget, params)`` returns ``{"map_budget": k}``; ``params`` get
+        ``causal`` from the cell's data where the entry does not set it (a decoder's window holds
+        ``window + 1`` keys, an encoder's ``2 window + 1``).
+        """
+        ctx = dict(params)
+        ctx.setdefault("causal", data_source_record(self.data["source"]).is_causal(self.data_params(cell)))
+        return int(record.from_budget(budget, ctx)["map_budget"])
 
     def _features_for_columns(
         self, est: Mapping[str, Any], params: dict[str, Any], cell: Mapping[str, Any]
@@ -366,16 +421,54 @@ class Design:
     # ---------------------------------------------------------------- variants
     def quick_profile(self) -> Design:
         """The design with its ``[quick]`` overrides applied (for CI and smoke runs)."""
-        base = self.to_dict()
-        q = copy.deepcopy(self.quick)
-        for key, val in q.items():
-            if key in ("grid", "data") and isinstance(val, Mapping):
-                base[key] = {**base[key], **val}
-            else:
-                base[key] = val
-        base["quick"] = {}
+        return self._with_overrides(self.quick, "quick", {})  # after profile("NAME"): "NAME.quick"
+
+    @property
+    def profile_names(self) -> list[str]:
+        """The profiles :meth:`profile` accepts: ``"quick"`` (where the design has a ``[quick]``) and its named ones."""
+        return (["quick"] if self.quick else []) + list(self.profiles)
+
+    def profile(self, name: str) -> Design:
+        """The design with the overrides of its profile ``name`` applied (``rfkit run --profile NAME``).
+
+        ``"quick"`` is :meth:`quick_profile`; any other name is a ``[profiles.NAME]`` table of the
+        study file, and ``"NAME.quick"`` is that profile's quick profile (``profile("NAME").quick_profile()``,
+        built in one step). Its ``grid``, ``data`` and ``outputs`` are merged key by key into the file's (an
+        axis its grid sets leaves ``[data]``, and a value its ``[data]`` sets leaves the grid); every
+        other key replaces the file's. The result keeps the file's name, records the profile
+        (:attr:`applied_profile`, part of :meth:`hash` and of a run's recorded design) and has the profile's
+        own ``quick`` table as its ``[quick]`` (``--profile NAME --quick``).
+
+        Raises
+        ------
+        InvalidParameterError
+            For a name the design has no profile of (with the closest name, if any).
+        """
+        if name == "quick" and self.quick:
+            return self.quick_profile()
+        head, dot, tail = name.partition(".") if isinstance(name, str) else (name, "", "")
+        if head not in self.profiles or (dot and tail != "quick"):
+            raise unknown_profile(self.source, self.name, name, self.profile_names)
+        over = dict(self.profiles[head])
+        quick = over.pop("quick", {})
+        if not dot:
+            return self._with_overrides(over, head, quick)
+        # "NAME.quick": both sets of overrides, one design built (the intermediate is never checked)
+        return self._with_overrides(over, name, {}, then=quick)
+
+    def _with_overrides(
+        self,
+        overrides: Mapping[str, Any],
+        name: str,
+        quick: Mapping[str, Any],
+        then: Mapping[str, Any] | None = None,
+    ) -> Design:
+        base = merge_overrides(merge_overrides(self.to_dict(), overrides), then or {})
+        base["quick"] = copy.deepcopy(dict(quick))
+        base["profiles"] = {}
+        base["applied_profile"] = name if self.applied_profile is None else f"{self.applied_profile}.{name}"
         base["name"] = self.name
-        return Design(**base, source=f"{self.source} [quick]")
+        return Design(**base, source=self.source + "".join(f" [{p}]" for p in name.split(".")))
 
     def on_backend(
         self, backend: str | None = None, device: str | None = None, draws: str | None = None
@@ -407,16 +500,31 @@ class Design:
         """Plain-data form (JSON/TOML-able), without ``source``."""
         d = dataclasses.asdict(self)
         d.pop("source")
-        if d["allow_large"] is False:  # plain designs keep the form they had before the key existed
+        # plain designs keep the form they had before these keys existed
+        if d["allow_large"] is False:
             d.pop("allow_large")
         if d["draws"] == "numpy":  # likewise: NumPy draws are what every design had before
             d.pop("draws")
+        for key in ("profiles", "exclude"):
+            if not d[key]:
+                d.pop(key)
+        if d["applied_profile"] is None:
+            d.pop("applied_profile")
         return d
 
     def hash(self) -> str:
         """SHA-256 of the canonical JSON form: identifies the design in results and on resume."""
         d = self.to_dict()
-        for key in ("quick", "description", "outputs", "backend", "device", "on_error", "allow_large"):
+        for key in (
+            "quick",
+            "profiles",
+            "description",
+            "outputs",
+            "backend",
+            "device",
+            "on_error",
+            "allow_large",
+        ):
             d.pop(key, None)
         if not d["imports"]:  # designs without imports keep the hash they had before the key existed
             d.pop("imports")
@@ -440,13 +548,14 @@ class Design:
         return cls(**kwargs, source=source)
 
 
-def load_design(path: str | Path, *, allow_large: bool = False) -> Design:
+def load_design(path: str | Path, *, allow_large: bool = False, profile: str | None = None) -> Design:
     """Read and validate a TOML study file; errors name the file, the key and the rule.
 
     The file is read as UTF-8 (a file in another encoding is refused, naming the byte). Every
     key and value is checked here, with its range, so a run never fails on a value of the file;
     ``allow_large=True`` builds a study whose estimated size is beyond this machine (see
-    :class:`Design`).
+    :class:`Design`). ``profile="NAME"`` returns the design of that profile
+    (:meth:`Design.profile`: ``"quick"`` or a ``[profiles.NAME]`` table).
     """
     if isinstance(allow_large, bool) is False:
         raise InvalidParameterError(f"`allow_large` must be True or False. Got {allow_large!r} instead.")
@@ -470,4 +579,5 @@ def load_design(path: str | Path, *, allow_large: bool = False) -> Design:
         raise InvalidParameterError(f"{p}: malformed TOML: {exc}") from None
     if allow_large:
         raw = {**raw, "allow_large": True}
-    return Design.from_dict(raw, source=str(p))
+    design = Design.from_dict(raw, source=str(p))
+    return design if profile is None else design.profile(profile)

@@ -15,6 +15,7 @@ from ..attention import RFA, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
 from ..features import fit_to_pairs
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
+from ._cost import attention_costs
 from ._device_draws import DeviceDraws, device_map, unit_seed
 from ._estimators import build_attention_estimator, check_attention_output
 from ._units import WorkUnit, computed_metrics, concat_chunks, frame
@@ -22,7 +23,17 @@ from ._units import WorkUnit, computed_metrics, concat_chunks, frame
 if TYPE_CHECKING:
     from ._design import Design
 
-__all__ = ["attention_partial", "attention_finalize", "attention_replay", "cell_estimator_params"]
+__all__ = [
+    "attention_partial",
+    "attention_finalize",
+    "attention_replay",
+    "cell_estimator_params",
+    "cell_costs",
+]
+
+#: First spawn-key word of the streams that draw a cell's LSH rotations for its cost column
+#: (trial streams use (cell, trial), data streams (2**32 - 1, data setting)).
+COST_NAMESPACE = 2**32 - 2
 
 
 def cell_estimator_params(
@@ -121,6 +132,7 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
     }
     if unit.chunk == 0:
         part["exact"] = exact.reshape(n, dv)
+        part["cost"] = cell_costs(design, cell, Q, K, causal, unit)  # once per cell, not per trial
         stats = data_stats(design, Q, K, causal)  # real data: its statistics
         if stats is not None:
             part["data_stats"] = stats.assign(cell=unit.cell_index)
@@ -180,6 +192,22 @@ def _nonpositive_rows(res: Any, T: int) -> np.ndarray:
     return bad.reshape(T, -1).sum(axis=1)
 
 
+def cell_costs(
+    design: Design, cell: dict[str, Any], Q: Any, K: Any, causal: bool, unit: WorkUnit
+) -> np.ndarray:
+    """Cost per query of every estimator of a cell (:mod:`rfkit.study._cost`): exact keys + features.
+
+    LSH supports are sized with rotations from the cell's own stream ``(COST_NAMESPACE, cell)``.
+    """
+    built = [
+        build_attention_estimator(cell_estimator_params(design, e, cell, causal)) for e in design.estimators
+    ]
+    ss = np.random.SeedSequence(
+        unit.entropy, spawn_key=tuple(unit.spawn_key) + (COST_NAMESPACE, unit.cell_index)
+    )
+    return attention_costs(built, Q, K, causal=causal, rng=ss)
+
+
 def _fit_once(estimator: Any, Q: Any, K: Any) -> Any:
     """RFA whose map needs data, with the map fitted once on the cell's (Q, K) instead of per trial.
 
@@ -217,6 +245,7 @@ def attention_finalize(
     all_nonpos, all_seconds = concat_chunks(parts, "nonpos"), concat_chunks(parts, "seconds")
     trial_frames, query_frames, timing_rows = [], [], []
     own_metrics = computed_metrics(design)
+    costs = parts[0].get("cost")  # None in parts saved before the cost column existed
     for i, est in enumerate(design.estimators):
         label = design.label(est)
         outs, status = all_outs[i], all_status[i]
@@ -247,6 +276,7 @@ def attention_finalize(
                     "sq_dev": _whole(sq_dev, whole),
                     "nonpositive_rows": all_nonpos[i],
                     "n_nan_rows": nan_rows,
+                    "cost": np.nan if costs is None else float(costs[i]),
                     **{  # metrics of your own
                         m.column: np.asarray(m.per_trial(output=outs, exact=exact2), dtype=float)  # type: ignore[misc]
                         for m in own_metrics

@@ -144,7 +144,10 @@ class AttentionEstimatorRecord:
     from_budget : callable, optional
         ``from_budget(samples, params) -> dict``: the constructor's parameters for a budget of
         ``samples`` random samples (``n_samples``, ``n_proposals``, ...), given the entry's other
-        parameters. None: the estimator takes ``samples`` itself (under that name).
+        parameters. None: the estimator takes ``samples`` itself (under that name). For an
+        estimator with an ``inner_map`` it splits a study's budget instead, returning
+        ``{"map_budget": k}``: the part left to the map (Hybrid: what its support's exact keys
+        leave, docs page *Studies*, section "Cost per query"); ``params`` then hold ``causal``.
     inner_map : str, optional
         For estimators built around a feature map (RFA): the parameter that takes the map and the
         default map's name, as ``"feature_map=Positive"``. The entry's keys that are not the

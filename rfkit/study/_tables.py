@@ -41,7 +41,9 @@ def summarize(
     Trials that raised (status other than ``"ok"``) are left out and counted in ``n_failed``;
     every other trial's value counts, finite or not (``n_nonfinite``: see :func:`mcse_summary`).
     Proportions (:func:`~rfkit.study._metric_sources.metric_is_proportion`) get Wilson intervals.
-    Attention trials with NaN output rows add ``n_nan_rows`` (summed over the trials).
+    Attention trials with NaN output rows add ``n_nan_rows`` (summed over the trials), and
+    attention designs carry ``cost``, the estimator's cost per query in the cell (exact keys plus
+    features, :mod:`rfkit.study._cost`), beside the keys.
     """
     rows = []
     nan_rows = "n_nan_rows" in trials
@@ -50,6 +52,8 @@ def summarize(
         n_failed = int((grp["status"] != "ok").sum())
         n_nan = int(ok["n_nan_rows"].sum()) if nan_rows else 0
         base = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        if "cost" in trials:  # attention designs: cost per query of the (cell, estimator)
+            base["cost"] = float(grp["cost"].iloc[0])
         for metric in metrics:
             s = mcse_summary(
                 ok[metric_column(metric)].to_numpy(), confidence, proportion=metric_is_proportion(metric)

@@ -10,6 +10,7 @@ and panel titles, a distinct (colour, line style, marker) per series of one axes
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -27,6 +28,11 @@ import rfkit.study as st  # noqa: E402
 from rfkit.exceptions import ModelNotInstalledError  # noqa: E402
 from rfkit.study._builtin import builtin_study_dirs  # noqa: E402
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 
 def _studies() -> list[Path]:
     seen: dict[str, Path] = {}
@@ -37,6 +43,20 @@ def _studies() -> list[Path]:
 
 
 STUDIES = _studies()
+
+
+def _profiles() -> list[tuple[Path, str]]:
+    """(study, profile) of every named profile of the built-in studies: their quick forms are drawn too."""
+    out = []
+    for path in STUDIES:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        out += [(path, name) for name in raw.get("profiles", {})]
+    return out
+
+
+PROFILES = _profiles()
+#: the runs whose figures are checked: each study's quick profile, and each named profile's (study:NAME)
+RUNS = [p.stem for p in STUDIES] + [f"{p.stem}:{name}" for p, name in PROFILES]
 
 #: an internal id: lower-case words joined by hyphens ("positive-orthogonal", "Positive-orthogonal-default")
 ID_PATTERN = re.compile(r"^[A-Za-z][a-z0-9+]*(-[a-z0-9+]+)+$")
@@ -54,6 +74,13 @@ def quick_results(tmp_path_factory):
             ModelNotInstalledError
         ) as err:  # said, not silent: the test of that study skips with this reason
             results[path.stem] = err
+    for path, name in PROFILES:
+        key = f"{path.stem}:{name}"
+        try:
+            design = st.load_design(path, profile=f"{name}.quick")
+            results[key] = st.run(design, out=out / f"{path.stem}-{name}", progress=False)
+        except ModelNotInstalledError as err:
+            results[key] = err
     return results
 
 
@@ -150,7 +177,7 @@ def _check_figure(name, fig, result, tmp_path, pdf=True):
 
 
 @pytest.mark.parametrize("size", ["two-column", "one-column"])
-@pytest.mark.parametrize("study", [p.stem for p in STUDIES])
+@pytest.mark.parametrize("study", RUNS)
 def test_every_quick_figure_is_paper_ready(quick_results, study, size, tmp_path):
     result = _result(quick_results, study)
     summary, theory = result.summary(), result.compare_theory()
@@ -206,7 +233,10 @@ def test_make_figures_script_redraws_the_docs_images(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["--quick", "--out-dir", str(tmp_path), "--dpi", "60"]) == 0
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    shown = "\n".join(p.read_text(encoding="utf-8") for p in pages)
     for image, *_ in mod.IMAGES:
         assert (tmp_path / image).stat().st_size > 0
         assert (root / "docs" / "images" / image).exists()
-        assert f"docs/images/{image}" in (root / "README.md").read_text(encoding="utf-8")
+        # the README links docs/images/NAME; a docs page images/NAME
+        assert f"docs/images/{image}" in shown or f"(images/{image})" in shown, image

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -10,7 +11,16 @@ import pytest
 import rfkit.study as st
 from rfkit.cli import main as cli_main
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.toml"))
+#: (study file, profile name) of every named profile ([profiles.NAME]) of the built-in studies
+PROFILES = [
+    (p, name) for p in STUDIES for name in tomllib.loads(p.read_text(encoding="utf-8")).get("profiles", {})
+]
 
 
 def test_studies_exist():
@@ -41,6 +51,30 @@ def test_quick_run_writes_everything(path, tmp_path, capsys):
     summary = pd.read_parquet(out / "summary.parquet")
     assert set(summary["estimator"]) == set(design.labels)
     assert "wrote" in capsys.readouterr().out
+
+
+def test_studies_have_profiles():
+    assert ("real-attention", "long") in [(p.stem, name) for p, name in PROFILES]
+
+
+@pytest.mark.parametrize(("path", "profile"), PROFILES, ids=lambda v: getattr(v, "stem", v))
+def test_profile_quick_run_writes_everything(path, profile, tmp_path, capsys):
+    """`rfkit run STUDY --profile NAME --quick`: the profile's CI form runs, with its own figures and tables."""
+    out = tmp_path / f"{path.stem}-{profile}"
+    assert (
+        cli_main(["run", str(path), "--profile", profile, "--quick", "--out", str(out), "--no-progress"]) == 0
+    )
+    assert f"(profile {profile}.quick)" in capsys.readouterr().out
+    design = st.load_design(path, profile=f"{profile}.quick")
+    report = (out / "report.md").read_text()
+    assert "Quick profile" in report
+    pngs = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert pngs and all(f"figures/{png}" in report for png in pngs)
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert set(summary["estimator"]) == set(design.labels)
+    assert len(summary["cell"].unique()) == len(design.cells())
+    if design.kind == "attention":  # the cost per query is stated in the tables
+        assert summary["cost"].notna().all() and "| cost |" in report
 
 
 def test_cli_user_errors_exit_nonzero_without_traceback(tmp_path, capsys):

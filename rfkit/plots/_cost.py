@@ -1,0 +1,186 @@
+"""An error metric against the cost per query (exact keys + features), one line per estimator family."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._lines import panel_grid
+from ._style import label_axes, legend_for, legend_rows, paper_style, series_styles
+
+__all__ = ["prepare_mse_vs_cost", "plot_mse_vs_cost"]
+
+#: families a legend beside the panels holds; with more it goes below them, in columns
+_BESIDE = 8
+#: families up to which the quartile bars are drawn by default (beyond, they hide each other)
+_BARS = 6
+
+
+def prepare_mse_vs_cost(
+    summary: pd.DataFrame,
+    *,
+    metric: str = "mse",
+    family: str = "estimator",
+    point: Sequence[str] = (),
+    col: str | None = None,
+) -> pd.DataFrame:
+    """The points drawn by :func:`plot_mse_vs_cost`, from a tidy study summary.
+
+    ``summary`` has one row per (cell, estimator, metric) with ``cost`` (the cost per query,
+    :mod:`rfkit.study._cost`) and ``estimate``. Rows of ``metric`` are grouped by ``col`` (a
+    panel), ``family`` (a line) and the columns ``point`` (one point of the line, e.g. the budget
+    ``feature_dim``); over the other cells of a group (the heads) a point is the **median** of
+    the cost and the median of the estimate, with the number of cells ``n`` and the quartiles of
+    the estimate (``q25``, ``q75``).
+
+    Returns columns ``col`` (None without panels), ``family``, ``cost``, ``estimate``, ``q25``,
+    ``q75``, ``n``, sorted by panel, family (first appearance) and cost.
+    """
+    need = {"metric", "estimate", "cost", family, *point} | ({col} if col else set())
+    missing = sorted(need - set(summary.columns))
+    if missing:
+        raise ValueError(f"summary has no column(s) {missing} (an attention study's summary has `cost`)")
+    s = summary[(summary["metric"] == metric) & np.isfinite(summary["estimate"]) & summary["cost"].notna()]
+    if s.empty:
+        raise ValueError(f"summary has no finite rows for metric {metric!r} with a cost")
+    keys = ([col] if col else []) + [family, *point]
+    rows = []
+    for key, g in s.groupby(keys, sort=False):
+        vals = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        est = g["estimate"].to_numpy(dtype=float)
+        rows.append(
+            {
+                "col": vals[col] if col else None,
+                "family": vals[family],
+                "cost": float(np.median(g["cost"].to_numpy(dtype=float))),
+                "estimate": float(np.median(est)),
+                "q25": float(np.quantile(est, 0.25)),
+                "q75": float(np.quantile(est, 0.75)),
+                "n": int(est.size),
+            }
+        )
+    out = pd.DataFrame(rows)
+    order = {f: i for i, f in enumerate(dict.fromkeys(out["family"]))}
+    panels = {p: i for i, p in enumerate(dict.fromkeys(out["col"]))}
+    out = out.assign(_p=out["col"].map(panels), _f=out["family"].map(order))
+    return (
+        out.sort_values(["_p", "_f", "cost"], kind="stable").drop(columns=["_p", "_f"]).reset_index(drop=True)
+    )
+
+
+def plot_mse_vs_cost(
+    points: pd.DataFrame,
+    *,
+    logx: bool = True,
+    logy: bool = True,
+    xlabel: str = "cost per query",
+    ylabel: str = "output MSE (median)",
+    col_title: str | None = None,
+    spread: bool | None = None,
+    size: str | None = None,
+) -> Any:
+    """An error against the cost per query: one line per family, one panel per ``col`` value.
+
+    ``points`` is a tidy table with the columns ``family``, ``cost`` and ``estimate`` (and
+    optionally ``col``, ``q25`` and ``q75``), as :func:`prepare_mse_vs_cost` returns. Each family
+    is a line through its points in order of cost, with its own colour, line style and marker
+    (:func:`series_styles`); with ``spread`` and the quartile columns, a vertical bar shows the
+    interquartile range of the estimate over the cells (heads) behind each median (default:
+    with up to six families, where the bars stay readable). The legend
+    is beside the panels, or below them in columns for more than eight families (and on a
+    one-column figure). ``col_title``
+    formats each panel's title (``"{}"`` is replaced by the panel's value). ``size`` is
+    ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
+
+    Returns the array of the panels' Axes.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    for c in ("family", "cost", "estimate"):
+        if c not in points.columns:
+            raise ValueError(f"points has no column {c!r} (see prepare_mse_vs_cost)")
+    if points.empty:
+        raise ValueError("points is empty: nothing to draw")
+    frame = points if "col" in points.columns else points.assign(col=None)
+    panels = list(dict.fromkeys(frame["col"]))
+    families = list(dict.fromkeys(frame["family"]))
+    styles = series_styles(families)
+    if spread is None:  # quartile bars where they stay readable
+        spread = len(families) <= _BARS
+    bars = spread and {"q25", "q75"} <= set(frame.columns)
+    with paper_style(size) as st:
+        narrow = st["size"] == "one-column"
+        nrow, ncol = panel_grid(len(panels), narrow)
+        panel_h = (1.9 if narrow else 2.3) if nrow == 1 else (1.6 if narrow else 1.9)
+        below = narrow or len(families) > _BESIDE  # many families: the legend goes below, in columns
+        longest = max(len(str(f)) for f in families)
+        legend_cols = (
+            (2 if legend_rows(families, True) < len(families) else 1)
+            if narrow
+            else (3 if longest <= 30 else 2)
+        )
+        legend_h = (0.125 * -(-len(families) // legend_cols) + 0.1) if below else 0.0
+        fig, axes = plt.subplots(
+            nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
+        )
+        flat = axes.ravel()
+        for ax, pv in zip(flat, panels):
+            g0 = frame if pv is None else frame[frame["col"] == pv]
+            for fam in families:
+                g = g0[g0["family"] == fam].sort_values("cost", kind="stable")
+                if g.empty:
+                    continue
+                sty = styles[fam]
+                yerr = None
+                if bars:
+                    yerr = np.vstack([g["estimate"] - g["q25"], g["q75"] - g["estimate"]]).clip(min=0)
+                ax.errorbar(
+                    g["cost"],
+                    g["estimate"],
+                    yerr=yerr,
+                    marker=sty["marker"],
+                    linestyle=sty["linestyle"],
+                    color=sty["color"],
+                    ms=3,
+                    capsize=1.5,
+                    elinewidth=0.6,
+                    label=fam,
+                )
+            if logx:
+                ax.set_xscale("log", base=2)
+                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            if logy:
+                ax.set_yscale("log")
+            label_axes(ax, xlabel, None)
+            if pv is not None:
+                ax.set_title((col_title or "{}").replace("{}", str(pv)))
+        for ax in flat[len(panels) :]:
+            ax.set_visible(False)
+        for r in range(nrow):
+            label_axes(axes[r][0], None, ylabel)
+        handles, names = [], []
+        for ax in flat[: len(panels)]:  # every family once, in order, from whichever panel has it
+            for h, n in zip(*ax.get_legend_handles_labels()):
+                if n not in names:
+                    handles.append(h)
+                    names.append(n)
+        order = [names.index(f) for f in families if f in names]
+        handles, names = [handles[i] for i in order], [names[i] for i in order]
+        if below:
+            fig.legend(
+                handles,
+                names,
+                loc="outside lower center",
+                ncol=legend_cols,
+                frameon=False,
+                fontsize=6 if narrow else 7,
+            )
+        else:
+            legend_for(
+                fig, axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1], handles, names
+            )
+    return flat[: len(panels)]

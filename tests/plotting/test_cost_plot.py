@@ -1,0 +1,131 @@
+"""The output-MSE-against-cost figure: the points it draws (prepare_mse_vs_cost) and its rendering."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
+
+import rfkit.plots as rkp  # noqa: E402
+import rfkit.report as rp  # noqa: E402
+import rfkit.study as st  # noqa: E402
+
+
+def _summary() -> pd.DataFrame:
+    """A tidy summary: 2 panels x 2 families x 2 budgets x 5 heads, costs and MSEs known."""
+    rows = []
+    for panel in ("encoder", "decoder"):
+        for fam, base in (("FAVOR+", 1.0), ("Hybrid", 0.25)):
+            for budget in (64, 128):
+                for head in range(5):
+                    cost = budget - (3.5 if fam == "Hybrid" else 0.0) + 0.1 * head  # varies by head
+                    mse = base * (64 / budget) * (head + 1) * (2 if panel == "decoder" else 1)
+                    for metric, value in (("mse", mse), ("bias", -mse)):
+                        rows.append(
+                            {
+                                "panel": panel,
+                                "estimator": fam,
+                                "feature_dim": budget,
+                                "head": head,
+                                "cost": cost,
+                                "metric": metric,
+                                "estimate": value,
+                            }
+                        )
+    return pd.DataFrame(rows)
+
+
+def test_points_are_medians_over_heads():
+    pts = rkp.prepare_mse_vs_cost(_summary(), point=["feature_dim"], col="panel")
+    assert list(pts.columns) == ["col", "family", "cost", "estimate", "q25", "q75", "n"]
+    assert len(pts) == 8 and (pts["n"] == 5).all()
+    hyb = pts[(pts.col == "decoder") & (pts.family == "Hybrid")]
+    # heads 0..4: costs budget - 3.5 + 0.1 h (median h = 2); MSEs 0.25 * 64/budget * (h + 1) * 2
+    np.testing.assert_allclose(hyb["cost"], [60.7, 124.7])
+    np.testing.assert_allclose(hyb["estimate"], [0.25 * 3 * 2, 0.25 * 0.5 * 3 * 2])
+    np.testing.assert_allclose(hyb["q25"], [0.25 * 2 * 2, 0.25 * 0.5 * 2 * 2])
+    np.testing.assert_allclose(hyb["q75"], [0.25 * 4 * 2, 0.25 * 0.5 * 4 * 2])
+    assert list(pts["col"].unique()) == ["encoder", "decoder"]  # panels in order of appearance
+    # another metric, no panels: the two panels' rows are pooled per point
+    pooled = rkp.prepare_mse_vs_cost(_summary(), metric="bias", point=["feature_dim"])
+    assert pooled["col"].isna().all() and (pooled["n"] == 10).all()
+
+
+def test_bad_tables_are_refused():
+    with pytest.raises(ValueError, match=r"no column\(s\) \['cost'\]"):
+        rkp.prepare_mse_vs_cost(_summary().drop(columns="cost"))
+    with pytest.raises(ValueError, match="no finite rows for metric 'rel_mse'"):
+        rkp.prepare_mse_vs_cost(_summary(), metric="rel_mse")
+    with pytest.raises(ValueError, match="points has no column 'cost'"):
+        rkp.plot_mse_vs_cost(pd.DataFrame({"family": ["a"], "estimate": [1.0]}))
+    with pytest.raises(ValueError, match="points is empty"):
+        rkp.plot_mse_vs_cost(pd.DataFrame(columns=["family", "cost", "estimate"]))
+
+
+@pytest.mark.parametrize("size", ["two-column", "one-column"])
+def test_one_line_per_family_per_panel(size):
+    pts = rkp.prepare_mse_vs_cost(_summary(), point=["feature_dim"], col="panel")
+    axes = rkp.plot_mse_vs_cost(pts, col_title="{} heads", size=size)
+    try:
+        assert [ax.get_title() for ax in axes] == ["encoder heads", "decoder heads"]
+        fig = axes[0].figure
+        assert fig.get_figwidth() == pytest.approx(rkp.PAPER_SIZES[size])
+        for ax, panel in zip(axes, ("encoder", "decoder")):
+            bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+            assert [c.get_label() for c in bars] == ["FAVOR+", "Hybrid"]
+            for c in bars:  # the line goes through the family's points in order of cost
+                want = pts[(pts.col == panel) & (pts.family == c.get_label())]
+                x, y = (np.asarray(a, dtype=float) for a in c.lines[0].get_data())
+                np.testing.assert_allclose(x, want["cost"].to_numpy(dtype=float))
+                np.testing.assert_allclose(y, want["estimate"].to_numpy(dtype=float))
+            styles = {
+                (c.lines[0].get_color(), c.lines[0].get_linestyle(), c.lines[0].get_marker()) for c in bars
+            }
+            assert len(styles) == 2
+            assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+            assert "log" in ax.get_xlabel() and "cost per query" in ax.get_xlabel()
+        assert "log" in axes[0].get_ylabel()
+        legends = [*fig.legends, *(ax.get_legend() for ax in axes)]
+        assert [t.get_text() for leg in legends if leg for t in leg.get_texts()] == ["FAVOR+", "Hybrid"]
+    finally:
+        plt.close("all")
+
+
+def test_a_study_draws_it_from_its_summary(tmp_path):
+    """An attention study declaring mse_vs_cost draws it from its saved summary: medians over data sets."""
+    d = st.Design(
+        name="costfig",
+        kind="attention",
+        trials=2,
+        seed=3,
+        data={"source": "sequence", "n_tokens": 24, "dim": 4, "structure": "local"},
+        grid={"dataset": [0, 1, 2], "feature_dim": [12, 24]},
+        estimators=[
+            {"label": "favor+", "estimator": "RFA", "projection": "orthogonal"},
+            {"label": "hybrid", "estimator": "Hybrid", "window": 2, "projection": "orthogonal"},
+        ],
+        outputs={"figures": ["mse_vs_cost"]},
+    )
+    res = st.run(d, out=tmp_path / "o")
+    assert res.figure_names()[0] == "mse_vs_cost"  # the declared figure first
+    fig = res.plot("mse_vs_cost")
+    try:
+        ax = fig.axes[0]
+        assert "median over data sets" in " ".join(ax.get_ylabel().split())
+        bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        assert [c.get_label() for c in bars] == rkp.display_names(d.estimators)
+        s = res.summary()
+        hyb = s[(s.metric == "mse") & (s.estimator == "hybrid")]
+        x, y = (np.asarray(a, dtype=float) for a in bars[1].lines[0].get_data())
+        np.testing.assert_allclose(x, hyb.groupby("feature_dim")["cost"].median())
+        np.testing.assert_allclose(y, hyb.groupby("feature_dim")["estimate"].median())
+    finally:
+        plt.close("all")
+    report = rp.write_report(res, tmp_path / "o").read_text()
+    assert "figures/mse_vs_cost.png" in report and "| cost |" in report
