@@ -17,7 +17,14 @@ objects for many runs; :func:`next_token_kl`, :func:`top1_agreement`, :func:`per
 """
 
 from ._benchmark import BENCHMARK_SETS, kernel_benchmark_pairs, real_pairs
-from ._compare import cosine_similarity, next_token_kl, next_token_nll, perplexity, top1_agreement
+from ._compare import (
+    cosine_similarity,
+    next_token_kl,
+    next_token_nll,
+    perplexity,
+    token_nll,
+    top1_agreement,
+)
 from ._describe import DESCRIBE_COLUMNS, describe
 from ._forward import AttentionHook, EstimatorAttention, estimator_attention, exact_attention, layer_stream
 from ._minilm import (
@@ -85,6 +92,7 @@ __all__ = [
     "layer_stream",
     "next_token_kl",
     "top1_agreement",
+    "token_nll",
     "next_token_nll",
     "perplexity",
     "cosine_similarity",

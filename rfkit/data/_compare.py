@@ -16,7 +16,14 @@ from scipy.special import log_softmax
 from .._validation import host_float_array
 from ..exceptions import InvalidParameterError, ShapeError
 
-__all__ = ["next_token_kl", "top1_agreement", "next_token_nll", "perplexity", "cosine_similarity"]
+__all__ = [
+    "next_token_kl",
+    "top1_agreement",
+    "token_nll",
+    "next_token_nll",
+    "perplexity",
+    "cosine_similarity",
+]
 
 
 def _pair(a: Any, b: Any, names: tuple[str, str], owner: str) -> tuple[np.ndarray, np.ndarray]:
@@ -72,6 +79,37 @@ def top1_agreement(exact_logits: Any, approx_logits: Any) -> np.ndarray:
     return np.argmax(z, axis=-1) == np.argmax(w, axis=-1)  # type: ignore[no-any-return]
 
 
+def token_nll(logits: Any, targets: Any) -> np.ndarray:
+    r"""Negative log-likelihood :math:`-\log q(y)` of given tokens ``targets`` under ``logits``.
+
+    .. math:: -\log q(y) = \log\sum_v e^{z_v} - z_y
+
+    computed with ``scipy.special.log_softmax`` (no overflow for any finite logits).
+
+    Parameters
+    ----------
+    logits : array_like of shape (..., vocab)
+    targets : array_like of int, shape (...)
+        Token ids in [0, vocab).
+
+    Returns
+    -------
+    ndarray of shape (...)
+    """
+    z = host_float_array(logits, "logits", min_ndim=1, check_finite=False)
+    y = np.asarray(targets)
+    V = z.shape[-1]
+    if y.shape != z.shape[:-1] or y.dtype.kind not in "iu":
+        raise ShapeError(
+            f"token_nll: `targets` must be integer token ids of shape {z.shape[:-1]} (the logits' leading axes). "
+            f"Got {y.dtype} of shape {y.shape}."
+        )
+    if y.size and (y.min() < 0 or y.max() >= V):
+        raise InvalidParameterError(f"token_nll: `targets` must lie in [0, {V - 1}] (the vocabulary).")
+    lq = log_softmax(z, axis=-1)
+    return -np.take_along_axis(lq, y[..., None].astype(np.intp), axis=-1)[..., 0]  # type: ignore[no-any-return]
+
+
 def next_token_nll(logits: Any, ids: Any, mask: Any = None) -> np.ndarray:
     r"""Negative log-likelihood of each actual next token: :math:`-\log q(x_{t+1}\mid x_{\le t})`.
 
@@ -109,9 +147,7 @@ def next_token_nll(logits: Any, ids: Any, mask: Any = None) -> np.ndarray:
     out = np.full((n, T), np.nan)
     if T < 2:
         return out
-    lq = log_softmax(z[:, :-1], axis=-1)
-    target = ids_a[:, 1:]
-    nll = -np.take_along_axis(lq, target[..., None], axis=-1)[..., 0]
+    nll = token_nll(z[:, :-1], ids_a[:, 1:])
     has = m[:, :-1] & m[:, 1:]
     out[:, :-1] = np.where(has, nll, np.nan)
     return out

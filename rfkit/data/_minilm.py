@@ -383,13 +383,13 @@ class MiniLMModel(PretrainedModel):
         return pad(encoded, self._model.tokenizer.pad_id)
 
     def _run(
-        self, ids: Any, mask: Any, attention: Any, replaced: Any, start: int, x: Any, inputs: Any
+        self, ids: Any, mask: Any, attention: Any, replaced: Any, start: int, stop: int, x: Any, inputs: Any
     ) -> np.ndarray:
         return forward(
             self._model,
             ids,
             mask,
-            n_layers=N_LAYERS,
+            n_layers=stop,
             scale_q=self.scale_q,
             scale_k=self.scale_k,
             attention=attention,

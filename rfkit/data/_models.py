@@ -39,7 +39,8 @@ class ModelRun:
     ----------
     hidden : ndarray of shape (texts, tokens, hidden)
         The last hidden states (SmolLM2: after the final RMSNorm, what the output head reads;
-        MiniLM: the last layer's output, what sentence-transformers pools).
+        MiniLM: the last layer's output, what sentence-transformers pools); for a run with
+        ``stop`` below the number of layers, the hidden state entering layer ``stop``.
     mask : ndarray of bool, shape (texts, tokens)
         Valid (non-padding) positions.
     inputs : tuple of ndarray or None
@@ -108,10 +109,11 @@ class PretrainedModel(abc.ABC):
         attention: Any,
         replaced: frozenset[int] | None,
         start: int,
+        stop: int,
         x: np.ndarray | None,
         inputs: list[np.ndarray] | None,
     ) -> np.ndarray:
-        """The last hidden states of a checked run."""
+        """The last hidden states of a checked run (``stop`` < ``n_layers``: the input of layer ``stop``)."""
 
     def run(
         self,
@@ -121,6 +123,7 @@ class PretrainedModel(abc.ABC):
         attention: Any = None,
         layers: Any = None,
         start: int = 0,
+        stop: int | None = None,
         x: Any = None,
         keep_inputs: bool = False,
     ) -> ModelRun:
@@ -138,9 +141,14 @@ class PretrainedModel(abc.ABC):
         layers : int or sequence of int, optional
             The layers that call ``attention`` (the others are exact). Needs ``attention``.
         start : int, default=0
-            First layer to run; then ``x`` must be the hidden state entering it.
+            First layer to run; ``start`` > 0 needs ``x``.
+        stop : int, optional
+            Run layers ``start`` to ``stop - 1`` (default: to the last layer). With ``stop`` below the
+            number of layers, :attr:`ModelRun.hidden` is the hidden state entering layer ``stop``
+            (the ``x`` to continue from), not the last hidden states.
         x : ndarray of shape (texts, tokens, hidden), optional
-            The input of layer ``start`` (from a run with ``keep_inputs=True``).
+            The hidden state entering layer ``start`` (from a run with ``keep_inputs=True``);
+            default (``start`` = 0): the embeddings of ``ids``.
         keep_inputs : bool, default=False
             Keep the input of every layer run (:attr:`ModelRun.inputs`).
 
@@ -182,10 +190,18 @@ class PretrainedModel(abc.ABC):
             raise InvalidParameterError(
                 f"{owner}: `start` must be an int in [0, {self.n_layers - 1}]. Got {start!r}."
             )
-        if (x is None) != (start == 0):
+        stop = self.n_layers if stop is None else stop
+        if (
+            isinstance(stop, bool)
+            or not isinstance(stop, numbers.Integral)
+            or not start < stop <= self.n_layers
+        ):
             raise InvalidParameterError(
-                f"{owner}: `x` (the input of layer `start`) is needed exactly when start > 0."
+                f"{owner}: `stop` must be an int in [start + 1, {self.n_layers}] = [{start + 1}, {self.n_layers}]. "
+                f"Got {stop!r}."
             )
+        if x is None and start > 0:
+            raise InvalidParameterError(f"{owner}: `start`={start} needs `x`, the input of layer {start}.")
         if x is not None:
             x = np.asarray(x)
             if x.shape != (n, T, self.hidden_size) or x.dtype != self.dtype:
@@ -194,5 +210,7 @@ class PretrainedModel(abc.ABC):
                     f"Got {x.dtype} {x.shape}."
                 )
         inputs: list[np.ndarray] | None = [] if keep_inputs else None
-        hidden = self._run(ids_a.astype(np.intp, copy=False), m, hook, replaced, int(start), x, inputs)
+        hidden = self._run(
+            ids_a.astype(np.intp, copy=False), m, hook, replaced, int(start), int(stop), x, inputs
+        )
         return ModelRun(hidden=hidden, mask=m, inputs=None if inputs is None else tuple(inputs))

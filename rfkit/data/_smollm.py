@@ -358,14 +358,14 @@ class SmolLM2Model(PretrainedModel):
         return self._kept[i]
 
     def _run(
-        self, ids: Any, mask: Any, attention: Any, replaced: Any, start: int, x: Any, inputs: Any
+        self, ids: Any, mask: Any, attention: Any, replaced: Any, start: int, stop: int, x: Any, inputs: Any
     ) -> np.ndarray:
         padding = None if bool(np.all(mask)) else ~mask[:, None, :]
         out = forward(
             self._weights,
             ids,
             self.dtype,
-            n_layers=N_LAYERS,
+            n_layers=stop,
             scale_q=self.scale_q,
             scale_k=self.scale_k,
             attention=attention,
@@ -376,7 +376,7 @@ class SmolLM2Model(PretrainedModel):
             inputs=inputs,
             layer_of=self._layer,
         )
-        return final_hidden(self._weights, out, self.dtype)
+        return final_hidden(self._weights, out, self.dtype) if stop == N_LAYERS else out
 
     def unembedding(self) -> np.ndarray:
         """The tied token embedding (49152, 576): ``logits = hidden @ unembedding().T`` (kept once computed)."""
