@@ -28,6 +28,7 @@ from ..plots import (
 )
 from ..study.summaries import facets
 from ._captions import caption
+from ._dropin import DROPIN_FIGURES, dropin_figure_plan
 
 __all__ = ["FIGURE_KINDS", "Figures", "Plan", "figure_plan", "study_figures"]
 
@@ -42,6 +43,7 @@ FIGURE_KINDS = (
     "coverage",
     "boxplots",
     "ratio_to_reference",
+    *DROPIN_FIGURES,
 )
 
 
@@ -116,6 +118,8 @@ def figure_plan(
         return _coverage_figures(design, summary, grid_cols)
     if kind == "boxplots" and "dataset" in grid_cols:
         return _box_figures(design, summary, grid_cols)
+    if kind in DROPIN_FIGURES:
+        return dropin_figure_plan(kind, design, summary, table)
     if kind == "ratio_to_reference" and design.outputs.get("reference"):
         ref = str(design.outputs["reference"])
         ref = dict(zip(design.labels, display_names(design.estimators))).get(ref, ref)

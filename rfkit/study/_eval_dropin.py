@@ -30,8 +30,10 @@ feature columns, so every estimator of a cell has the same budget.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,7 +41,7 @@ import pandas as pd
 
 from .. import data as rkdata
 from ..attention import Hybrid
-from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
+from ..exceptions import IllConditionedWarning, InvalidParameterError, NonPositiveNormalizerWarning
 from ._cell_data import cell_data
 from ._dropin_data import MODEL_CLASSES, DropInData, dropin_data, dropin_model
 from ._estimators import build_attention_estimator
@@ -67,7 +69,13 @@ MODEL_METRICS = {
     "minilm": ("emb_cos", "hidden_cos", "enc_head_mse"),
 }
 #: per-trial columns of a drop-in trials table (besides cell, estimator, trial, status)
-TRIAL_COLUMNS = (*MODEL_METRICS["smollm2"], *MODEL_METRICS["minilm"], "ppl_exact", "nonpositive_rows")
+TRIAL_COLUMNS = (
+    *MODEL_METRICS["smollm2"],
+    *MODEL_METRICS["minilm"],
+    "ppl_exact",
+    "nonpositive_rows",
+    "ill_conditioned_calls",
+)
 #: per-layer values (pairs table): the proxy, and the damage of that layer replaced alone
 LAYER_COLUMNS = ("head_mse", "kl", "top1_agree", "ppl_ratio", "emb_cos", "hidden_cos")
 _MODEL_INDEX = {name: i for i, name in enumerate(MODEL_CLASSES)}
@@ -146,6 +154,22 @@ def check_dropin_design(d: Design) -> None:
                     raise InvalidParameterError(
                         f"{src}: estimators[{i}] ({d.label(est)!r}), {model}: {exc}"
                     ) from None
+
+
+@contextlib.contextmanager
+def _counting(counts: np.ndarray, at: tuple[int, int]) -> Iterator[None]:
+    """The warnings of one (estimator, trial)'s calls: rows with a non-positive normaliser are left to the
+    measures (NaN), calls with ill-conditioned rows (a Hybrid remainder lost to round-off) are counted
+    in ``counts[at]``, and every other warning goes on as usual."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("ignore", NonPositiveNormalizerWarning)
+        warnings.simplefilter("always", IllConditionedWarning)
+        yield
+    for w in caught:
+        if issubclass(w.category, IllConditionedWarning):
+            counts[at] += 1
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 # ----------------------------------------------------------------------------- damage measures
@@ -233,6 +257,7 @@ class _Probe:
     def __init__(self, ests: list[Any], roots: list[np.random.SeedSequence], layers: tuple[int, ...]) -> None:
         self.ests, self.roots, self.slot = ests, roots, {li: i for i, li in enumerate(layers)}
         self.mse = np.full((len(ests), len(roots), len(layers)), np.nan)
+        self.ill = np.zeros((len(ests), len(roots)))
         self.errors: dict[tuple[int, int], Exception] = {}
 
     def __call__(self, q: Any, k: Any, v: Any, *, causal: bool, layer: int, key_padding_mask: Any) -> Any:
@@ -242,13 +267,14 @@ class _Probe:
                 if (i, j) in self.errors:
                     continue
                 try:
-                    out = rkdata.estimator_attention(est, rng=root)(
-                        q, k, v, causal=causal, layer=layer, key_padding_mask=key_padding_mask
-                    )
-                    # mean over texts, positions and value dims per head, then over heads
-                    self.mse[i, j, self.slot[layer]] = float(
-                        np.mean(np.mean((out - exact) ** 2, axis=(0, 2, 3)))
-                    )
+                    with _counting(self.ill, (i, j)):
+                        out = rkdata.estimator_attention(est, rng=root)(
+                            q, k, v, causal=causal, layer=layer, key_padding_mask=key_padding_mask
+                        )
+                        # mean over texts, positions and value dims per head, then over heads
+                        self.mse[i, j, self.slot[layer]] = float(
+                            np.mean(np.mean((out - exact) ** 2, axis=(0, 2, 3)))
+                        )
                 except Exception as exc:  # noqa: BLE001 - recorded or raised by the caller
                     self.errors[(i, j)] = exc
         return exact
@@ -322,6 +348,7 @@ def _evaluate(
     E, Tk = len(design.estimators), len(trials)
     cols = {c: np.full((E, Tk), np.nan) for c in TRIAL_COLUMNS}
     cols["nonpositive_rows"][:] = 0.0
+    cols["ill_conditioned_calls"][:] = 0.0
     errors: dict[tuple[int, int], Exception] = {}
     rows = [(m, li) for m in dd.models for li in dd.replaced(m)]
     layer_vals = np.full((E, Tk, len(rows), len(LAYER_COLUMNS)), np.nan)
@@ -339,10 +366,9 @@ def _evaluate(
             for s in streams
         ]
         probe = _Probe(ests, roots, layers)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # NaN rows show in the measures
-            exact = model.run(ids, mask, attention=probe, layers=layers, keep_inputs=dd.one_layer)
+        exact = model.run(ids, mask, attention=probe, layers=layers, keep_inputs=dd.one_layer)
         errors.update(probe.errors)
+        cols["ill_conditioned_calls"] += probe.ill
         ref: Any = (
             _DecoderRef(model, exact.hidden, ids)
             if name == "smollm2"
@@ -359,8 +385,7 @@ def _evaluate(
                 if (i, j) in errors:
                     continue
                 try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", NonPositiveNormalizerWarning)
+                    with _counting(cols["ill_conditioned_calls"], (i, j)):
                         hook = rkdata.estimator_attention(est, rng=root)
                         t0 = time.perf_counter()
                         run = model.run(ids, mask, attention=hook, layers=layers)
