@@ -51,6 +51,7 @@ __all__ = [
     "check_attention_hook",
     "check_replaced_layers",
     "call_hook",
+    "replaced_layers",
 ]
 
 
@@ -275,3 +276,13 @@ def call_hook(
             f"The `attention` hook must return floating-point values at layer {layer}. Got dtype {out.dtype} instead."
         )
     return out.astype(q.dtype, copy=False)
+
+
+def replaced_layers(attention: Any, layers: Any, n_layers: int) -> tuple[int, ...]:
+    """The layers a forward pass replaced, sorted (empty without a hook); ``layers`` already checked."""
+    if attention is None:
+        return ()
+    if layers is None:
+        return tuple(range(n_layers))
+    items = [layers] if np.ndim(layers) == 0 else list(layers)
+    return tuple(sorted(int(i) for i in items))

@@ -43,6 +43,7 @@ import numpy as np
 from ..exceptions import CorruptWeightsError, InvalidParameterError, ModelNotInstalledError, ShapeError
 from . import _cache
 from ._bert import BertModel, forward, load_bert
+from ._forward import replaced_layers
 from ._models import ModelRun, PretrainedModel
 from ._qk import QKSource, TransformerQK
 from ._safetensors import parse_safetensors
@@ -492,12 +493,7 @@ def minilm_forward(
         res: ModelRun = model.run(ids[sl, :t_c], mask[sl, :t_c], attention=attention, layers=layers)
         hidden_out[sl, :t_c] = np.where(res.mask[..., None], res.hidden, 0)
         emb[sl] = _pool(res.hidden, res.mask)
-    if attention is None:
-        replaced: tuple[int, ...] = ()
-    elif layers is None:
-        replaced = tuple(range(N_LAYERS))
-    else:
-        replaced = tuple(sorted(int(i) for i in ([layers] if np.ndim(layers) == 0 else layers)))
+    replaced = replaced_layers(attention, layers, N_LAYERS)
     return MiniLMForward(
         hidden=hidden_out,
         embedding=emb,

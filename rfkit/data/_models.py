@@ -84,7 +84,8 @@ class PretrainedModel(abc.ABC):
         self.dtype = check_dtype(dtype, self.owner)
         self.scale = check_scale(scale, self.owner)
         d = self.head_dim
-        self.scale_q, self.scale_k = (d**-0.25, d**-0.25) if self.scale == "symmetric" else (d**-0.5, 1.0)
+        self.scale_q: float = d**-0.25 if self.scale == "symmetric" else d**-0.5
+        self.scale_k: float = d**-0.25 if self.scale == "symmetric" else 1.0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(dtype={self.dtype.name}, scale={self.scale!r})"

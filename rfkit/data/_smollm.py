@@ -41,6 +41,7 @@ import numpy as np
 from ..exceptions import InvalidParameterError, ModelNotInstalledError, ShapeError
 from . import _cache
 from ._bpe import ByteLevelBPE
+from ._forward import replaced_layers
 from ._gguf import parse_gguf
 from ._llama import LlamaConfig, LlamaLayer, LlamaWeights, final_hidden, forward, unembedding
 from ._llama import logits as _llama_logits
@@ -478,7 +479,7 @@ def smollm2_forward(
         m = res.mask[..., None]
         hidden_out[sl, :t_c] = np.where(m, res.hidden, 0)
         logit_out[sl, :t_c] = np.where(m, model.logits(res.hidden), 0)
-    replaced = () if attention is None else tuple(range(N_LAYERS)) if layers is None else _replaced(layers)
+    replaced = replaced_layers(attention, layers, N_LAYERS)
     return SmolLM2Forward(
         logits=logit_out,
         hidden=hidden_out,
@@ -489,7 +490,3 @@ def smollm2_forward(
         layers=replaced,
         scale=model.scale,
     )
-
-
-def _replaced(layers: Any) -> tuple[int, ...]:
-    return tuple(sorted(int(i) for i in ([layers] if np.ndim(layers) == 0 else layers)))

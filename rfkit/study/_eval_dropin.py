@@ -401,12 +401,12 @@ def _evaluate(
                 except Exception as exc:  # noqa: BLE001 - recorded or raised below
                     errors[(i, j)] = exc
     status = np.full((E, Tk), "ok", dtype=object)
-    for (i, j), exc in sorted(errors.items()):
+    for (i, j), err in sorted(errors.items(), key=lambda kv: kv[0]):
         if on_error == "raise":
             raise trial_failure(
-                exc, design.label(design.estimators[i]), cell, cell_index, trials[j], entropy, spawn_key
-            ) from exc
-        status[i, j] = f"error:{type(exc).__name__}"
+                err, design.label(design.estimators[i]), cell, cell_index, trials[j], entropy, spawn_key
+            ) from err
+        status[i, j] = f"error:{type(err).__name__}"
         for c in cols.values():
             c[i, j] = np.nan
         layer_vals[i, j] = np.nan
