@@ -35,7 +35,7 @@ DAMAGE_LABELS = {
     "hidden_cos": "1 − cosine of last hidden states",
     "dec_head_mse": "per-head output MSE (SmolLM2)",
     "enc_head_mse": "per-head output MSE (MiniLM)",
-    "head_mse": "per-head output MSE of the layer",
+    "head_mse": "per-head output MSE",
 }
 
 
@@ -69,7 +69,7 @@ def plot_damage_vs_budget(
         col=col,
         logx=True,
         logy=metric != "top1_agree",
-        xlabel="cost per query D (features, samples, or exact keys + features)",
+        xlabel="cost per query D",
         ylabel=DAMAGE_LABELS.get(metric, metric),
         col_title="{} tokens" if col == "n_tokens" else None,
         size=size,
@@ -108,7 +108,7 @@ def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, siz
     frames = [(m, c, f) for m, c, f in frames if not f.empty]
     labels = list(dict.fromkeys(pairs["estimator"]))
     styles = series_styles(labels)
-    names = {"smollm2": "SmolLM2-135M (decoder)", "minilm": "all-MiniLM-L6-v2 (encoder)"}
+    names = {"smollm2": "SmolLM2 (decoder)", "minilm": "MiniLM (encoder)"}
     with paper_style(size) as st:
         ncol = min(2, max(1, len(frames)))
         nrow = -(-len(frames) // ncol)
@@ -142,7 +142,7 @@ def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, siz
 def prepare_proxy_vs_damage(points: pd.DataFrame) -> pd.DataFrame:
     """The proxy points (:func:`rfkit.study.summaries.dropin_points`) with a ``panel`` name each."""
     setting = [c for c in points.columns if c not in _POINT_COLUMNS]
-    names = {"smollm2": "SmolLM2 (KL)", "minilm": "MiniLM (1 − cos)"}
+    names = {"smollm2": "SmolLM2, KL", "minilm": "MiniLM, 1 − cos"}
     out = points.copy()
     out["panel"] = [
         ", ".join(
@@ -181,9 +181,9 @@ def plot_proxy_vs_damage(
     styles = series_styles(labels)
     setting = [c for c in points.columns if c not in _POINT_COLUMNS]
     with paper_style(size) as st:
-        ncol = min(2 if st["size"] == "one-column" else 4, len(panels))
+        ncol = min(2, len(panels))
         nrow = -(-len(panels) // ncol)
-        fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], 2.0 * nrow + 0.6), squeeze=False)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], 2.3 * nrow + 0.6), squeeze=False)
         flat = axes.ravel()
         for ax, name in zip(flat, panels):
             g0 = frame[frame["panel"] == name]
@@ -214,7 +214,7 @@ def plot_proxy_vs_damage(
                 if len(c):
                     r = c.iloc[0]
                     title += (
-                        f"\nρ = {r['rho']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}], p = {r['p_value']:.2g}"
+                        f"\nρ = {r['rho']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]\np = {r['p_value']:.2g}"
                         if np.isfinite(r["rho"])
                         else f"\nρ: n/a ({int(r['n_points'])} points)"
                     )

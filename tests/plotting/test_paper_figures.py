@@ -154,7 +154,12 @@ def _check_figure(name, fig, result, tmp_path, pdf=True):
 def test_every_quick_figure_is_paper_ready(quick_results, study, size, tmp_path):
     result = _result(quick_results, study)
     summary, theory = result.summary(), result.compare_theory()
-    tables = {"pairs": result.pairs, "timings": result.timings, "data_stats": result.data_stats}
+    tables = {
+        "pairs": result.pairs,
+        "timings": result.timings,
+        "data_stats": result.data_stats,
+        "trials": result.trials,
+    }
     drawn = []
     for kind in rp.FIGURE_KINDS:
         for name, draw in rp.figure_plan(kind, result.design, summary, theory, tables.get):
