@@ -42,7 +42,7 @@ IMAGES = [
     # docs page "Drop-in": the full profile (its notes say how long it runs)
     ("drop-in-kl.png", "drop-in", "kl_vs_budget", False),
     ("drop-in-embedding.png", "drop-in", "emb_cos_vs_budget", False),
-    ("drop-in-per-layer.png", "drop-in", "damage_per_layer_n_tokens-64_feature_dim-64", False),
+    ("drop-in-per-layer.png", "drop-in", "dropin_per_layer", False),  # the first one-layer cell
     ("drop-in-proxy.png", "drop-in", "proxy_vs_damage", False),
 ]
 

@@ -46,7 +46,7 @@ def next_token_kl(exact_logits: Any, approx_logits: Any) -> np.ndarray:
         \log p = \mathrm{log\_softmax}(z^{\rm exact}),\ \log q = \mathrm{log\_softmax}(z^{\rm approx}),
 
     over the vocabulary (the last axis) (Kullback & Leibler (1951); Cover & Thomas (2006),
-    eq. (2.26)). Zero when the two distributions are equal, never negative (up to round-off,
+    ch. 2, relative entropy). Zero when the two distributions are equal, never negative (up to round-off,
     about 1e-16 per position); finite for finite logits (the log-softmax never underflows to
     :math:`-\infty`).
 
@@ -159,8 +159,8 @@ def perplexity(logits: Any, ids: Any, mask: Any = None) -> float:
     .. math:: \mathrm{PPL} = \exp\Big(\frac{1}{N}\sum_{(b,t)} -\log q(x_{b,t+1}\mid x_{b,\le t})\Big)
 
     over the :math:`N` positions that have a next token (:func:`next_token_nll`); pooled over
-    texts, as language-model evaluations report it (Jelinek et al. (1977); Jurafsky & Martin
-    (2024), eq. (3.15)).
+    texts, as language-model evaluations report it (Jelinek et al. (1977); Jurafsky & Martin,
+    *Speech and Language Processing*, 3rd ed. draft (2024), ch. 3).
 
     Parameters
     ----------

@@ -69,7 +69,7 @@ def plot_damage_vs_budget(
         col=col,
         logx=True,
         logy=metric != "top1_agree",
-        xlabel="cost per query D",
+        xlabel="D per query",
         ylabel=DAMAGE_LABELS.get(metric, metric),
         col_title="{} tokens" if col == "n_tokens" else None,
         size=size,
@@ -145,7 +145,7 @@ def prepare_proxy_vs_damage(points: pd.DataFrame) -> pd.DataFrame:
     names = {"smollm2": "SmolLM2, KL", "minilm": "MiniLM, 1 − cos"}
     out = points.copy()
     out["panel"] = [
-        ", ".join(
+        "\n".join(
             [names.get(r["model"], r["model"])]
             + [f"{r[c]} tokens" if c == "n_tokens" else f"{c} = {r[c]}" for c in setting]
         )
@@ -173,7 +173,7 @@ def plot_proxy_vs_damage(
     (model, setting); the Spearman rho with its interval and p-value in each panel's title when
     ``correlation`` (:func:`rfkit.study.summaries.proxy_correlation`) is given. Returns the Axes."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter
 
     frame = prepare_proxy_vs_damage(points)
     panels = list(dict.fromkeys(frame["panel"]))
@@ -181,9 +181,13 @@ def plot_proxy_vs_damage(
     styles = series_styles(labels)
     setting = [c for c in points.columns if c not in _POINT_COLUMNS]
     with paper_style(size) as st:
+        narrow = st["size"] == "one-column"
         ncol = min(2, len(panels))
         nrow = -(-len(panels) // ncol)
-        fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], 2.3 * nrow + 0.6), squeeze=False)
+        legend_h = 0.13 * (len(labels) if narrow else -(-len(labels) // 2)) + 0.15
+        fig, axes = plt.subplots(
+            nrow, ncol, figsize=(st["width"], 2.3 * nrow + 0.6 + legend_h), squeeze=False
+        )
         flat = axes.ravel()
         for ax, name in zip(flat, panels):
             g0 = frame[frame["panel"] == name]
@@ -203,8 +207,9 @@ def plot_proxy_vs_damage(
                 )
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.xaxis.set_minor_formatter(NullFormatter())  # crowded minor labels over a short range
-            ax.yaxis.set_minor_formatter(NullFormatter())
+            for axis in (ax.xaxis, ax.yaxis):  # labels at 1, 2, 5 x 10^k: some in any range, never crowded
+                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_minor_formatter(NullFormatter())
             title = name
             if correlation is not None and not correlation.empty:
                 first = g0.iloc[0]
@@ -219,9 +224,10 @@ def plot_proxy_vs_damage(
                         else f"\nρ: n/a ({int(r['n_points'])} points)"
                     )
             ax.set_title(title)
-            label_axes(ax, "per-head output MSE", "damage")
+            label_axes(ax, "per-head MSE", "damage")
         for ax in flat[len(panels) :]:
             ax.set_visible(False)
         handles, hl = flat[0].get_legend_handles_labels()
-        legend_for(fig, flat[min(ncol, len(panels)) - 1], handles, hl)
+        # below the panels, whatever the width: the panels keep the whole width for their axes
+        fig.legend(handles, hl, loc="outside lower center", ncol=1 if narrow else 2, frameon=False)
     return flat[: len(panels)]

@@ -546,7 +546,9 @@ def test_builtin_records_say_what_the_harness_needs():
     assert maps["Positive"].capabilities.closed_form and not maps["Taylor"].capabilities.closed_form
     assert st.closed_form_record("Positive") is not None and st.closed_form_record("Taylor") is None
     est = {r.name: r for r in st.records("attention estimator")}
-    assert list(est) == ["RFA", "RA", "SNIS", "LARA"] and all(r.capabilities.causal for r in est.values())
+    assert list(est) == ["RFA", "RA", "SNIS", "LARA", "Hybrid"] and all(
+        r.capabilities.causal for r in est.values()
+    )
     assert est["RA"].from_budget(5, {}) == {"n_samples": 5}
     with pytest.raises(InvalidParameterError, match="not a multiple of samples_per_proposal"):
         est["LARA"].from_budget(5, {"samples_per_proposal": 2})
