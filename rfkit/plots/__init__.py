@@ -10,6 +10,15 @@ tests can check what a figure shows without rendering it.
 
 from ._box import plot_metric_boxplot, prepare_metric_boxplot
 from ._cost import plot_mse_vs_cost, prepare_mse_vs_cost
+from ._dropin import (
+    DAMAGE_LABELS,
+    plot_damage_vs_budget,
+    plot_layer_damage,
+    plot_proxy_vs_damage,
+    prepare_damage_vs_budget,
+    prepare_layer_damage,
+    prepare_proxy_vs_damage,
+)
 from ._heatmap import plot_attention_matrices, plot_head_heatmap, prepare_head_heatmap
 from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
@@ -63,4 +72,11 @@ __all__ = [
     "add_caption",
     "display_name",
     "display_names",
+    "DAMAGE_LABELS",
+    "plot_damage_vs_budget",
+    "prepare_damage_vs_budget",
+    "plot_layer_damage",
+    "prepare_layer_damage",
+    "plot_proxy_vs_damage",
+    "prepare_proxy_vs_damage",
 ]

@@ -45,6 +45,7 @@ _VALUE_NAMES: dict[str, dict[Any, str]] = {
     "weights": {"optimal": "optimal weights", "balance": "balance weights"},
     "proposal": {"chunk-mean": "chunk means"},
     "hyperbolic": {True: "hyperbolic", False: ""},
+    "shared_across_heads": {False: "per head", True: ""},
     "variant": {"plain": "plain", "ratio": "ratio"},  # Hybrid's combinations
 }
 

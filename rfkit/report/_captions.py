@@ -53,10 +53,11 @@ _SOURCES = {
     "sequence": "synthetic token sequences",
     "benchmark": "benchmark pairs",
     "minilm": "MiniLM / SmolLM2 attention heads",
+    "passages": "SmolLM2-135M and all-MiniLM-L6-v2 on the built-in passages",
 }
 
 #: settings a caption leaves out (bookkeeping, or named by another setting)
-_SKIP = {"source", "seed", "layers", "heads"}
+_SKIP = {"source", "seed", "layers", "heads", "models", "one_layer"}
 
 
 def _value(v: Any) -> str:

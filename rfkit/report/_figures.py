@@ -30,6 +30,7 @@ from ..plots import (
 )
 from ..study.summaries import facets
 from ._captions import caption
+from ._dropin import DROPIN_FIGURES, dropin_figure_plan
 
 __all__ = ["FIGURE_KINDS", "Figures", "Plan", "figure_plan", "study_figures"]
 
@@ -45,6 +46,7 @@ FIGURE_KINDS = (
     "boxplots",
     "ratio_to_reference",
     "mse_vs_cost",
+    *DROPIN_FIGURES,
 )
 
 
@@ -122,6 +124,8 @@ def figure_plan(
     if kind == "mse_vs_cost" and design.kind == "attention" and "cost" in summary.columns:
         if summary["cost"].notna().any():
             return _cost_lines_figure(design, summary, grid_cols)
+    if kind in DROPIN_FIGURES:
+        return dropin_figure_plan(kind, design, summary, table)
     if kind == "ratio_to_reference" and design.outputs.get("reference"):
         ref = str(design.outputs["reference"])
         ref = dict(zip(design.labels, display_names(design.estimators))).get(ref, ref)

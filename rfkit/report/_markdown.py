@@ -18,6 +18,7 @@ from ..plots import save_figure
 from ..study.outputs import Record, atomic_text, ensure_dir, file_record, record_outputs, write_error
 from ..study.summaries import HEAVY_TAIL_RATIO, heavy_tailed, metric_words
 from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
+from ._dropin import DROPIN_CSV, dropin_section
 from ._figures import FIGURE_KINDS, study_figures
 from ._parallel_figures import MIN_PARALLEL, draw_in_workers, figure_names_to_draw
 from ._sections import (
@@ -208,6 +209,8 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
         lines += ratio_section(summary, stats, grid_cols, str(d.outputs["reference"]), out)
     if "hard_heads" in d.outputs.get("tables", []) and stats_path.exists():
         lines += hard_heads(summary, pd.read_parquet(stats_path), d.labels)
+    if "dropin" in d.outputs.get("tables", []) and d.kind == "drop-in":
+        lines += dropin_section(summary, d, out)
     notes = d.outputs.get("notes")
     if notes:
         lines += ["## Notes", ""]
@@ -219,7 +222,7 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
     lines += nonfinite_section(summary, grid_cols)
     path = out / "report.md"
     files["report.md"] = atomic_text(path, "\n".join(lines))
-    _record_written(out, files, ["ranking_*.csv", "mse_ratio_to_reference.csv"])
+    _record_written(out, files, ["ranking_*.csv", "mse_ratio_to_reference.csv", *DROPIN_CSV])
     record_outputs(out, files)  # listed with size and SHA-256 beside the tables
     return path
 

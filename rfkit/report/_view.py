@@ -22,7 +22,12 @@ __all__ = ["applies", "figure_names", "plot_result", "result_html"]
 
 def _plan(result: StudyResult, kind: str, summary: pd.DataFrame, theory: pd.DataFrame) -> Plan:
     """The figures of one kind for a result, as ``(name, draw)`` pairs (none drawn)."""
-    extra = {"pairs": result.pairs, "timings": result.timings, "data_stats": result.data_stats}
+    extra = {
+        "pairs": result.pairs,
+        "timings": result.timings,
+        "data_stats": result.data_stats,
+        "trials": result.trials,
+    }
     return figure_plan(kind, result.design, summary, theory, extra.get)
 
 

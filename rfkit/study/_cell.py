@@ -25,6 +25,7 @@ from .._parallel import blas_limited
 from ._design import Design
 from ._eval_attention import attention_finalize, attention_partial, attention_replay
 from ._eval_concentration import concentration_finalize, concentration_partial
+from ._eval_dropin import dropin_finalize, dropin_partial, dropin_replay
 from ._eval_kernel import kernel_finalize, kernel_partial, kernel_replay, kernel_setup
 from ._units import WorkUnit, n_chunks, trial_streams
 
@@ -65,6 +66,9 @@ _KINDS = {
     # a concentration trial replays as a kernel trial: each map's ratios on the cell's data
     "concentration": _Kind(
         concentration_partial, lambda u, parts: concentration_finalize(u.design, parts), kernel_replay
+    ),
+    "drop-in": _Kind(
+        dropin_partial, lambda u, parts: dropin_finalize(u.design, u.cell_index, parts), dropin_replay
     ),
 }
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import data as rkdata
 from ..exceptions import InvalidParameterError
+from ._dropin_data import DROPIN_PARAMS, dropin_factory, dropin_model_dim
 from ._records import DataSourceRecord, register_data_source
 
 __all__: list[str] = []
@@ -150,5 +151,20 @@ register_data_source(
         _benchmark,
         frozenset({"set", "n_pairs", "dim"}),
         description="the pair sets of the softmax-kernel-estimators benchmark (rk.data.kernel_benchmark_pairs)",
+    )
+)
+register_data_source(
+    DataSourceRecord(
+        "passages",
+        dropin_factory,
+        DROPIN_PARAMS,
+        needs_dim=False,
+        model_dim=dropin_model_dim,
+        probe=False,
+        kinds=("drop-in",),
+        description=(
+            "drop-in designs: texts of n_tokens tokens made of the built-in passages, for the pretrained models "
+            "SmolLM2-135M-Instruct and all-MiniLM-L6-v2 (rk.data.SmolLM2Model, rk.data.MiniLMModel)"
+        ),
     )
 )

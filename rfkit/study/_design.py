@@ -70,7 +70,7 @@ from ._design_checks import BOUND_AXES, ESTIMATOR_AXES, check_design, design_err
 from ._estimators import build_feature_map, normalise_estimator, takes
 from ._plain import import_modules
 from ._profiles import check_profiles, matches, merge_overrides, unknown_profile
-from ._record_types import KINDS
+from ._record_types import ATTENTION_KINDS, KINDS
 from ._records import attention_estimator_record, data_source_record
 from ._views import DATA_SOURCES, DEFAULT_METRICS, FEATURE_MAPS, METRICS, METRICS_BY_KIND
 
@@ -141,8 +141,9 @@ class Design:
         ``source`` plus the source's fixed parameters.
     trials : int
         Independent trials per cell.
-    kind : {"kernel"}
-        What is estimated.
+    kind : {"kernel", "attention", "concentration", "drop-in"}
+        What is estimated (docs page *Built-in studies*; "drop-in": attention estimators put into
+        every layer of pretrained models, docs page *Drop-in*).
     seed : int, optional
         Root seed (overridden by ``run(rng=...)``).
     metrics : list of str
@@ -318,7 +319,7 @@ class Design:
         ``degree`` (divided by the map's columns per direction, ``feature_dim`` at ``n_features=1``:
         half of it for the 2m-column trig and hyperbolic maps).
         """
-        if self.kind == "attention":
+        if self.kind in ATTENTION_KINDS:
             params = {k: v for k, v in est.items() if k != "label"}
             record = attention_estimator_record(est.get("estimator"))
             accepts = record.study_keys(params)

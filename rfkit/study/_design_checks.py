@@ -25,8 +25,9 @@ from ..features import FeatureMap, check_feature_map
 from ._cell_data import cell_data
 from ._design_limits import check_size
 from ._estimators import build_attention_estimator, build_feature_map, check_attention_estimator
+from ._eval_dropin import check_dropin_design
 from ._plain import is_path
-from ._record_types import KINDS
+from ._record_types import ATTENTION_KINDS, KINDS
 from ._records import attention_estimator_record, data_source_record
 from ._views import (
     ATTENTION_ESTIMATORS,
@@ -145,6 +146,8 @@ def check_design(d: Design) -> None:
     _check_quick(d)
     check_size(d, d.allow_large)  # before any map is built: a huge n_features must not allocate
     _check_estimators(d)
+    if d.kind == "drop-in":
+        check_dropin_design(d)  # models, texts, layers and every estimator at each model's settings
 
 
 def check_file_name(name: Any, source: str, key: str, *, spaces: bool = True) -> str:
@@ -286,7 +289,12 @@ def _check_data(d: Design) -> None:
     s = d.data["source"]
     if s not in DATA_SOURCES:
         raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", s)
-    if (s in SEQUENCE_SOURCES) != (d.kind == "attention"):
+    serves = data_source_record(s).kinds
+    if serves or d.kind == "drop-in":  # a source for some kinds only (the drop-in's models and texts)
+        if d.kind not in serves:
+            fit = sorted(n for n in DATA_SOURCES if d.kind in data_source_record(n).kinds)
+            raise _err(src, "data.source", f"must be a source for kind {d.kind!r} ({fit})", s)
+    elif (s in SEQUENCE_SOURCES) != (d.kind == "attention"):
         need = (
             "a sequence source " + str(list(SEQUENCE_SOURCES)) if d.kind == "attention" else "a pair source"
         )
@@ -338,7 +346,7 @@ def _check_grid(d: Design) -> None:
 def _check_names(d: Design, est: Any, where: str) -> None:
     src = d.source
     names = f"{list(FEATURE_MAPS)} or be 'package.module:ClassName'"
-    if d.kind == "attention":
+    if d.kind in ATTENTION_KINDS:
         e = est.get("estimator") if isinstance(est, Mapping) else est
         if not (e in ATTENTION_ESTIMATORS or is_path(e)):
             raise _err(
@@ -392,7 +400,7 @@ def _check_estimators(d: Design) -> None:
                 raw_dim = cell.get("dim", d.data.get("dim"))
                 dim = None if raw_dim is None else int(raw_dim)  # None: real data (from the model)
                 key = json.dumps([params, dim], sort_keys=True, default=str)
-                if d.kind == "attention":
+                if d.kind in ATTENTION_KINDS:
                     obj = build_attention_estimator(params)
                     fm = getattr(obj, "feature_map", None)
                     if (

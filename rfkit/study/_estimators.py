@@ -28,6 +28,7 @@ from ._plain import (
     plain,
     workers_can_import,
 )
+from ._record_types import ATTENTION_KINDS
 from ._records import attention_estimator_record, feature_map_record
 from ._views import ATTENTION_ESTIMATORS, FEATURE_MAPS
 
@@ -55,7 +56,7 @@ def takes(name: Any, kind: str) -> frozenset[str] | None:
 def _budget_fields(kind: str, key: str, est: Mapping[str, Any], grid_axes: set[str]) -> set[str]:
     """Fields of an object that the grid supplies cell by cell (so they are not stored with it)."""
     supplied = set(grid_axes)
-    if kind == "attention" and key == "map" and "samples" in grid_axes:
+    if kind in ATTENTION_KINDS and key == "map" and "samples" in grid_axes:
         e = est.get("estimator")
         try:
             spec = attention_estimator_record(e).map_spec({}) if isinstance(e, str) else None
@@ -75,11 +76,11 @@ def normalise_estimator(est: Any, kind: str, grid_axes: set[str]) -> dict[str, A
     a grid axis (the grid supplies them cell by cell) and fields the table sets itself; it must
     rebuild to an equal object from that form.
     """
-    key = "estimator" if kind == "attention" else "map"
+    key = "estimator" if kind in ATTENTION_KINDS else "map"
     if not isinstance(est, Mapping):
         if isinstance(est, str):
             raise InvalidParameterError(
-                f"must be a table with `{key}` = ..., or a {'callable' if kind == 'attention' else 'feature map'}. "
+                f"must be a table with `{key}` = ..., or a {'callable' if kind in ATTENTION_KINDS else 'feature map'}. "
                 f"Got {est!r} instead."
             )
         est = {key: est}

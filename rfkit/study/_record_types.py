@@ -14,10 +14,12 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 
-__all__ = ["KINDS", "Capabilities", "MetricRecord", "DataSourceRecord", "ClosedFormRecord"]
+__all__ = ["KINDS", "ATTENTION_KINDS", "Capabilities", "MetricRecord", "DataSourceRecord", "ClosedFormRecord"]
 
 #: what a study estimates
-KINDS = ("kernel", "attention", "concentration")
+KINDS = ("kernel", "attention", "concentration", "drop-in")
+#: kinds whose ``[[estimators]]`` are attention estimators (``estimator = ...``), not feature maps
+ATTENTION_KINDS = ("attention", "drop-in")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +133,9 @@ class DataSourceRecord:
     probe : bool, default=True
         Check attention estimators on the first cell's data when the design is built (False
         for data that is expensive to load).
+    kinds : tuple of str, default=()
+        The design kinds the source serves; empty: attention designs for a sequence source,
+        kernel and concentration designs for a pair source.
     description, reference : str
     """
 
@@ -145,6 +150,7 @@ class DataSourceRecord:
     causal_key: str | None = None
     describe: Callable[..., Any] | None = None
     probe: bool = True
+    kinds: tuple[str, ...] = ()
     description: str = ""
     reference: str = ""
 

@@ -3,10 +3,21 @@
 Facets of a summary (one panel per value of the other grid axes), the rows that are not
 ``ok`` (failed or non-finite trials), the heavy-tail flag and what each summary metric
 measures in words. The presentation package :mod:`rfkit.report` and the command line use
-these; they compute nothing new from the trials.
+these; they compute nothing new from the trials, except the drop-in study's proxy points and
+rank correlations (:func:`dropin_points`, :func:`proxy_correlation`), computed here from its trials.
 """
 
+from ._dropin_tables import dropin_points, proxy_correlation
 from ._metric_sources import metric_words
 from ._tables import HEAVY_TAIL_RATIO, facets, heavy_tailed, not_ok, ranking_table
 
-__all__ = ["metric_words", "HEAVY_TAIL_RATIO", "facets", "heavy_tailed", "not_ok", "ranking_table"]
+__all__ = [
+    "metric_words",
+    "HEAVY_TAIL_RATIO",
+    "facets",
+    "heavy_tailed",
+    "not_ok",
+    "ranking_table",
+    "dropin_points",
+    "proxy_correlation",
+]

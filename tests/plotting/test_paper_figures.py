@@ -181,7 +181,12 @@ def _check_figure(name, fig, result, tmp_path, pdf=True):
 def test_every_quick_figure_is_paper_ready(quick_results, study, size, tmp_path):
     result = _result(quick_results, study)
     summary, theory = result.summary(), result.compare_theory()
-    tables = {"pairs": result.pairs, "timings": result.timings, "data_stats": result.data_stats}
+    tables = {
+        "pairs": result.pairs,
+        "timings": result.timings,
+        "data_stats": result.data_stats,
+        "trials": result.trials,
+    }
     drawn = []
     for kind in rp.FIGURE_KINDS:
         for name, draw in rp.figure_plan(kind, result.design, summary, theory, tables.get):
@@ -225,7 +230,7 @@ def test_set_paper_size_is_one_option(quick_results):
 
 
 def test_make_figures_script_redraws_the_docs_images(tmp_path):
-    """scripts/make_figures.py writes every image it lists (quick profiles here), each one the docs show."""
+    """scripts/make_figures.py writes every image it lists (quick profiles here), each one the README or a docs page shows."""
     import importlib.util
 
     root = Path(__file__).resolve().parents[2]

@@ -1,0 +1,233 @@
+"""Figures of a drop-in study: damage against budget, damage per replaced layer, proxy against damage.
+
+Each plot takes the study's saved tables (the summary, the per-layer ``pairs`` table, the proxy
+points of :func:`rfkit.study.summaries.dropin_points`) and draws them; the ``prepare_*``
+functions return the exact frames drawn. Cosine similarities are drawn as the damage
+``1 - cosine`` (log axes need a quantity that goes to zero when nothing changed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._lines import plot_metric_lines
+from ._style import label_axes, legend_for, log_interval, paper_style, series_styles
+
+__all__ = [
+    "DAMAGE_LABELS",
+    "prepare_damage_vs_budget",
+    "plot_damage_vs_budget",
+    "prepare_layer_damage",
+    "plot_layer_damage",
+    "prepare_proxy_vs_damage",
+    "plot_proxy_vs_damage",
+]
+
+#: axis labels of the drop-in measures, as damage (larger = worse)
+DAMAGE_LABELS = {
+    "kl": "next-token KL(exact ‖ approx), nats",
+    "top1_agree": "top-1 agreement",
+    "ppl_ratio": "perplexity / exact perplexity",
+    "emb_cos": "1 − cosine of sentence embeddings",
+    "hidden_cos": "1 − cosine of last hidden states",
+    "dec_head_mse": "per-head output MSE (SmolLM2)",
+    "enc_head_mse": "per-head output MSE (MiniLM)",
+    "head_mse": "per-head output MSE",
+}
+
+
+def _as_damage(values: Any, metric: str) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    return 1.0 - v if metric.endswith("_cos") else v
+
+
+def prepare_damage_vs_budget(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The summary rows of ``metric`` with ``estimate`` as damage (``1 - cosine`` for the cosines)."""
+    s = summary[summary["metric"] == metric].copy()
+    if s.empty:
+        raise ValueError(f"summary has no rows for metric {metric!r}")
+    s["estimate"] = _as_damage(s["estimate"], metric)
+    return s
+
+
+def plot_damage_vs_budget(
+    summary: pd.DataFrame, metric: str, *, col: str | None = "n_tokens", size: str | None = None
+) -> Any:
+    """Damage against the cost per query (``feature_dim``), one line per estimator, a panel per context.
+
+    Log-log axes with ±2 MCSE bars (over draws). Returns the panels' Axes.
+    """
+    frame = prepare_damage_vs_budget(summary, metric)
+    col = col if col is not None and col in frame.columns and frame[col].nunique() > 1 else None
+    return plot_metric_lines(
+        frame,
+        metric,
+        "feature_dim",
+        col=col,
+        logx=True,
+        logy=metric != "top1_agree",
+        xlabel="D per query",
+        ylabel=DAMAGE_LABELS.get(metric, metric),
+        col_title="{} tokens" if col == "n_tokens" else None,
+        size=size,
+    )
+
+
+def prepare_layer_damage(pairs: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Rows drawn per (model, estimator, layer): ``damage``, ``lower``, ``upper`` (±2 MCSE, log scale).
+
+    ``column`` is a per-layer column of the drop-in ``pairs`` table (``kl``, ``emb_cos``,
+    ``head_mse``, ...); rows where it was not measured (NaN) are left out.
+    """
+    if column not in pairs.columns:
+        raise ValueError(f"pairs has no column {column!r}")
+    p = pairs[np.isfinite(pairs[column].to_numpy(dtype=float))]
+    dmg = _as_damage(p[column], column)
+    lo, hi = log_interval(dmg, p[f"{column}_mcse"].fillna(0.0).to_numpy(dtype=float))
+    return pd.DataFrame(
+        {
+            "model": p["model"].to_numpy(),
+            "estimator": p["estimator"].to_numpy(),
+            "layer": p["layer"].to_numpy(dtype=int),
+            "damage": dmg,
+            "lower": lo,
+            "upper": hi,
+        }
+    )
+
+
+def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, size: str | None = None) -> Any:
+    """Damage per layer, one panel per ``(model, column)``: each layer replaced alone (``kl``, ``emb_cos``)
+    or the layer's per-head output MSE (``head_mse``). Returns the panels' Axes."""
+    import matplotlib.pyplot as plt
+
+    frames = [(m, c, prepare_layer_damage(pairs[pairs["model"] == m], c)) for m, c in panels]
+    frames = [(m, c, f) for m, c, f in frames if not f.empty]
+    labels = list(dict.fromkeys(pairs["estimator"]))
+    styles = series_styles(labels)
+    names = {"smollm2": "SmolLM2 (decoder)", "minilm": "MiniLM (encoder)"}
+    with paper_style(size) as st:
+        ncol = min(2, max(1, len(frames)))
+        nrow = -(-len(frames) // ncol)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], 2.0 * nrow + 0.6), squeeze=False)
+        flat = axes.ravel()
+        for ax, (model, column, f) in zip(flat, frames):
+            for lab, g in f.groupby("estimator", sort=False):
+                sty = styles[lab]
+                ax.errorbar(
+                    g["layer"],
+                    g["damage"],
+                    yerr=np.vstack([g["damage"] - g["lower"], g["upper"] - g["damage"]]),
+                    color=sty["color"],
+                    linestyle=sty["linestyle"],
+                    marker=sty["marker"],
+                    ms=2.5,
+                    capsize=1.2,
+                    elinewidth=0.7,
+                    label=lab,
+                )
+            ax.set_yscale("log")
+            ax.set_title(names.get(model, model))
+            label_axes(ax, "layer", DAMAGE_LABELS.get(column, column))
+        for ax in flat[len(frames) :]:
+            ax.set_visible(False)
+        handles, hl = flat[0].get_legend_handles_labels()
+        legend_for(fig, flat[min(ncol, len(frames)) - 1], handles, hl)
+    return flat[: len(frames)]
+
+
+def prepare_proxy_vs_damage(points: pd.DataFrame) -> pd.DataFrame:
+    """The proxy points (:func:`rfkit.study.summaries.dropin_points`) with a ``panel`` name each."""
+    setting = [c for c in points.columns if c not in _POINT_COLUMNS]
+    names = {"smollm2": "SmolLM2, KL", "minilm": "MiniLM, 1 − cos"}
+    out = points.copy()
+    out["panel"] = [
+        "\n".join(
+            [names.get(r["model"], r["model"])]
+            + [f"{r[c]} tokens" if c == "n_tokens" else f"{c} = {r[c]}" for c in setting]
+        )
+        for _, r in points.iterrows()
+    ]
+    return out
+
+
+_POINT_COLUMNS = {
+    "model",
+    "estimator",
+    "feature_dim",
+    "proxy",
+    "proxy_mcse",
+    "damage",
+    "damage_mcse",
+    "n_trials",
+}
+
+
+def plot_proxy_vs_damage(
+    points: pd.DataFrame, correlation: pd.DataFrame | None = None, *, size: str | None = None
+) -> Any:
+    """End-to-end damage against the per-head output MSE, one point per (estimator, budget), a panel per
+    (model, setting); the Spearman rho with its interval and p-value in each panel's title when
+    ``correlation`` (:func:`rfkit.study.summaries.proxy_correlation`) is given. Returns the Axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    frame = prepare_proxy_vs_damage(points)
+    panels = list(dict.fromkeys(frame["panel"]))
+    labels = list(dict.fromkeys(frame["estimator"]))
+    styles = series_styles(labels)
+    setting = [c for c in points.columns if c not in _POINT_COLUMNS]
+    with paper_style(size) as st:
+        narrow = st["size"] == "one-column"
+        ncol = min(2, len(panels))
+        nrow = -(-len(panels) // ncol)
+        legend_h = 0.13 * (len(labels) if narrow else -(-len(labels) // 2)) + 0.15
+        fig, axes = plt.subplots(
+            nrow, ncol, figsize=(st["width"], 2.3 * nrow + 0.6 + legend_h), squeeze=False
+        )
+        flat = axes.ravel()
+        for ax, name in zip(flat, panels):
+            g0 = frame[frame["panel"] == name]
+            for lab, g in g0.groupby("estimator", sort=False):
+                sty = styles[lab]
+                ax.errorbar(
+                    g["proxy"],
+                    g["damage"],
+                    xerr=2 * g["proxy_mcse"].fillna(0.0),
+                    yerr=2 * g["damage_mcse"].fillna(0.0),
+                    color=sty["color"],
+                    marker=sty["marker"],
+                    linestyle="none",
+                    ms=3,
+                    elinewidth=0.6,
+                    label=lab,
+                )
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            for axis in (ax.xaxis, ax.yaxis):  # labels at 1, 2, 5 x 10^k: some in any range, never crowded
+                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_minor_formatter(NullFormatter())
+            title = name
+            if correlation is not None and not correlation.empty:
+                first = g0.iloc[0]
+                c = correlation[correlation["model"] == first["model"]]
+                for col in setting:
+                    c = c[c[col] == first[col]]
+                if len(c):
+                    r = c.iloc[0]
+                    title += (
+                        f"\nρ = {r['rho']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]\np = {r['p_value']:.2g}"
+                        if np.isfinite(r["rho"])
+                        else f"\nρ: n/a ({int(r['n_points'])} points)"
+                    )
+            ax.set_title(title)
+            label_axes(ax, "per-head MSE", "damage")
+        for ax in flat[len(panels) :]:
+            ax.set_visible(False)
+        handles, hl = flat[0].get_legend_handles_labels()
+        # below the panels, whatever the width: the panels keep the whole width for their axes
+        fig.legend(handles, hl, loc="outside lower center", ncol=1 if narrow else 2, frameon=False)
+    return flat[: len(panels)]

