@@ -172,7 +172,7 @@ def hybrid_budget(budget: int, params: Mapping[str, Any]) -> dict[str, Any]:
     window, n_global = params.get("window"), params.get("n_global", 0)
     if params.get("lsh_buckets") is not None:
         raise InvalidParameterError(
-            "Hybrid with `lsh_buckets`: its buckets' sizes depend on the data, so a study budget cannot be "
+            "Hybrid with `lsh_buckets`: the sizes of its LSH buckets depend on the data, so a study budget cannot be "
             "split ahead; give the map's `n_features` in the entry (the cost per query is measured and "
             f"reported). Got lsh_buckets={params['lsh_buckets']!r} with a budget of {budget}."
         )
@@ -182,7 +182,8 @@ def hybrid_budget(budget: int, params: Mapping[str, Any]) -> dict[str, Any]:
     exact = (0 if window is None else int(window) + 1 if causal else 2 * int(window) + 1) + int(n_global)
     if budget - exact < 1:
         raise InvalidParameterError(
-            f"Hybrid: a budget of {budget} per query leaves no random features after the support's {exact} "
+            f"Hybrid: a budget (`feature_dim` or `samples`) of {budget} per query leaves no random features "
+            f"after the support's {exact} "
             f"exact keys (window={window}, n_global={n_global}, causal={causal}); use a smaller window or "
             "fewer sinks, or a larger budget."
         )
