@@ -7,7 +7,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._style import dodged, label_axes, legend_for, legend_height, log_interval, paper_style, series_styles
+from ._style import (
+    WIDE_LEGEND_MAX,
+    dodged,
+    label_axes,
+    legend_for,
+    legend_height,
+    log_interval,
+    paper_style,
+    series_styles,
+    wide_legend_height,
+)
 
 __all__ = ["prepare_mse_vs_features", "plot_mse_vs_features"]
 
@@ -83,8 +93,11 @@ def plot_mse_vs_features(
     with paper_style(size) as st:
         if ax is None:
             w, h = st["figsize"]
+            n_series = frame["estimator"].nunique()
             if st["size"] == "one-column":  # the legend goes below: room for it
                 h = 2.5 + legend_height(frame["estimator"].unique(), title_lines=3)
+            elif n_series > WIDE_LEGEND_MAX:  # many series: the legend goes below, in columns
+                h = 2.6 + wide_legend_height(frame["estimator"].unique(), title_lines=3)
             _, ax = plt.subplots(figsize=(w, h))
         labels = [lab for lab in dict.fromkeys(summary["estimator"]) if lab in set(frame["estimator"])]
         styles = series_styles(labels)

@@ -47,6 +47,8 @@ _VALUE_NAMES: dict[str, dict[Any, str]] = {
     "hyperbolic": {True: "hyperbolic", False: ""},
     "shared_across_heads": {False: "per head", True: ""},
     "variant": {"plain": "plain", "ratio": "ratio"},  # Hybrid's combinations
+    "fit_pairs": {"causal": "causal fit", "sequence": "per-sequence fit", "all": ""},  # fitted maps
+    "fit_on": {"remainder": "fit on remainder", "all": ""},  # Hybrid's fitted maps
 }
 
 #: short names of parameters in display names (Hybrid's support: window half-width, sink keys, LSH)

@@ -31,6 +31,8 @@ __all__ = [
     "legend_for",
     "legend_rows",
     "legend_height",
+    "wide_legend_height",
+    "WIDE_LEGEND_MAX",
 ]
 
 COLUMN_WIDTH = 3.5  # inches, one column of a two-column paper
@@ -302,20 +304,48 @@ def legend_height(labels: Iterable[Any], title_lines: int = 0) -> float:
     return 0.125 * (legend_rows(labels, True) + title_lines) + 0.1
 
 
+#: a wide figure with more legend entries than this puts its legend below the panels, in columns
+WIDE_LEGEND_MAX = 12
+#: columns of a legend below a wide figure's panels
+WIDE_BELOW_COLUMNS = 3
+
+
+def below_columns(labels: Iterable[Any], width: float) -> int:
+    """Columns of a legend below the panels of a figure ``width`` inches wide: as many as the
+    longest label allows (7 pt DejaVu Sans: about 0.052 in a character, plus the marker), at most
+    :data:`WIDE_BELOW_COLUMNS`."""
+    longest = max((len(str(lab)) for lab in labels), default=1)
+    return max(1, min(WIDE_BELOW_COLUMNS, int((width - 0.2) // (0.052 * longest + 0.45))))
+
+
+def wide_legend_height(labels: Iterable[Any], title_lines: int = 0, width: float = 7.0) -> float:
+    """Inches a legend below the panels of a wide figure takes (7 pt entries, in columns)."""
+    labels = list(labels)
+    return 0.14 * (-(-len(labels) // below_columns(labels, width)) + title_lines) + 0.15
+
+
 def legend_for(
     fig: Any, ax: Any, handles: Any = None, labels: Any = None, *, axes_legend: bool = False, **kw: Any
 ) -> Any:
     """A legend kept on the canvas: right of the axes on wide figures, below them on narrow ones.
 
     Constrained layout makes room for it. On a wide figure the legend belongs to ``ax`` (pass
-    the top right panel), placed right of it and below the figure's caption; on a narrow one it
-    is the figure's, below the panels. ``axes_legend`` is accepted for compatibility.
+    the top right panel), placed right of it and below the figure's caption; with more than
+    :data:`WIDE_LEGEND_MAX` entries, or on a narrow figure, it is the figure's, below the panels
+    (in :data:`WIDE_BELOW_COLUMNS` columns on a wide one: give the figure
+    :func:`wide_legend_height` more height). ``axes_legend`` is accepted for compatibility.
     """
     del axes_legend
     if handles is None:
         handles, labels = ax.get_legend_handles_labels()
     n = len(handles)
     narrow = fig.get_figwidth() < 5
+    if not narrow and n > WIDE_LEGEND_MAX:
+        kw.setdefault("frameon", False)
+        kw.setdefault("fontsize", 7)
+        kw.setdefault("title_fontsize", kw["fontsize"])
+        ncol = below_columns(labels or [], fig.get_figwidth())
+        return fig.legend(handles, labels, loc="outside lower center", ncol=ncol, **kw)
     kw.setdefault("frameon", False)
     kw.setdefault("fontsize", 6 if narrow else 7)
     kw.setdefault("title_fontsize", kw["fontsize"])
