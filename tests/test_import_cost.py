@@ -72,3 +72,11 @@ def test_lazy_names_still_resolve():
         "array_api_compat.numpy",
         "scipy.special",
     ]
+
+
+def test_rfkit_run_loads_no_scipy_stats_or_statsmodels():
+    """`rfkit run` (the study command, its report and figures) imports none of SciPy's stats, optimize
+    and spatial, statsmodels or seaborn up front: each costs a tenth of a second to most of one, and
+    the figures and statistics that use them import them when they are drawn or computed."""
+    heavy = ("scipy.stats", "scipy.optimize", "scipy.spatial", "statsmodels", "seaborn")
+    assert _loaded("import rfkit.cli._study", heavy) == []

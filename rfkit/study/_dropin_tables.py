@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from ..exceptions import InvalidParameterError
 
@@ -95,6 +94,8 @@ def spearman(x: Any, y: Any) -> float:
 
 def _rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's rho of each row pair of two (rows, points) arrays (NaN for a constant row)."""
+    from scipy.stats import rankdata  # SciPy's stats (most of a second to import) only when asked for
+
     rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
     rx -= rx.mean(axis=1, keepdims=True)
     ry -= ry.mean(axis=1, keepdims=True)
