@@ -468,7 +468,9 @@ def markdown(res: dict[str, Any]) -> str:
     gs = res.get("gpu_studies")
     if gs:
         lines += [
-            f"## Studies on the GPU ({gs['backend']})",
+            f"## Studies on the GPU ({gs['backend']})"
+            if gs["backend"] != "numpy"
+            else "## The same studies on the CPU (NumPy backend, serial)",
             "",
             "| study | draws | seconds | result |",
             "|---|---|---|---|",
