@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..plots import save_figure
-from ..study.outputs import Record, atomic_text, ensure_dir, file_record, record_outputs, write_error
+from ..study.outputs import Record, atomic_text, ensure_dir, file_record, record_outputs
 from ..study.summaries import HEAVY_TAIL_RATIO, heavy_tailed, metric_words
 from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
 from ._dropin import DROPIN_CSV, dropin_section
 from ._figures import FIGURE_KINDS, study_figures
-from ._parallel_figures import MIN_PARALLEL, draw_in_workers, figure_names_to_draw
+from ._parallel_figures import MIN_PARALLEL, draw_in_workers, figure_names_to_draw, save_report_figure
 from ._sections import (
     COST_WORDS,
     finite_rows,
@@ -84,28 +83,6 @@ def provenance_line(result: StudyResult) -> str:
     )
 
 
-def _save(fig: object, out: Path, name: str, files: dict[str, Record]) -> Path:
-    """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG.
-
-    Both files are written atomically and their records added to ``files``.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    ensure_dir(out / "figures")
-    try:
-        saved = save_figure(fig, out / "figures" / name)
-    except OSError as exc:
-        raise write_error(out / "figures" / name, exc) from None
-    finally:
-        plt.close(fig)  # type: ignore[arg-type]
-    for f in saved:
-        files[f.relative_to(out).as_posix()] = file_record(f)
-    return saved[1]
-
-
 def _record_written(out: Path, files: dict[str, Record], names: list[str]) -> None:
     """Add the records of CSV tables the report sections wrote (``ranking_*.csv``, ...) to ``files``."""
     for name in names:
@@ -161,7 +138,8 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
         for kind in FIGURE_KINDS:  # drawn in this order, as before
             if kind in wanted:
                 figures += [
-                    _save(fig, out, name, files) for name, fig in study_figures(kind, d, drawn, theory, table)
+                    save_report_figure(fig, out, name, files)
+                    for name, fig in study_figures(kind, d, drawn, theory, table)
                 ]
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]

@@ -22,7 +22,14 @@ from ..study.outputs import Record, ensure_dir, file_record, write_error
 from ._figures import FIGURE_KINDS, figure_plan
 from ._sections import finite_rows
 
-__all__ = ["PRELOAD", "preload_for_workers", "figure_names_to_draw", "draw_in_workers", "MIN_PARALLEL"]
+__all__ = [
+    "PRELOAD",
+    "preload_for_workers",
+    "figure_names_to_draw",
+    "draw_in_workers",
+    "save_report_figure",
+    "MIN_PARALLEL",
+]
 
 #: modules a worker needs imported: the plotting code (matplotlib) and the study tables
 PRELOAD = ["rfkit.report._parallel_figures"]
@@ -61,11 +68,6 @@ def figure_names_to_draw(design: Any, out: Path) -> list[tuple[str, str]]:
 
 def _draw_one(task: tuple[dict[str, Any], str, str, str, str | None]) -> tuple[str, dict[str, Record]]:
     """Worker: draw and save figure ``name`` of kind ``kind``; the PNG's path and both files' records."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
     dd, folder, kind, name, size = task
     out = Path(folder)
     design = Design.trusted(dd)
@@ -73,7 +75,21 @@ def _draw_one(task: tuple[dict[str, Any], str, str, str, str | None]) -> tuple[s
         set_paper_size(size)
     summary, theory, table = _inputs(out, design)
     draw = dict(figure_plan(kind, design, summary, theory, table))[name]
-    fig = draw(None)
+    files: dict[str, Record] = {}
+    png = save_report_figure(draw(None), out, name, files)
+    return str(png), files
+
+
+def save_report_figure(fig: Any, out: Path, name: str, files: dict[str, Record]) -> Path:
+    """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG.
+
+    Both files are written atomically and their records added to ``files``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
     ensure_dir(out / "figures")
     try:
         saved = save_figure(fig, out / "figures" / name)
@@ -81,7 +97,9 @@ def _draw_one(task: tuple[dict[str, Any], str, str, str, str | None]) -> tuple[s
         raise write_error(out / "figures" / name, exc) from None
     finally:
         plt.close(fig)
-    return str(saved[1]), {f.relative_to(out).as_posix(): file_record(f) for f in saved}
+    for f in saved:
+        files[f.relative_to(out).as_posix()] = file_record(f)
+    return saved[1]
 
 
 def draw_in_workers(
