@@ -340,6 +340,30 @@ class Backend:
             return self.xp.sum(a * a, axis=-1)
         return self.xp.vecdot(a, a, axis=-1)
 
+    def int64_bits_as_float64(self, a: Any) -> Any:
+        """The bits of an int64 array read as float64 (a view where the library has one)."""
+        if self.name == "torch":
+            return a.view(self.native.float64)
+        if self.name in ("numpy", "cupy"):
+            return a.view(np.float64)
+        raise BackendError(
+            f"{self.name} arrays cannot be reinterpreted bit for bit (no view of another dtype)."
+        )
+
+    def ndtri(self, u: Any) -> Any:
+        """The standard normal quantile function, on this backend's device."""
+        if self.name == "torch":
+            return self.native.special.ndtri(u)
+        if self.name == "cupy":  # pragma: no cover - CuPy machines only
+            from cupyx.scipy.special import ndtri as cupy_ndtri
+
+            return cupy_ndtri(u)
+        if self.name == "numpy":
+            from scipy.special import ndtri as host_ndtri  # SciPy's special loads when first used
+
+            return host_ndtri(u)
+        raise BackendError(f"{self.name} has no normal quantile function rfkit can use.")
+
     def max_abs(self, a: Any) -> Any:
         """``max |a|`` as a 0-d array of ``a``'s library (NaN if ``a`` holds a NaN), without a
         temporary where the library has a fused reduction (one kernel on an accelerator)."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
-
 from .._backend import Backend, get_backend
 
 __all__ = ["project", "block_projection", "iter_chunks", "fast_logsumexp", "paired_logsumexp"]
@@ -63,10 +61,7 @@ def paired_logsumexp(
         if e is not None:
             et = e[ts, ...]
             et = xp.concat([et, et], axis=-1) if mirrored else et
-            if isinstance(P, np.ndarray):
-                P += et  # P is this block's own work array
-            else:
-                P = P + et
+            P += et  # P is this block's own work array (a fresh product)
         out[ts, ns] = xp.matrix_transpose(bk.logsumexp(P, axis=-1, overwrite=True))  # (t, Nc)
 
     out = bk.empty((T, N), Zf.dtype)

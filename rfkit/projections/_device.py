@@ -91,9 +91,7 @@ def _simplex_plus(bk: Backend, norms: Any, nb: int, d: int) -> Any:
     rho = xp.zeros((T, nb * d), dtype=xp.float64, device=bk.device)
     rho[:, :m] = norms
     rho = xp.reshape(rho, (T * nb, d))
-    U = xp.broadcast_to(_simplex_vertices(bk, d), (T * nb, d, d)) + xp.zeros(
-        (T * nb, 1, 1), dtype=xp.float64, device=bk.device
-    )
+    U = xp.zeros((T * nb, d, d), dtype=xp.float64, device=bk.device) + _simplex_vertices(bk, d)  # writable
     if d > 1:
         R = xp.sum(rho[:, :, None] * U, axis=1)
         for _ in range(_SIMPLEX_PLUS_SWEEPS):
@@ -149,23 +147,6 @@ def _sobol_normal(bk: Backend, R: Any, m: int, d: int) -> Any:
         Y[:, h : 2 * h, :] = Y[:, :h, :] ^ V[:, c, None, :]
     Y = Y[:, :m, :]
     one = 0x3FF0000000000000  # exponent of 1.0: (y | one) viewed as float64 is 1 + y 2^-52
-    bitsf = Y | one
-    if bk.name == "torch":
-        u = bitsf.view(bk.native.float64)
-    else:
-        u = bitsf.view(np.float64)
+    u = bk.int64_bits_as_float64(Y | one)
     u = u - (1.0 - 2.0 ** -(b + 1))  # exact (Sterbenz): (y + 1/2) 2^-52, in (0, 1)
-    return _ndtri(bk, u)
-
-
-def _ndtri(bk: Backend, u: Any) -> Any:
-    """The standard normal quantile function on the device."""
-    if bk.name == "torch":
-        return bk.native.special.ndtri(u)
-    if bk.name == "cupy":
-        from cupyx.scipy.special import ndtri  # pragma: no cover - CuPy machines only
-
-        return ndtri(u)  # pragma: no cover
-    from scipy.special import ndtri as host_ndtri
-
-    return host_ndtri(u)
+    return bk.ndtri(u)

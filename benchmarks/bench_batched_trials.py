@@ -1,0 +1,47 @@
+"""RFA trials one call each against stacked into one call (the attention cells' batched trials).
+
+Run: ``.venv/bin/python benchmarks/bench_batched_trials.py``. For each (slices, tokens, d, D) and
+causality: 20 trials from their own streams, one call per trial (``rng=stream``) against one call
+on ``sample_streams`` of all 20; one thread, one BLAS thread; CPU time per trial, medians of 5
+rounds; the largest difference of the outputs (round-off).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import rfkit as rk
+from rfkit._parallel import blas_limited
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    print("| slices x tokens, d, D | causal | one call per trial | stacked | largest difference |")
+    print("|---|---|---|---|---|")
+    for B, n, d, D, T in [(2, 32, 16, 32, 20), (1, 512, 64, 64, 20), (16, 64, 64, 64, 20)]:
+        Q, K, V = (0.3 * rng.standard_normal((B, n, d)) for _ in range(3))
+        fm = rk.features.Positive(D, projection="orthogonal")
+        for causal in (False, True):
+            est = rk.attention.RFA(fm, causal=causal)
+            streams = [np.random.SeedSequence(1, spawn_key=(0, t)) for t in range(T)]
+            loop, stacked = [], []
+            with rk.threads(1), blas_limited():
+                for _ in range(5):
+                    t = time.process_time()
+                    outs = [est(Q, K, V, rng=s).output for s in streams]
+                    loop.append(time.process_time() - t)
+                    t = time.process_time()
+                    res = est(Q, K, V, draw=fm.sample_streams(d, streams))
+                    stacked.append(time.process_time() - t)
+            diff = float(np.max(np.abs(np.stack(outs) - res.output)))
+            print(
+                f"| {B} x {n}, {d}, {D} | {causal} | {statistics.median(loop) / T * 1e3:.2f} ms | "
+                f"{statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
