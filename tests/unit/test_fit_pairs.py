@@ -294,9 +294,16 @@ def test_hybrid_remainder_empty_support_and_full_support():
     assert np.isfinite(lsh.output).all()
 
 
+_NO_CUDA = torch is None or not torch.cuda.is_available()
+
+
 def _backend_cases():
     out = [pytest.param("array_api_strict", id="array_api_strict")]
-    return out + [pytest.param("torch", id="torch", marks=needs_torch)]
+    cuda = pytest.mark.skipif(_NO_CUDA, reason="no CUDA device (GPU tests run on a GPU machine)")
+    return out + [
+        pytest.param("torch", id="torch", marks=needs_torch),
+        pytest.param("cuda", id="torch-cuda", marks=cuda),
+    ]
 
 
 @pytest.mark.parametrize("library", _backend_cases())
@@ -306,6 +313,11 @@ def test_selected_fits_on_other_array_libraries(library):
     idx, valid = _exclusion()
     if library == "torch":
         conv = torch.asarray
+    elif library == "cuda":
+
+        def conv(a):
+            return torch.asarray(a, device="cuda")
+
     else:
         xps = pytest.importorskip("array_api_strict")
         conv = xps.asarray
