@@ -1,9 +1,11 @@
-"""RFA trials one call each against stacked into one call (the attention cells' batched trials).
+"""Attention trials one call each against stacked into one call (the attention cells' batched trials).
 
-Run: ``.venv/bin/python benchmarks/bench_batched_trials.py``. For each (slices, tokens, d, D) and
-causality: 20 trials from their own streams, one call per trial (``rng=stream``) against one call
-on ``sample_streams`` of all 20; one thread, one BLAS thread; CPU time per trial, medians of 5
-rounds; the largest difference of the outputs (round-off).
+Run: ``.venv/bin/python benchmarks/bench_batched_trials.py``. RFA: for each (slices, tokens, d, D)
+and causality, 20 trials from their own streams, one call per trial (``rng=stream``) against one
+call on ``sample_streams`` of all 20. SNIS, LARA and RA: the trials a study stacks at these sizes,
+one call per trial against one call on inputs repeated along a leading trial axis with
+``TrialStreams``. One thread, one BLAS thread; CPU time per trial, medians of 5 rounds; the
+largest difference of the outputs (round-off).
 """
 
 from __future__ import annotations
@@ -15,6 +17,40 @@ import numpy as np
 
 import rfkit as rk
 from rfkit._parallel import blas_limited
+from rfkit._random import TrialStreams
+
+
+def _sampled(rng: np.random.Generator) -> None:
+    print()
+    print(
+        "| estimator | slices x tokens, d | trials per call | one call per trial | stacked | largest difference |"
+    )
+    print("|---|---|---|---|---|---|")
+    A = rk.attention
+    for B, n, d, T in [(2, 64, 32, 8), (4, 64, 32, 4), (16, 64, 32, 2)]:  # studies stack 8, 4, 1
+        Q, K, V = (0.4 * rng.standard_normal((B, n, d)) for _ in range(3))
+        for label, est in [
+            ("SNIS chunk-mean, S = 64", A.SNIS("chunk-mean", n_samples=64, n_chunks=8)),
+            ("SNIS chunk-mean causal, S = 64", A.SNIS("chunk-mean", n_samples=64, n_chunks=8, causal=True)),
+            ("LARA balance, 8 x 8", A.LARA(weights="balance", samples_per_proposal=8)),
+            ("RA, S = 8", A.RA(n_samples=8)),
+        ]:
+            streams = [np.random.SeedSequence(1, spawn_key=(0, t)) for t in range(T)]
+            stack = [np.broadcast_to(a, (T, *a.shape)) for a in (Q, K, V)]
+            loop, stacked = [], []
+            with rk.threads(1), blas_limited():
+                for _ in range(5):
+                    t = time.process_time()
+                    outs = [est(Q, K, V, rng=s).output for s in streams]
+                    loop.append(time.process_time() - t)
+                    t = time.process_time()
+                    res = est(*stack, rng=TrialStreams(tuple(np.random.default_rng(s) for s in streams)))
+                    stacked.append(time.process_time() - t)
+            diff = float(np.max(np.abs(np.stack(outs) - res.output)))
+            print(
+                f"| {label} | {B} x {n}, {d} | {T} | {statistics.median(loop) / T * 1e3:.2f} ms | "
+                f"{statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e} |"
+            )
 
 
 def main() -> None:
@@ -41,6 +77,7 @@ def main() -> None:
                 f"| {B} x {n}, {d}, {D} | {causal} | {statistics.median(loop) / T * 1e3:.2f} ms | "
                 f"{statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e} |"
             )
+    _sampled(rng)
 
 
 if __name__ == "__main__":

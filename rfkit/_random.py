@@ -9,13 +9,21 @@ differs from ``Generator``'s and mixing the two silently changes results.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import numpy as np
 
 from .exceptions import InvalidParameterError
 
-__all__ = ["check_rng", "as_seed_sequence", "trial_seed_sequence", "RewoundGenerators"]
+__all__ = [
+    "check_rng",
+    "as_seed_sequence",
+    "trial_seed_sequence",
+    "RewoundGenerators",
+    "TrialStreams",
+    "check_rng_or_trials",
+]
 
 _RNG_DOC = "None, a non-negative int, a numpy.random.SeedSequence or a numpy.random.Generator"
 
@@ -115,3 +123,45 @@ class RewoundGenerators:
                 g.bit_generator.state = state  # type: ignore[union-attr]
         self._dirty = True
         return self._gens  # type: ignore[return-value]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialStreams:
+    """The generators of ``T`` trials evaluated in one call, on inputs stacked along a new leading axis.
+
+    The study harness passes one as ``rng`` to the sampled attention estimators (SNIS, LARA, RA)
+    with ``Q``, ``K``, ``V`` repeated ``T`` times along a new first axis. Trial ``t`` (the inputs'
+    index ``t`` on that axis) draws everything from ``generators[t]`` in the order a call on the
+    unstacked inputs with that generator would, so its output is that call's output to
+    round-off. Not part of the public ``rng`` contract (None, int, SeedSequence or Generator).
+    """
+
+    generators: tuple[np.random.Generator, ...]
+
+    def __post_init__(self) -> None:
+        gens = tuple(self.generators)
+        if not gens or not all(isinstance(g, np.random.Generator) for g in gens):
+            raise InvalidParameterError("TrialStreams takes a non-empty sequence of numpy.random.Generator.")
+        object.__setattr__(self, "generators", gens)
+
+    def __len__(self) -> int:
+        return len(self.generators)
+
+    def slices_per_trial(self, n_slices: int, owner: str) -> int:
+        """Slices of one trial among ``n_slices`` (trial-major); refuses inputs that are not stacked."""
+        T = len(self.generators)
+        if n_slices % T:
+            raise InvalidParameterError(
+                f"{owner} was given TrialStreams of {T} trials, so Q, K and V must carry a leading trial "
+                f"axis of length {T}; their {n_slices} slices do not split into {T} trials."
+            )
+        return n_slices // T
+
+    def of_slice(self, i: int, n_slices: int) -> np.random.Generator:
+        """The generator of slice ``i`` of ``n_slices`` (trial-major)."""
+        return self.generators[i // (n_slices // len(self.generators))]
+
+
+def check_rng_or_trials(rng: object, name: str = "rng") -> np.random.Generator | TrialStreams:
+    """:func:`check_rng`, passing :class:`TrialStreams` through (the sampled estimators' stacked trials)."""
+    return rng if isinstance(rng, TrialStreams) else check_rng(rng, name)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._backend import Backend
+from .._random import TrialStreams
 from .._validation import check_points
 from ..exceptions import ShapeError
 from ._common import QKV, gaussian_noise
@@ -136,9 +137,22 @@ def mixture_offsets(
     return log_corr, log_corr[:, None, :]
 
 
-def noise(gen: np.random.Generator, x: QKV, n_samples: int, projection: str, shared: bool) -> Any:
-    """Standard-normal rows on the backend: (1, S, d) shared by all slices, or (B, S, d), one per head."""
+def noise(gen: Any, x: QKV, n_samples: int, projection: str, shared: bool, owner: str = "SNIS") -> Any:
+    """Standard-normal rows on the backend: (1, S, d) shared by all slices, or (B, S, d), one per head.
+
+    ``gen`` may be :class:`~rfkit._random.TrialStreams` (inputs stacked on a leading trial axis):
+    then every trial draws its rows from its own generator, as an unstacked call would, and the
+    result is (B, S, d), each slice holding its trial's rows.
+    """
     bk, xp = x.bk, x.xp
+    if isinstance(gen, TrialStreams):
+        B0 = gen.slices_per_trial(x.n_slices, owner)
+        k = 1 if shared else (x.batch_shape[-1] if len(x.batch_shape) > 1 else 1)
+        E = np.stack(
+            [gaussian_noise(g, n_samples, x.dim, projection) for g in gen.generators for _ in range(k)]
+        )
+        i = np.arange(x.n_slices)
+        return xp.take(bk.asarray(E, x.dtype), bk.asarray((i // B0) * k + (i % B0) % k), axis=0)
     k = 1 if shared else x.n_heads
     E = np.stack([gaussian_noise(gen, n_samples, x.dim, projection) for _ in range(k)])
     Ed = bk.asarray(E, x.dtype)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._backend import Backend
 from .._parallel import threads
-from .._random import check_rng
+from .._random import TrialStreams, check_rng_or_trials
 from .._validation import check_int
 from ._common import CHUNK_ELEMS, QKV, check_qkv, check_shared_options, run, threads_of
 from ._result import AttentionResult
@@ -141,8 +141,10 @@ class RA:
         ``key_padding_mask`` (..., M) bool, True = padded key (ignored).
         """
         x = check_qkv(Q, K, V, "RA", causal=self.causal, key_padding_mask=key_padding_mask)
-        gen = check_rng(rng)
+        gen = check_rng_or_trials(rng)
         nt = threads_of(self.n_threads, "RA")
+        if isinstance(gen, TrialStreams):
+            gen.slices_per_trial(x.n_slices, "RA")
         bk = x.bk
         S = self.n_samples
         B, n, M, d, dv = x.n_slices, x.n_queries, x.n_keys, x.dim, x.value_dim
@@ -157,9 +159,10 @@ class RA:
             for r0 in range(0, len(tasks), ahead):
                 part = tasks[r0 : r0 + ahead]
                 draws = []
-                for _, qs in part:
+                for b, qs in part:
                     c = qs.stop - qs.start
-                    draws.append((gen.random((c, S)), gen.standard_normal((c, S, d))))
+                    g = gen.of_slice(b, B) if isinstance(gen, TrialStreams) else gen
+                    draws.append((g.random((c, S)), g.standard_normal((c, S, d))))
                 work = list(zip(part, draws))
                 run(bk, lambda w: _ra_block(x, w[0], w[1], self.causal, out, mcse), work, nt)
         return AttentionResult(output=x.unflatten(out), method="RA", estimator=self, mcse=x.unflatten(mcse))

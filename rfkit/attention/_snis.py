@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._parallel import threads
-from .._random import check_rng
+from .._random import check_rng_or_trials
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
 from ._common import QKV, check_qkv, check_shared_options, threads_of
@@ -172,8 +172,8 @@ class SNIS(SampledOptions):
         S = self.n_samples
         with threads(nt):
             means = self._means(x)
-            gen = check_rng(rng)
-            E = noise(gen, x, S, self.projection, self.shared_across_heads)
+            gen = check_rng_or_trials(rng)
+            E = noise(gen, x, S, self.projection, self.shared_across_heads, "SNIS")
             chunked = self.causal and isinstance(self.proposal, str) and self.proposal == "chunk-mean"
             if means is None:
                 omega = E

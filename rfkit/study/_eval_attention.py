@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from .._backend import to_numpy
-from ..attention import RFA, softmax
+from .._random import TrialStreams, check_rng
+from ..attention import LARA, RA, RFA, SNIS, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
 from ..features import fit_to_pairs
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
@@ -82,19 +83,17 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
         label = design.label(est)
         params = cell_estimator_params(design, est, cell, causal)
         estimator = _fit_once(build_attention_estimator(params), Qb, Kb)
-        batched = _batched_draws(estimator, Qb, d, streams, device, bk)
+        batched = _batched_calls(estimator, (Qb, Kb, Vb), d, streams, device, bk)
         j = 0
         while j < Tk:
-            if (
-                batched is not None
-            ):  # RFA: several trials' draws stacked, one call (round-off apart, the same)
-                size, draw_of = batched
+            if batched is not None:  # several trials in one call (round-off apart, the same)
+                size, call = batched
                 j1 = min(Tk, j + size)
                 try:
                     t0 = time.perf_counter()
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below
-                        res = estimator(Qb, Kb, Vb, draw=draw_of(j, j1))
+                        res = call(j, j1)
                         output = check_attention_output(res, (j1 - j, *exact.shape), estimator)
                     seconds[i, j:j1] = (time.perf_counter() - t0) / (j1 - j)
                     outs[i, j:j1] = output.reshape(j1 - j, n, dv)
@@ -144,6 +143,11 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
 #: ones would only leave the cache (measured in docs page *Benchmarks*); accelerators take more.
 BATCH_ELEMS = 1 << 17
 BATCH_ELEMS_ACCELERATOR = 1 << 24
+#: The same for SNIS, LARA and RA (query rows x samples; RA: x keys). Stacked trials give every
+#: slice its own samples, which costs more than RFA's stacked draws: CPU time per trial 0.4-0.5x
+#: at 128 rows x 64 samples, 0.6-0.7x at 256, but 0.93-0.98x at 1,024 (docs page *Benchmarks*),
+#: hence the smaller budget on NumPy.
+SAMPLED_BATCH_ELEMS = 1 << 16
 
 
 def _on_device(estimator: Any) -> bool:
@@ -156,36 +160,69 @@ def _on_device(estimator: Any) -> bool:
     )
 
 
-def _batched_draws(
-    estimator: Any, Q: Any, d: int, streams: list[Any], device: DeviceDraws | None, bk: Any
+def _batched_calls(
+    estimator: Any, qkv: tuple[Any, Any, Any], d: int, streams: list[Any], device: DeviceDraws | None, bk: Any
 ) -> tuple[int, Any] | None:
-    """``(trials per call, draw_of(j0, j1))`` for RFA with shared draws, else None (one call per trial).
+    """``(trials per call, call(j0, j1))`` where trials can share a call, else None (one call per trial).
 
-    ``draw_of`` stacks the draws of trials ``j0 .. j1 - 1``: from their NumPy streams
-    (``sample_streams``: draw ``t`` is the draw of stream ``t`` alone, so each trial's output is its
-    trial-by-trial output to round-off), or, with ``draws = "backend"``, around the unit's device
-    directions.
+    ``call(j0, j1)`` evaluates trials ``j0 .. j1 - 1`` in one call and returns its result, whose
+    output carries a leading trial axis; trial ``t`` is its trial-by-trial output to round-off:
+
+    * RFA with shared draws: the trials' draws stacked (``sample_streams``: draw ``t`` is the draw
+      of stream ``t`` alone), or, with ``draws = "backend"``, slices of the unit's device directions;
+    * SNIS, LARA and RA: the inputs repeated along a new leading trial axis and
+      :class:`~rfkit._random.TrialStreams`, trial ``t`` drawing from its own stream.
+
+    Large problems (more than :data:`BATCH_ELEMS` feature elements per trial) keep one call per
+    trial: stacking gains nothing there and would only leave the cache.
     """
+    Q = qkv[0]
+    rows = max(1, int(np.prod(Q.shape[:-1])))
+    budget = BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
+    if isinstance(estimator, (SNIS, LARA, RA)):
+        budget = SAMPLED_BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
+        size = max(1, min(len(streams), budget // (rows * _sample_width(estimator, qkv[1]))))
+        if size == 1:
+            return None
+        xp = bk.xp
+
+        def stacked(j0: int, j1: int) -> Any:
+            Qs, Ks, Vs = (xp.broadcast_to(a[None, ...], (j1 - j0, *a.shape)) for a in qkv)
+            return estimator(Qs, Ks, Vs, rng=TrialStreams(tuple(check_rng(s) for s in streams[j0:j1])))
+
+        return size, stacked
     if not (isinstance(estimator, RFA) and estimator.shared_across_heads):
         return None
     fm = estimator.feature_map
     if fm.needs_data:  # a fit that failed once per chunk: left to fail (and be recorded) per trial
         return None
-    width = fm.feature_dim(d)
-    per_trial = max(1, int(np.prod(Q.shape[:-1])) * width)
-    budget = BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
-    size = max(1, min(len(streams), budget // per_trial))
+    size = max(1, min(len(streams), budget // (rows * fm.feature_dim(d))))
     if size == 1 and device is None:
         return None  # large problems: one call per trial, as before
     if device is not None and _on_device(estimator):
-        return size, lambda j0, j1: fm.from_projection(d, j1 - j0, device.projection(fm, d)[j0:j1])
+        return size, lambda j0, j1: estimator(
+            *qkv, draw=fm.from_projection(d, j1 - j0, device.projection(fm, d)[j0:j1])
+        )
     if device is not None:
         return None
-    return size, lambda j0, j1: fm.sample_streams(d, streams[j0:j1])
+    return size, lambda j0, j1: estimator(*qkv, draw=fm.sample_streams(d, streams[j0:j1]))
+
+
+def _sample_width(estimator: Any, K: Any) -> int:
+    """Elements per query row of a sampled estimator's work: its samples (RA: samples x keys)."""
+    if isinstance(estimator, RA):
+        return estimator.n_samples * int(K.shape[-2])
+    if isinstance(estimator, LARA):
+        return estimator.samples_per_proposal * (estimator.n_proposals or 8)
+    return int(estimator.n_samples)
 
 
 def _nonpositive_rows(res: Any, T: int) -> np.ndarray:
     """Per trial of a stacked call: the query rows whose estimated normaliser is not > 0 (NaN output)."""
+    if res.denominator_values is None:  # RA: no normaliser to estimate
+        if res.n_nonpositive:
+            raise RFKitError("a stacked call counted non-positive rows it cannot attribute to trials")
+        return np.zeros(T)
     den = to_numpy(res.denominator_values)
     with np.errstate(invalid="ignore"):
         bad = ~(den > 0) | ~np.isfinite(den)

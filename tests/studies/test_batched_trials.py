@@ -83,3 +83,101 @@ def test_rfa_trials_batched_equal_trial_by_trial(monkeypatch):
     assert (a["status"] == b["status"]).all()
     num = ["err", "sq_err", "abs_err", "max_abs_err", "nonpositive_rows", "n_nan_rows"]
     np.testing.assert_allclose(a[num].to_numpy(float), b[num].to_numpy(float), rtol=1e-10, atol=1e-13)
+
+
+#: the sampled estimators (their own draws, no feature map), in every form a study may use
+SAMPLED = [
+    {"label": "snis", "estimator": "SNIS", "n_samples": 6},
+    {
+        "label": "snis-orth-heads",
+        "estimator": "SNIS",
+        "n_samples": 6,
+        "projection": "orthogonal",
+        "shared_across_heads": False,
+    },
+    {"label": "snis-chunk", "estimator": "SNIS", "proposal": "chunk-mean", "n_samples": 6, "n_chunks": 3},
+    {
+        "label": "snis-chunk-causal",
+        "estimator": "SNIS",
+        "proposal": "chunk-mean",
+        "n_samples": 6,
+        "n_chunks": 3,
+        "causal": True,
+    },
+    {"label": "lara", "estimator": "LARA", "n_proposals": 3, "samples_per_proposal": 2, "weights": "balance"},
+    {
+        "label": "lara-optimal",
+        "estimator": "LARA",
+        "n_proposals": 3,
+        "samples_per_proposal": 2,
+        "weights": "optimal",
+    },
+    {
+        "label": "lara-causal",
+        "estimator": "LARA",
+        "n_proposals": 3,
+        "samples_per_proposal": 2,
+        "weights": "balance",
+        "causal": True,
+    },
+    {"label": "ra", "estimator": "RA", "n_samples": 3},
+    {"label": "ra-causal", "estimator": "RA", "n_samples": 2, "causal": True},
+]
+
+
+@pytest.mark.filterwarnings("ignore::rfkit.exceptions.NonPositiveNormalizerWarning")
+def test_sampled_estimator_trials_batched_equal_trial_by_trial(monkeypatch):
+    """SNIS, LARA and RA cells: trials stacked on a leading axis with TrialStreams, one call."""
+    spec = dict(ATTENTION, estimators=SAMPLED)
+    d = st.Design(**spec)
+    calls: list[int] = []
+    real = eval_attention.TrialStreams
+
+    def counting(gens):  # records every stacked call's trial count
+        calls.append(len(gens))
+        return real(gens)
+
+    monkeypatch.setattr(eval_attention, "TrialStreams", counting)
+    batched = st.run(d, progress=False)
+    assert calls and max(calls) == 6  # the whole chunk of trials in one call
+    monkeypatch.setattr(eval_attention, "SAMPLED_BATCH_ELEMS", 1)  # one call per trial, from its own stream
+    calls.clear()
+    single = st.run(d, progress=False)
+    assert not calls
+    a, b = batched.trials, single.trials
+    assert (a["status"] == "ok").all() and (b["status"] == "ok").all()
+    num = ["err", "sq_err", "abs_err", "max_abs_err", "nonpositive_rows", "n_nan_rows"]
+    np.testing.assert_allclose(a[num].to_numpy(float), b[num].to_numpy(float), rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "est",
+    [
+        rk.attention.SNIS(n_samples=5, shared_across_heads=False),
+        rk.attention.SNIS("chunk-mean", n_samples=6, n_chunks=2, causal=True),
+        rk.attention.LARA(n_proposals=2, samples_per_proposal=3, weights="optimal"),
+        rk.attention.RA(n_samples=3, causal=True),
+    ],
+    ids=["snis-heads", "snis-causal", "lara-optimal", "ra-causal"],
+)
+def test_trial_streams_equal_one_call_per_generator(est):
+    from rfkit._random import TrialStreams
+
+    rng = np.random.default_rng(3)
+    Q, K, V = 0.5 * rng.standard_normal((3, 2, 3, 10, 4))  # (texts, heads, n, d)
+    T = 4
+    stack = [np.broadcast_to(a, (T, *a.shape)) for a in (Q, K, V)]
+    res = est(*stack, rng=TrialStreams(tuple(np.random.default_rng(100 + t) for t in range(T))))
+    for t in range(T):
+        one = est(Q, K, V, rng=np.random.default_rng(100 + t))
+        np.testing.assert_allclose(res.output[t], one.output, rtol=1e-12, atol=1e-14)
+
+
+def test_trial_streams_need_the_trial_axis():
+    from rfkit._random import TrialStreams
+
+    Q = np.zeros((3, 5, 4))  # 3 slices cannot hold 2 trials
+    gens = TrialStreams((np.random.default_rng(0), np.random.default_rng(1)))
+    for est in (rk.attention.SNIS(n_samples=4), rk.attention.RA()):
+        with pytest.raises(rk.exceptions.InvalidParameterError, match="leading trial axis of length 2"):
+            est(Q, Q, Q, rng=gens)
