@@ -47,6 +47,9 @@ class NameView(Sequence[str]):
     def __len__(self) -> int:
         return len(self._names())
 
+    def __iter__(self) -> Iterator[str]:  # one read of the registry, not one per item
+        return iter(self._names())
+
     def __contains__(self, name: object) -> bool:
         return name in self._names()
 
