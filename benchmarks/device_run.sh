@@ -6,6 +6,10 @@
 # A: machine, GPU RFA vs performer-pytorch, threads (1, 2, 8, 16), performer-mse serial / 8 workers /
 #    GPU (NumPy and device draws), Hybrid on the GPU, the GPU cases of the changed code's tests.
 # B: studies on the GPU with draws on the device, and the GPU test subset again.
+# C1 .. C4: real-attention's full profile on the GPU. Its 12 cache entries of model queries, keys and
+#    values (199 MiB, more than one call carries) travel in four parts, .devcache/p1 .. p4 (each
+#    carried by its call, gathered in ~/rfcache on the warm machine); C4 then runs the study with the
+#    weights hidden (every cell must be a cache hit) and reports its whole-process time.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/device-out}
@@ -34,5 +38,22 @@ B)
   timeout 150 python3 -m pytest -q -p no:cacheprovider -W default -k "cuda or CUDA or gpu or torch" $TESTS \
     > "$OUT/gpu-tests-b.txt" 2>&1
   tail -6 "$OUT/gpu-tests-b.txt"
+  ;;
+C1|C2|C3|C4)
+  mkdir -p "$HOME/rfcache" && for part in .devcache/p*; do cp -r "$part/." "$HOME/rfcache/"; done
+  echo "cache entries gathered: $(ls "$HOME/rfcache"/*/*.npz | wc -l) of 12"
+  if [ "$1" = C4 ]; then
+    { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; echo "cpus: $(nproc)"; } > "$OUT/machine.txt" 2>&1
+    cat "$OUT/machine.txt"
+    export RFKIT_CACHE=$HOME/rfcache RFKIT_MINILM_DIR=/nonexistent RFKIT_SMOLLM2_DIR=/nonexistent
+    start=$(date +%s.%N)
+    timeout "${RA_TIMEOUT:-480}" python3 -m rfkit.cli run real-attention --backend torch --device cuda \
+      --draws backend --workers "${RA_WORKERS:-8}" --allow-large --no-progress --out /tmp/ra-gpu > "$OUT/real-attention.log" 2>&1
+    rc=$?
+    end=$(date +%s.%N)
+    echo "real-attention full, torch cuda, draws=backend, workers ${RA_WORKERS:-8}: rc $rc, $(python3 -c "print(round($end - $start, 1))") s wall, $(ls /tmp/ra-gpu/parts 2>/dev/null | grep -c trials) unit files" | tee "$OUT/real-attention.txt"
+    tail -5 "$OUT/real-attention.log"
+    cp /tmp/ra-gpu/summary.csv "$OUT/" 2>/dev/null
+  fi
   ;;
 esac
