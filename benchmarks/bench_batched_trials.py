@@ -4,7 +4,7 @@ Run: ``.venv/bin/python benchmarks/bench_batched_trials.py``. RFA: for each (sli
 and causality, 20 trials from their own streams, one call per trial (``rng=stream``) against one
 call on ``sample_streams`` of all 20. SNIS, LARA and RA: the trials a study stacks at these sizes,
 one call per trial against one call on inputs repeated along a leading trial axis with
-``TrialStreams``. One thread, one BLAS thread; CPU time per trial, medians of 5 rounds; the
+``TrialStreams``. Hybrid (window and sinks, no LSH): as RFA, stacked feature draws. One thread, one BLAS thread; CPU time per trial, medians of 5 rounds; the
 largest difference of the outputs (round-off).
 """
 
@@ -18,6 +18,34 @@ import numpy as np
 import rfkit as rk
 from rfkit._parallel import blas_limited
 from rfkit._random import TrialStreams
+
+
+def _hybrid(rng: np.random.Generator) -> None:
+    print()
+    print(
+        "| Hybrid (window 16, 4 sinks) | causal | trials per call | one call per trial | stacked | largest difference |"
+    )
+    print("|---|---|---|---|---|---|")
+    for B, n, d, D, T in [(2, 64, 32, 32, 20), (1, 512, 64, 64, 2)]:  # studies stack 20 and 2
+        Q, K, V = (0.3 * rng.standard_normal((B, n, d)) for _ in range(3))
+        fm = rk.features.Positive(D, projection="orthogonal")
+        for causal in (False, True):
+            est = rk.attention.Hybrid(fm, window=16, n_global=4, causal=causal)
+            streams = [np.random.SeedSequence(1, spawn_key=(0, t)) for t in range(T)]
+            loop, stacked = [], []
+            with rk.threads(1), blas_limited():
+                for _ in range(5):
+                    t = time.process_time()
+                    outs = [est(Q, K, V, rng=s).output for s in streams]
+                    loop.append(time.process_time() - t)
+                    t = time.process_time()
+                    res = est(Q, K, V, draw=fm.sample_streams(d, streams))
+                    stacked.append(time.process_time() - t)
+            diff = float(np.max(np.abs(np.stack(outs) - res.output)))
+            print(
+                f"| {B} x {n}, {d}, D = {D} | {causal} | {T} | {statistics.median(loop) / T * 1e3:.2f} ms | "
+                f"{statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e} |"
+            )
 
 
 def _sampled(rng: np.random.Generator) -> None:
@@ -78,6 +106,7 @@ def main() -> None:
                 f"{statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e} |"
             )
     _sampled(rng)
+    _hybrid(rng)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .._backend import to_numpy
 from .._random import TrialStreams, check_rng
-from ..attention import LARA, RA, RFA, SNIS, softmax
+from ..attention import LARA, RA, RFA, SNIS, Hybrid, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
 from ..features import fit_to_pairs
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
@@ -171,7 +171,9 @@ def _batched_calls(
     * RFA with shared draws: the trials' draws stacked (``sample_streams``: draw ``t`` is the draw
       of stream ``t`` alone), or, with ``draws = "backend"``, slices of the unit's device directions;
     * SNIS, LARA and RA: the inputs repeated along a new leading trial axis and
-      :class:`~rfkit._random.TrialStreams`, trial ``t`` drawing from its own stream.
+      :class:`~rfkit._random.TrialStreams`, trial ``t`` drawing from its own stream;
+    * Hybrid with shared draws, a map without a fit and no LSH buckets (whose rotation is drawn
+      after the features): the stacked feature draws, as for RFA (its window and sinks draw nothing).
 
     Large problems (more than :data:`BATCH_ELEMS` feature elements per trial) keep one call per
     trial: stacking gains nothing there and would only leave the cache.
@@ -191,6 +193,17 @@ def _batched_calls(
             return estimator(Qs, Ks, Vs, rng=TrialStreams(tuple(check_rng(s) for s in streams[j0:j1])))
 
         return size, stacked
+    if isinstance(estimator, Hybrid):  # its features as RFA's; supports without LSH draw nothing
+        if not estimator.shared_across_heads or estimator.lsh_buckets is not None:
+            return None
+        fm = estimator.feature_map
+        if fm.needs_data or device is not None:
+            return None
+        width = fm.feature_dim(d) + (estimator.window or 0) + estimator.n_global
+        size = max(1, min(len(streams), budget // (rows * width)))
+        if size == 1:
+            return None
+        return size, lambda j0, j1: estimator(*qkv, draw=fm.sample_streams(d, streams[j0:j1]))
     if not (isinstance(estimator, RFA) and estimator.shared_across_heads):
         return None
     fm = estimator.feature_map

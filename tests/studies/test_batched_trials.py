@@ -181,3 +181,48 @@ def test_trial_streams_need_the_trial_axis():
     for est in (rk.attention.SNIS(n_samples=4), rk.attention.RA()):
         with pytest.raises(rk.exceptions.InvalidParameterError, match="leading trial axis of length 2"):
             est(Q, Q, Q, rng=gens)
+
+
+HYBRID = [
+    {"label": "hybrid-plain", "estimator": "Hybrid", "variant": "plain", "window": 2, "n_global": 1},
+    {
+        "label": "hybrid-ratio",
+        "estimator": "Hybrid",
+        "variant": "ratio",
+        "window": 3,
+        "projection": "orthogonal",
+    },
+    {"label": "hybrid-causal", "estimator": "Hybrid", "window": 2, "n_global": 2, "causal": True},
+    {"label": "hybrid-trig", "estimator": "Hybrid", "map": "Trig", "window": 1},
+    {
+        "label": "hybrid-lsh",
+        "estimator": "Hybrid",
+        "window": 1,
+        "lsh_buckets": 4,
+        "n_features": 3,
+    },  # one call per trial
+    {"label": "hybrid-fitted", "estimator": "Hybrid", "map": "OPRF", "window": 2},  # one call per trial
+]
+
+
+@pytest.mark.filterwarnings("ignore::rfkit.exceptions.NonPositiveNormalizerWarning")
+def test_hybrid_trials_batched_equal_trial_by_trial(monkeypatch):
+    """Hybrid cells: stacked feature draws where the support draws nothing (no LSH), as for RFA."""
+    d = st.Design(**dict(ATTENTION, estimators=HYBRID, grid={"dim": [4], "feature_dim": [10]}))
+    # which of them stack: those whose support draws nothing and whose map needs no fit
+    qkv = tuple(np.zeros((12, 4)) for _ in range(3))
+    streams = [np.random.SeedSequence(0, spawn_key=(t,)) for t in range(6)]
+    bk = rk._backend.get_backend(("Q", qkv[0]))
+    stacked = set()
+    for e in d.estimators:
+        est = st._estimators.build_attention_estimator(d.estimator_params(e, d.cells()[0]))
+        if eval_attention._batched_calls(est, qkv, 4, streams, None, bk) is not None:
+            stacked.add(d.label(e))
+    assert stacked == {"hybrid-plain", "hybrid-ratio", "hybrid-causal", "hybrid-trig"}
+    batched = st.run(d, progress=False)
+    monkeypatch.setattr(eval_attention, "BATCH_ELEMS", 1)
+    single = st.run(d, progress=False)
+    a, b = batched.trials, single.trials
+    assert (a["status"] == "ok").all() and (b["status"] == "ok").all()
+    num = ["err", "sq_err", "abs_err", "max_abs_err", "nonpositive_rows", "n_nan_rows"]
+    np.testing.assert_allclose(a[num].to_numpy(float), b[num].to_numpy(float), rtol=1e-10, atol=1e-13)
