@@ -39,7 +39,8 @@ def plot_head_heatmap(
 ) -> Any:
     """log10 of ``metric`` per (layer, head), one panel per estimator, on a shared colour scale.
 
-    Axis labels appear on the outer panels only; ``colorbar_label`` defaults to ``"log10 <metric>"``.
+    Axis labels and tick labels appear on the outer panels only (the bottom panel of each column,
+    the first of each row); ``colorbar_label`` defaults to ``"log10 <metric>"``.
     Panels wrap into rows of up to 5 (3 on a one-column figure); ``size`` is ``"one-column"`` or
     ``"two-column"`` (default: :func:`set_paper_size`).
     """
@@ -65,10 +66,15 @@ def plot_head_heatmap(
             ax.set_title("\n".join(textwrap.wrap(str(lab), chars)))
             ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
             ax.set_yticks(range(m.shape[0]), [str(r) for r in m.index])
-            if i // ncol == nrow - 1 or i + ncol >= len(labels):  # bottom panel of its column
+            bottom = i // ncol == nrow - 1 or i + ncol >= len(labels)  # bottom panel of its column
+            if bottom:
                 ax.set_xlabel(cols)
+            else:  # every panel has the same axes: tick labels on the outer panels only
+                ax.tick_params(labelbottom=False)
             if i % ncol == 0:
                 ax.set_ylabel(rows)
+            else:
+                ax.tick_params(labelleft=False)
         for ax in axes.ravel()[len(labels) :]:
             ax.set_visible(False)
         if im is not None:

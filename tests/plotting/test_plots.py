@@ -85,6 +85,31 @@ def test_metric_lines_and_heatmap():
     assert mats["a"].loc[1, 1] == pytest.approx(0.1) and mats["b"].shape == (2, 2)
     axes = rkp.plot_head_heatmap(summ)
     assert axes.ravel()[0].get_title() == "a"
+    # tick labels on the outer panels only: 'b' (second column) shares the first panel's rows
+    a, b = axes.ravel()[:2]
+    a.figure.canvas.draw()
+    assert [t.get_text() for t in a.get_yticklabels() if t.get_visible()] == ["0", "1"]
+    assert not b.yaxis.get_tick_params()["labelleft"]
+    assert a.xaxis.get_tick_params()["labelbottom"] and b.xaxis.get_tick_params()["labelbottom"]
+    # six estimators in rows of four: the first row's panels above an empty slot keep their x labels
+    many = pd.concat([summ.assign(estimator=f"e{i}") for i in range(6)])
+    grid = rkp.plot_head_heatmap(many).ravel()
+    assert [bool(ax.xaxis.get_tick_params()["labelbottom"]) for ax in grid[:6]] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
+    assert [bool(ax.yaxis.get_tick_params()["labelleft"]) for ax in grid[:6]] == [
+        True,
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
     frame = rkp.prepare_metric_lines(summ, "mse", "head", col="layer")
     assert set(frame["col"]) == {0, 1}
     rkp.plot_metric_lines(summ, "mse", "head", col="layer")
