@@ -7,7 +7,8 @@ Run (each checkout in a fresh process, alternating, so both see the same machine
 
 Cases (CPU, NumPy, float64; n = 8192 queries and keys, d = d_v = 64 unless said): RFA with
 Positive(256, orthogonal), bidirectional and causal, float64 and float32; SNIS (S = 256); LARA
-(C = 16 proposals, 16 samples each); ``draw.kernel`` at 4096 x 4096; and the kernel-study path:
+(C = 16 proposals, 16 samples each); causal RA (S = 128) on 16 heads of 64 tokens, the shape of
+real-attention's decoder heads; ``draw.kernel`` at 4096 x 4096; and the kernel-study path:
 orthogonal directions for 2000 trial streams (m = 64, d = 16) and the paired estimates of 2000
 draws on 32 pairs. Each figure is the median of 7 calls after one warm-up call, in ms.
 """
@@ -41,6 +42,7 @@ small = rk.features.Positive(64, projection="orthogonal")
 W = small.projection_streams(16, streams)
 pd_ = small.from_projection(16, 2000, W)
 Xp, Yp = (0.5 * rng.standard_normal((32, 16)) / 2 for _ in range(2))
+Qr, Kr, Vr = (0.4 * rng.standard_normal((16, 64, 64)) for _ in range(3))
 cases = {
     "RFA": lambda: att.RFA(fm)(Q, K, V, draw=draw),
     "RFA causal": lambda: att.RFA(fm, causal=True)(Q, K, V, draw=draw),
@@ -48,6 +50,7 @@ cases = {
     "RFA causal float32": lambda: att.RFA(fm, causal=True)(*(a.astype(np.float32) for a in (Q, K, V)), draw=draw),
     "SNIS": lambda: att.SNIS(n_samples=256)(Q, K, V, rng=0),
     "LARA": lambda: att.LARA(n_proposals=16, samples_per_proposal=16)(Q, K, V, rng=0),
+    "RA, 16 x 64 tokens, S = 128, causal": lambda: att.RA(n_samples=128, causal=True)(Qr, Kr, Vr, rng=0),
     "draw.kernel 4096 x 4096": lambda: draw.kernel(X4, X4),
     "orthogonal directions, 2000 streams": lambda: small.projection_streams(16, streams),
     "paired estimates, 2000 draws x 32 pairs": lambda: pd_.slog_pairwise(Xp, Yp),

@@ -25,6 +25,23 @@ def _softmax_rows(bk: Backend, L: Any) -> Any:
     return P
 
 
+def _components(bk: Backend, cum: Any, u: Any) -> Any:
+    """Mixture components ``m* = #{j < M-1 : cum_j <= u}`` of every (query, sample), (c, S) int64.
+
+    The inverse CDF of ``Cat(pi_n)`` (exact for ``u`` in [0, 1)); padded keys have ``pi = 0``, a flat
+    step of the CDF, and are never chosen. ``cum`` (c, M) is non-decreasing along each row (sums of
+    non-negative terms), so on NumPy one binary search per row gives the same counts without the
+    (c, S, M) comparison array.
+    """
+    if bk.name == "numpy":
+        head = cum[:, :-1]
+        return np.stack([np.searchsorted(head[i], u[i], side="right") for i in range(head.shape[0])]).astype(
+            np.int64, copy=False
+        )
+    xp = bk.xp
+    return xp.sum(xp.astype(cum[:, None, :-1] <= u[:, :, None], xp.int64), axis=-1)
+
+
 def _ra_block(
     x: QKV, task: tuple[int, slice], draws: tuple[np.ndarray, np.ndarray], causal: bool, out: Any, mcse: Any
 ) -> None:
@@ -50,20 +67,29 @@ def _ra_block(
     cum = xp.cumulative_sum(pi, axis=-1)
     cum /= cum[:, -1:]
     u = bk.asarray(u_np, x.dtype)
-    # component m* = #{j < M-1 : cum_j <= u}  (inverse CDF, exact for u in [0, 1); padded keys have
-    # pi = 0, a flat step of the CDF, and are never chosen)
-    comp = xp.sum(xp.astype(cum[:, None, :-1] <= u[:, :, None], xp.int64), axis=-1)  # (c, S)
+    comp = _components(bk, cum, u)  # (c, S)
     c = int(Qc.shape[0])
-    d = x.dim
-    Ksel = xp.reshape(xp.take(Kb, xp.reshape(comp, (-1,)), axis=0), (c, S, d))
-    omega = Qc[:, None, :] + Ksel + bk.asarray(eps_np, x.dtype)  # (c, S, d), omega ~ p_n
-    Lf = omega @ xp.matrix_transpose(Kb) - half_k  # (c, S, M)
-    if drop is not None:
-        Lf = xp.where(drop[:, None, :], neg, Lf)
-    F = _softmax_rows(bk, Lf) @ Vb  # (c, S, dv) = f_n(omega_s)
-    out[b, qs, :] = xp.mean(F, axis=1)
-    if S > 1:
-        mcse[b, qs, :] = xp.std(F, axis=1, correction=1) / math.sqrt(S)
+    d, M = x.dim, x.n_keys
+    omega = xp.reshape(xp.take(Kb, xp.reshape(comp, (-1,)), axis=0), (c, S, d))  # k_{m*}
+    omega += Qc[:, None, :]
+    omega += bk.asarray(eps_np, x.dtype)  # (c, S, d), omega = q_n + k_{m*} + eps ~ p_n
+    # logits of f_n: one (c*S, d) x (d, M) product, then the key terms -||k||^2/2 (and -inf for the
+    # keys a query may not see) added in one pass
+    Lf = xp.reshape(xp.reshape(omega, (c * S, d)) @ xp.matrix_transpose(Kb), (c, S, M))
+    if drop is None:
+        Lf -= half_k
+    else:
+        Lf += xp.where(drop, neg, -half_k)[:, None, :]
+    # f_n(omega_s) = softmax(Lf) @ V, normalised after the product: (c, S, dv) = f_n(omega_s)
+    Lf -= xp.max(Lf, axis=-1, keepdims=True)
+    E = bk.exp_(Lf)
+    F = xp.reshape(xp.reshape(E, (c * S, M)) @ Vb, (c, S, -1))
+    F /= xp.sum(E, axis=-1, keepdims=True)
+    mean = xp.mean(F, axis=1)
+    out[b, qs, :] = mean
+    if S > 1:  # the sample standard deviation (correction 1) from the mean above
+        F -= mean[:, None, :]
+        mcse[b, qs, :] = xp.sqrt(xp.sum(F * F, axis=1) / (S - 1)) / math.sqrt(S)
     else:
         mcse[b, qs, :] = math.nan
 
