@@ -306,11 +306,12 @@ def attention_finalize(
         finite = np.isfinite(outs)
         nan_rows = np.where(ok, (~finite).any(axis=-1).sum(axis=-1), 0)
         whole = nan_rows == 0
+        nanmean, nanmax, nanvar = _reductions(bool(finite.all()))
         with np.errstate(invalid="ignore"):
-            mean_out = np.nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
+            mean_out = nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
             if ok.any():  # a query with a NaN output in some trial has no mean output
                 mean_out[~finite[ok].all(axis=0)] = np.nan
-            sq_dev = np.nanmean((outs - mean_out) ** 2, axis=(1, 2))
+            sq_dev = nanmean((outs - mean_out) ** 2, axis=(1, 2))
             sq_dev[~np.isfinite(mean_out).all()] = np.nan
             abs_err = np.abs(err)
             trial_frames.append(
@@ -319,10 +320,10 @@ def attention_finalize(
                     "estimator": label,
                     "trial": np.arange(T),
                     "status": status.astype(str),
-                    "err": _whole(np.nanmean(err, axis=(1, 2)), whole),
-                    "sq_err": _whole(np.nanmean(err**2, axis=(1, 2)), whole),
-                    "abs_err": _whole(np.nanmean(abs_err, axis=(1, 2)), whole),
-                    "max_abs_err": _whole(np.nanmax(abs_err, axis=(1, 2)), whole),
+                    "err": _whole(nanmean(err, axis=(1, 2)), whole),
+                    "sq_err": _whole(nanmean(err**2, axis=(1, 2)), whole),
+                    "abs_err": _whole(nanmean(abs_err, axis=(1, 2)), whole),
+                    "max_abs_err": _whole(nanmax(abs_err, axis=(1, 2)), whole),
                     "sq_dev": _whole(sq_dev, whole),
                     "nonpositive_rows": all_nonpos[i],
                     "n_nan_rows": nan_rows,
@@ -335,10 +336,8 @@ def attention_finalize(
             )
             n_ok = int(ok.sum())
             e = err[ok]
-            variance = (
-                np.mean(np.nanvar(outs[ok], axis=0, ddof=1), axis=-1) if n_ok > 1 else np.full(n, np.nan)
-            )
-            mse = np.nanmean(e**2, axis=(0, 2)) if n_ok else np.full(n, np.nan)
+            variance = np.mean(nanvar(outs[ok], axis=0, ddof=1), axis=-1) if n_ok > 1 else np.full(n, np.nan)
+            mse = nanmean(e**2, axis=(0, 2)) if n_ok else np.full(n, np.nan)
             if n_ok:  # per query: NaN where some trial's output is NaN, never a mean of the others
                 bad_q = ~finite[ok].all(axis=(0, 2))
                 variance[bad_q] = np.nan
@@ -372,6 +371,15 @@ def attention_finalize(
     if "data_stats" in parts[0]:
         out["data_stats"] = parts[0]["data_stats"]
     return out
+
+
+def _reductions(all_finite: bool) -> tuple[Any, Any, Any]:
+    """``(mean, max, var)`` for an estimator's outputs: NaN-aware, or plain when every output is finite.
+
+    Without a NaN the plain reductions give the NaN-aware ones' numbers bit for bit (the same sums
+    and divisions; a test compares the tables) at a fraction of their cost (no NaN-replaced copies).
+    """
+    return (np.mean, np.max, np.var) if all_finite else (np.nanmean, np.nanmax, np.nanvar)
 
 
 def _whole(values: np.ndarray, whole: np.ndarray) -> np.ndarray:

@@ -221,3 +221,28 @@ def test_a_nan_error_is_no_coverage_outcome(monkeypatch):
     s = st.run(d).summary()
     row = s[s.metric == "coverage"].iloc[0]
     assert row["n_nonfinite"] == 5 and row["status"] == "nonfinite" and np.isnan(row["estimate"])
+
+
+def test_attention_tables_of_finite_outputs_equal_the_nan_aware_reductions(monkeypatch):
+    """Cells whose outputs are all finite use the plain reductions: the tables are bit for bit those
+    of the NaN-aware ones (the same sums and divisions)."""
+    import rfkit.study._eval_attention as ea
+
+    d = attention_trig_design(
+        estimators=[
+            {"label": "positive", "estimator": "RFA", "map": "Positive"},
+            {"label": "snis", "estimator": "SNIS", "proposal": "chunk-mean"},
+            {"label": "ra", "estimator": "RA"},
+        ],
+        trials=7,
+    )
+    plain = st.run(d)
+    used = []
+    monkeypatch.setattr(
+        ea, "_reductions", lambda all_finite: used.append(all_finite) or (np.nanmean, np.nanmax, np.nanvar)
+    )
+    nan_aware = st.run(d)
+    assert used and all(used)  # every estimator's outputs were finite: the plain path was the one replaced
+    pd.testing.assert_frame_equal(plain.trials, nan_aware.trials, check_exact=True)
+    pd.testing.assert_frame_equal(plain.summary(), nan_aware.summary(), check_exact=True)
+    pd.testing.assert_frame_equal(plain.pairs, nan_aware.pairs, check_exact=True)
