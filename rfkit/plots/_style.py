@@ -395,36 +395,81 @@ def _write_atomically(path: Path, data: bytes) -> None:
 def save_figure(fig: Any, path: str | Path) -> list[Path]:
     """Save ``fig`` as vector PDF and PNG next to each other, each atomically; returns the two paths.
 
-    The layout (constrained layout and the tight bounding box) is computed once, at the PNG's
-    200 dpi, and both files are drawn with it: two drawings instead of four.
+    One Agg drawing at the PNG's 200 dpi runs the layout (constrained layout) and rasterises the
+    figure; the tight bounding box, widened to whole pixels, crops that raster into the PNG and
+    frames the PDF, which is drawn with the layout kept (the engine off): two drawings per figure.
+    Pixels of the box outside the canvas hold only the figure's background, which fills them.
     """
     import io
+    import math
 
     import matplotlib as mpl
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.transforms import Bbox
 
     p = Path(path)
     if p.suffix.lower() in (".pdf", ".png", ".svg"):
         p = p.with_suffix("")
     p.parent.mkdir(parents=True, exist_ok=True)
-    dpi, engine = fig.get_dpi(), fig.get_layout_engine()
+    dpi, engine, canvas0 = fig.get_dpi(), fig.get_layout_engine(), fig.canvas
+    anchored: list[Any] = []
     try:
         fig.set_dpi(200)
         for ax in fig.get_axes():
             plain_log_ticks(ax)  # no mathtext to parse
-        fig.draw_without_rendering()  # runs the layout engine once
-        bbox = fig.get_tightbbox().padded(mpl.rcParams["savefig.pad_inches"])
+        # figure legends anchored to the figure's box (``loc="outside ..."``) follow the figure's
+        # content when the PDF is cropped to the box below, instead of the cropped page's edge
+        anchored = [leg for leg in fig.legends if leg.get_bbox_to_anchor() is fig.bbox]
+        for leg in anchored:
+            leg.set_bbox_to_anchor(Bbox.unit(), transform=fig.transFigure)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()  # runs the layout engine once and draws the raster
+        tight = fig.get_tightbbox(canvas.get_renderer())
+        pad = mpl.rcParams["savefig.pad_inches"]
+        px = [
+            math.floor((tight.x0 - pad) * 200),
+            math.floor((tight.y0 - pad) * 200),
+            math.ceil((tight.x1 + pad) * 200),
+            math.ceil((tight.y1 + pad) * 200),
+        ]
+        bbox = Bbox.from_extents(*(v / 200 for v in px))
         with mpl.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
-            fig.set_layout_engine(None)  # the layout is done: keep it for both files, with no second pass
+            fig.set_layout_engine(None)  # the layout is done: keep it for the PDF, with no second pass
+        png = io.BytesIO()
+        mpl.image.imsave(png, _crop(canvas, fig, px), format="png", origin="upper", dpi=200)
+        pdf = io.BytesIO()
+        fig.savefig(pdf, format="pdf", bbox_inches=bbox, dpi=200)
         out = []
-        for ext in (".pdf", ".png"):
+        for ext, buf in ((".pdf", pdf), (".png", png)):
             q = p.with_name(p.name + ext)  # not with_suffix: stems may hold dots (``set-norm-0.5``)
-            buf = io.BytesIO()
-            fig.savefig(buf, format=ext[1:], bbox_inches=bbox, dpi=200)
             _write_atomically(q, buf.getvalue())
             out.append(q)
     finally:
+        for leg in anchored:
+            leg.set_bbox_to_anchor(None)
         fig.set_layout_engine(engine if engine is not None else "none")
         fig.set_dpi(dpi)
+        fig.set_canvas(canvas0)
+    return out
+
+
+def _crop(canvas: Any, fig: Any, px: list[int]) -> Any:
+    """The pixels ``[x0, x1) x [y0, y1)`` (from the bottom left) of the drawn canvas, as rows from the top.
+
+    Pixels outside the canvas get the figure's background colour (all savefig would draw there).
+    """
+    import numpy as np
+    from matplotlib.colors import to_rgba
+
+    buf = np.asarray(canvas.buffer_rgba())
+    H, W = buf.shape[:2]
+    x0, y0, x1, y1 = px
+    out = np.empty((y1 - y0, x1 - x0, 4), dtype=np.uint8)
+    out[...] = np.round(np.asarray(to_rgba(fig.get_facecolor())) * 255).astype(np.uint8)
+    top, bottom = H - y1, H - y0  # rows of the raster, counted from the top
+    r0, r1, c0, c1 = max(top, 0), min(bottom, H), max(x0, 0), min(x1, W)
+    if r0 < r1 and c0 < c1:
+        out[r0 - top : r1 - top, c0 - x0 : c1 - x0] = buf[r0:r1, c0:c1]
     return out
 
 

@@ -146,3 +146,55 @@ def test_report_figures_in_worker_processes_equal_the_serial_report(tmp_path, mo
     assert ra == rb
     files = json.loads((tmp_path / "b" / "manifest.json").read_text())["files"]
     assert {f"figures/{n}" for n in b} <= set(files)
+
+
+def test_save_figure_png_is_the_cropped_layout_drawing(tmp_path):
+    """One Agg drawing makes the layout and the PNG: the PNG equals matplotlib's own savefig of the
+    same (pixel-aligned) box, figure legends stay where the layout put them in the PNG and the PDF,
+    and the figure is left as it was (canvas, legend anchors, dpi)."""
+    import io
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from matplotlib.transforms import Bbox
+    from PIL import Image
+
+    from rfkit.plots import save_figure
+    from rfkit.plots._style import plain_log_ticks
+
+    def make():
+        fig, axes = plt.subplots(1, 2, figsize=(6, 2.5), layout="constrained")
+        for i, ax in enumerate(axes):
+            ax.loglog([1, 2, 4, 8], [1e-3, 3e-4, 1e-4, 2e-5], marker="o", label=f"series {i}")
+        fig.legend(loc="outside lower center", ncol=2)
+        fig.suptitle("a caption line")
+        return fig
+
+    fig = make()
+    canvas, dpi = fig.canvas, fig.get_dpi()
+    pdf, png = save_figure(fig, tmp_path / "f")
+    assert fig.canvas is canvas and fig.get_dpi() == dpi and fig.legends[0].get_bbox_to_anchor() is fig.bbox
+    new = np.asarray(Image.open(png))
+    plt.close(fig)
+
+    ref = make()  # the same layout and box through savefig, the legend anchored to the content
+    ref.set_dpi(200)
+    for ax in ref.get_axes():
+        plain_log_ticks(ax)
+    ref.legends[0].set_bbox_to_anchor(Bbox.unit(), transform=ref.transFigure)
+    ref.draw_without_rendering()
+    t, pad = ref.get_tightbbox(), matplotlib.rcParams["savefig.pad_inches"]
+    box = [math.floor((t.x0 - pad) * 200), math.floor((t.y0 - pad) * 200)]
+    box += [math.ceil((t.x1 + pad) * 200), math.ceil((t.y1 + pad) * 200)]
+    ref.set_layout_engine(None)
+    buf = io.BytesIO()
+    ref.savefig(buf, format="png", bbox_inches=Bbox.from_extents(*(v / 200 for v in box)), dpi=200)
+    plt.close(ref)
+    old = np.asarray(Image.open(io.BytesIO(buf.getvalue())))
+    assert new.shape == old.shape and np.array_equal(new, old)
+    # the padding below the legend is kept: the last rows of the PNG are background only
+    assert (new[-5:] == new[-1, 0]).all()
+    assert pdf.read_bytes().startswith(b"%PDF")
