@@ -398,7 +398,9 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
     One Agg drawing at the PNG's 200 dpi runs the layout (constrained layout) and rasterises the
     figure; the tight bounding box, widened to whole pixels, crops that raster into the PNG and
     frames the PDF, which is drawn with the layout kept (the engine off): two drawings per figure.
-    Pixels of the box outside the canvas hold only the figure's background, which fills them.
+    Pixels of the box outside the canvas hold only the figure's background, which fills them; a
+    figure with an artist beyond the canvas (no layout engine kept it inside) gets its PNG from
+    matplotlib's own drawing of the box instead.
     """
     import io
     import math
@@ -436,7 +438,11 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
         with mpl.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
             fig.set_layout_engine(None)  # the layout is done: keep it for the PDF, with no second pass
         png = io.BytesIO()
-        mpl.image.imsave(png, _crop(canvas, fig, px), format="png", origin="upper", dpi=200)
+        w, h = fig.get_size_inches()
+        if tight.x0 >= 0 and tight.y0 >= 0 and tight.x1 <= w and tight.y1 <= h:
+            mpl.image.imsave(png, _crop(canvas, fig, px), format="png", origin="upper", dpi=200)
+        else:  # some artist lies beyond the canvas (not in the raster): matplotlib draws the box
+            fig.savefig(png, format="png", bbox_inches=bbox, dpi=200)
         pdf = io.BytesIO()
         fig.savefig(pdf, format="pdf", bbox_inches=bbox, dpi=200)
         out = []

@@ -198,3 +198,24 @@ def test_save_figure_png_is_the_cropped_layout_drawing(tmp_path):
     # the padding below the legend is kept: the last rows of the PNG are background only
     assert (new[-5:] == new[-1, 0]).all()
     assert pdf.read_bytes().startswith(b"%PDF")
+
+
+def test_save_figure_keeps_artists_beyond_the_canvas(tmp_path):
+    """A legend placed outside a figure without a layout engine lies beyond the canvas: the PNG is
+    matplotlib's own drawing of the tight box then, so nothing is cut off."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from rfkit.plots import save_figure
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1], label="a long legend entry outside the axes")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    _, png = save_figure(fig, tmp_path / "f")
+    w_in = fig.get_size_inches()[0]
+    plt.close(fig)
+    width = np.asarray(Image.open(png)).shape[1]
+    assert width > w_in * 200 + 100  # the legend's width beyond the figure is in the PNG
