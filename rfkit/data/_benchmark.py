@@ -7,6 +7,7 @@ pairs of Blackwelder (2024), Sec. 4 (:func:`hard_qk`), and on pairs from the att
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -64,14 +65,9 @@ def real_pairs(
     n = check_int(n_pairs, "n_pairs", owner, low=1)
     check_option(model, "model", owner, ("minilm", "smollm2"))
     gen = check_rng(rng)
-    texts = None if n_texts is None else list(PASSAGES[: check_int(n_texts, "n_texts", owner, low=1)])
-    res = (minilm_qk if model == "minilm" else smollm2_qk)(texts, max_len=max_len, scale="symmetric")
-    q, k, mask = res.q, res.k, res.mask  # (texts, layers, heads, tokens, d), (texts, tokens)
-    n_txt, n_lay, n_head, n_tok = q.shape[:4]
-    valid = mask[:, :, None] & mask[:, None, :]  # (texts, tokens, tokens): query i, key j
-    if res.causal:
-        valid = valid & np.tril(np.ones((n_tok, n_tok), dtype=bool))[None]
-    t_idx, i_idx, j_idx = np.nonzero(valid)
+    texts = None if n_texts is None else tuple(PASSAGES[: check_int(n_texts, "n_texts", owner, low=1)])
+    q, k, (t_idx, i_idx, j_idx) = _model_pairs(model, texts, max_len)
+    n_lay, n_head = q.shape[1:3]
     # uniform over (text, layer, head, i, j): a valid (text, i, j) and an independent (layer, head)
     pick = gen.integers(0, t_idx.size, size=n)
     lay = gen.integers(0, n_lay, size=n)
@@ -122,3 +118,24 @@ def kernel_benchmark_pairs(
             f"set='minilm'. Got {d} instead."
         )
     return real_pairs(n, model="minilm", rng=gen)
+
+
+@functools.lru_cache(maxsize=2)
+def _model_pairs(
+    model: str, texts: tuple[str, ...] | None, max_len: int
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """q, k (texts, layers, heads, tokens, d) of a model and the (text, query, key) positions it attends.
+
+    Kept for the process (two entries): a study draws pairs from the same model for many cells,
+    and reading and verifying the cache entry each time cost more than drawing. The data are
+    those of the pinned weights and passages, so a kept entry never goes stale; callers get
+    fancy-indexed copies, never these arrays.
+    """
+    load = minilm_qk if model == "minilm" else smollm2_qk
+    res = load(None if texts is None else list(texts), max_len=max_len, scale="symmetric")
+    mask = res.mask  # (texts, tokens)
+    n_tok = res.q.shape[3]
+    valid = mask[:, :, None] & mask[:, None, :]  # (texts, tokens, tokens): query i, key j
+    if res.causal:
+        valid = valid & np.tril(np.ones((n_tok, n_tok), dtype=bool))[None]
+    return res.q, res.k, np.nonzero(valid)

@@ -7,6 +7,7 @@ Generator on the cell's data stream, and returns paired rows ``(X, Y)`` or a seq
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,16 +62,36 @@ def _model(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, ...
     pool = _TEXTS.get(which) if isinstance(which, str) else None
     if pool is None:
         raise InvalidParameterError(f"`data.texts` must be one of {sorted(_TEXTS)}. Got {which!r} instead.")
-    texts = None if n_texts is None and pool is rkdata.PASSAGES else list(pool[: int(n_texts or len(pool))])
-    load = rkdata.smollm2_qk if p.pop("causal", False) else rkdata.minilm_qk  # decoder or encoder
-    # every head of the layer, so that the cells of its other heads read the same cache entry
-    # instead of running the forward pass again (a head's q, k, v do not depend on which are kept)
-    res = load(
-        texts, layers=[layer], heads=None, max_len=p.pop("max_len", 64), scale=p.pop("scale", "symmetric")
+    texts = None if n_texts is None and pool is rkdata.PASSAGES else tuple(pool[: int(n_texts or len(pool))])
+    q, k, v = _layer_qkv(
+        bool(p.pop("causal", False)),
+        texts,
+        layer,
+        int(p.pop("max_len", 64)),
+        str(p.pop("scale", "symmetric")),
     )
-    if not 0 <= head < res.q.shape[2]:
-        raise InvalidParameterError(f"`head` = {head} is out of range: the model has {res.q.shape[2]} heads.")
-    return res.q[:, 0, head], res.k[:, 0, head], res.v[:, 0, head]
+    if not 0 <= head < q.shape[2]:
+        raise InvalidParameterError(f"`head` = {head} is out of range: the model has {q.shape[2]} heads.")
+    return q[:, 0, head].copy(), k[:, 0, head].copy(), v[:, 0, head].copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _layer_qkv(
+    causal: bool, texts: tuple[str, ...] | None, layer: int, max_len: int, scale: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, k, v (texts, 1, heads, tokens, d) of every head of one layer of the decoder or the encoder.
+
+    Every head of the layer, so that the cells of its other heads share one read of the cache entry
+    (a head's q, k, v do not depend on which are kept); kept for the process (four layers), since
+    reading and verifying the entry cost about as much as a cell's cheaper estimators. The data
+    are those of the pinned weights and built-in texts, so a kept layer never goes stale; cells
+    get copies of their head, never these arrays.
+    """
+    load = rkdata.smollm2_qk if causal else rkdata.minilm_qk  # decoder or encoder
+    res = load(
+        None if texts is None else list(texts), layers=[layer], heads=None, max_len=max_len, scale=scale
+    )
+    return res.q, res.k, res.v
 
 
 #: ``[data] texts = ...`` of the real-model source: the built-in passages (64 tokens each) or the long
