@@ -10,6 +10,9 @@
 #    values (199 MiB, more than one call carries) travel in four parts, .devcache/p1 .. p4 (each
 #    carried by its call, gathered in ~/rfcache on the warm machine); C4 then runs the study with the
 #    weights hidden (every cell must be a cache hit) and reports its whole-process time.
+#    Make the parts first, on this machine: bash benchmarks/device_run.sh P (it reads every cell of
+#    the study once, which fills the local cache, and copies the entries it read into the parts;
+#    keep .devcache/ out of git, e.g. in .git/info/exclude).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/device-out}
@@ -38,6 +41,30 @@ B)
   timeout 150 python3 -m pytest -q -p no:cacheprovider -W default -k "cuda or CUDA or gpu or torch" $TESTS \
     > "$OUT/gpu-tests-b.txt" 2>&1
   tail -6 "$OUT/gpu-tests-b.txt"
+  ;;
+P)
+  .venv/bin/python - <<'PY'
+import shutil
+from pathlib import Path
+
+import rfkit.data._qk as qk
+import rfkit.study as st
+from rfkit.study._cell_data import cell_data
+
+read = []
+orig = qk.read_arrays
+qk.read_arrays = lambda path, *a, **k: (read.append(Path(path)), orig(path, *a, **k))[1]
+design = st.load_design(st.builtin_study("real-attention"), allow_large=True)
+for cell in design.cells():
+    cell_data(design, cell, 0, ())
+entries = sorted(set(read))
+for i, path in enumerate(entries):
+    dest = Path(".devcache") / f"p{i // 3 + 1}" / path.parent.name
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in (path, path.with_name(path.name + ".sha256")):
+        shutil.copy2(f, dest / f.name)
+print(f"{len(entries)} cache entries in .devcache/p1 .. p{-(-len(entries) // 3)}")
+PY
   ;;
 C1|C2|C3|C4)
   mkdir -p "$HOME/rfcache" && for part in .devcache/p*; do cp -r "$part/." "$HOME/rfcache/"; done
