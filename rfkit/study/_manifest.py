@@ -125,9 +125,9 @@ def ident_of(old: Mapping[str, Any], like: Mapping[str, Any]) -> dict[str, Any]:
     """The identity recorded in an old manifest.
 
     Runs from before backends were recorded ran on NumPy; for runs from before the source of
-    user modules was recorded, ``code`` is None (unknown).
+    user modules (of rfkit itself) was recorded, ``code`` (``rfkit``) is None (unknown).
     """
-    defaults: dict[str, Any] = {"backend": "numpy:default", "code": None}
+    defaults: dict[str, Any] = {"backend": "numpy:default", "code": None, "rfkit": None}
     return {k: old.get(k, defaults.get(k)) for k in like}
 
 

@@ -34,6 +34,7 @@ the manifests: :mod:`rfkit.study._manifest`; checking a folder: :mod:`rfkit.stud
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import io
@@ -46,6 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._version import __version__
 from ..exceptions import DamagedResultWarning, StudyError
 from ._atomic import TMP_SUFFIX, check_file, ensure_dir, hook, npy_bytes, parquet_bytes, write_atomic
 from ._lock import GUARD, LOCK, RunLock
@@ -76,6 +78,21 @@ _LEGACY_TMP = ("run.json.tmp", "manifest.json.tmp")
 def _user_module(obj: Any) -> str | None:
     mod = getattr(obj, "__module__", None)
     return mod if mod and mod.split(".")[0] != "rfkit" else None
+
+
+@functools.lru_cache(maxsize=1)
+def rfkit_code() -> str:
+    """rfkit's version and the SHA-256 of its own source (every ``.py`` file of the package, by path).
+
+    Part of a run's identity: a resume with other rfkit code (an upgrade, an edited checkout) is
+    another run, since its numbers may differ (even only at round-off) from the finished units'.
+    """
+    root = Path(__file__).resolve().parents[1]  # the rfkit package
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+    return f"{__version__}:{h.hexdigest()[:16]}"
 
 
 def code_hashes(design: Any) -> dict[str, str]:
@@ -150,8 +167,10 @@ class RunFolder:
         )
         if getattr(design, "draws", "numpy") != "numpy":  # other numbers: never mixed with NumPy draws
             self.ident["draws"] = design.draws
-        # the code of your own modules the design names: a resume after it changed is another run
+        # the code of your own modules the design names, and rfkit's own: a resume after either
+        # changed is another run
         self.ident["code"] = code_hashes(design)
+        self.ident["rfkit"] = rfkit_code()
         self.n_cells = len(design.cells())
         self.n_chunks = n_chunks
         self.resume = resume
@@ -287,8 +306,9 @@ class RunFolder:
 
     def _theirs(self, old: Mapping[str, Any]) -> dict[str, Any]:
         theirs = ident_of(old, self.ident)
-        if theirs.get("code") is None:  # written before the code was recorded: not checkable
-            theirs["code"] = self.ident["code"]
+        for key in ("code", "rfkit"):  # written before this was recorded: not checkable
+            if theirs.get(key) is None:
+                theirs[key] = self.ident[key]
         return theirs
 
     def _same_run(self, old: Mapping[str, Any]) -> bool:
@@ -296,6 +316,16 @@ class RunFolder:
 
     def _refuse_other(self, old: Mapping[str, Any]) -> None:
         theirs = self._theirs(old)
+        if {k: v for k, v in theirs.items() if k != "rfkit"} == {
+            k: v for k, v in self.ident.items() if k != "rfkit"
+        }:
+            raise StudyError(
+                f"cannot resume in {self.out}: rfkit's own code changed since the run began (rfkit "
+                f"{theirs['rfkit']} then, {self.ident['rfkit']} now: version and a hash of its source), so "
+                "the finished work units may hold other numbers, if only at round-off; mixing them would "
+                "give tables of two code versions. Start a fresh run in another folder, or resume with the "
+                "rfkit that began the run. Nothing was overwritten."
+            )
         if {k: v for k, v in theirs.items() if k != "code"} == {
             k: v for k, v in self.ident.items() if k != "code"
         }:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import rfkit as rk
 import rfkit.study as st
 from rfkit.cli import main as cli_main
 from rfkit.exceptions import DamagedResultWarning, InvalidParameterError, StudyError
@@ -185,6 +186,39 @@ def test_a_run_recorded_before_code_hashes_still_resumes(tmp_path, monkeypatch):
     assert "rescaled" in body.pop("code")
     write_run_manifest(out, body)  # as an older rfkit wrote it
     _same(st.run(design, out=out, resume=True), first)
+
+
+def test_resume_with_other_rfkit_code_refuses_naming_both(tmp_path, monkeypatch):
+    """rfkit's own version and source hash are part of a run's identity: a resume after an upgrade
+    or an edit of rfkit refuses; a run recorded before that resumes."""
+    design = small()
+    out = tmp_path / "o"
+    first = st.run(design, out=out)
+    body = read_run_manifest(out / "run.json")
+    assert body["rfkit"] == _runfolder.rfkit_code() and body["rfkit"].startswith(rk.__version__ + ":")
+    monkeypatch.setattr(_runfolder, "rfkit_code", lambda: rk.__version__ + ":0123456789abcdef")
+    with pytest.raises(StudyError, match=r"rfkit's own code changed since the run began \(rfkit 0\.1\.0:"):
+        st.run(design, out=out, resume=True)
+    assert st.load(out).trials.equals(first.trials)  # nothing overwritten
+    body.pop("rfkit")
+    write_run_manifest(out, body)  # as an older rfkit wrote it: not checkable, resumes
+    _same(st.run(design, out=out, resume=True), first)
+
+
+def test_rfkit_code_hash_follows_the_source(tmp_path, monkeypatch):
+    pkg = tmp_path / "rfkit"
+    (pkg / "study").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "study" / "_runfolder.py").write_text("")
+    monkeypatch.setattr(_runfolder, "__file__", str(pkg / "study" / "_runfolder.py"))
+    _runfolder.rfkit_code.cache_clear()
+    try:
+        a = _runfolder.rfkit_code()
+        _runfolder.rfkit_code.cache_clear()
+        (pkg / "a.py").write_text("x = 2\n")
+        assert _runfolder.rfkit_code() != a
+    finally:
+        _runfolder.rfkit_code.cache_clear()
 
 
 def test_code_hashes_name_imports_and_module_paths(tmp_path, monkeypatch):
