@@ -20,32 +20,56 @@ from rfkit._parallel import blas_limited
 from rfkit._random import TrialStreams
 
 
-def _hybrid(rng: np.random.Generator) -> None:
+def _compare(est, Q, K, V, streams, stacked_call) -> str:
+    """``one call per trial | stacked | largest difference`` cells: CPU ms per trial, medians of 5."""
+    T = len(streams)
+    loop, stacked = [], []
+    with rk.threads(1), blas_limited():
+        for _ in range(5):
+            t = time.process_time()
+            outs = [est(Q, K, V, rng=s).output for s in streams]
+            loop.append(time.process_time() - t)
+            t = time.process_time()
+            res = stacked_call()
+            stacked.append(time.process_time() - t)
+    diff = float(np.max(np.abs(np.stack(outs) - res.output)))
+    return f"{statistics.median(loop) / T * 1e3:.2f} ms | {statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e}"
+
+
+def _streams(T: int) -> list[np.random.SeedSequence]:
+    return [np.random.SeedSequence(1, spawn_key=(0, t)) for t in range(T)]
+
+
+def _features(rng: np.random.Generator, hybrid: bool) -> None:
+    """RFA (20 trials) or Hybrid (window 16, 4 sinks; the trials a study stacks): stacked feature draws."""
     print()
-    print(
-        "| Hybrid (window 16, 4 sinks) | causal | trials per call | one call per trial | stacked | largest difference |"
-    )
-    print("|---|---|---|---|---|---|")
-    for B, n, d, D, T in [(2, 64, 32, 32, 20), (1, 512, 64, 64, 2)]:  # studies stack 20 and 2
+    if hybrid:
+        print(
+            "| Hybrid (window 16, 4 sinks) | causal | trials per call | one call per trial | stacked | largest difference |"
+        )
+        print("|---|---|---|---|---|---|")
+        cases = [(2, 64, 32, 32, 20), (1, 512, 64, 64, 2)]  # studies stack 20 and 2
+    else:
+        print("| slices x tokens, d, D | causal | one call per trial | stacked | largest difference |")
+        print("|---|---|---|---|---|")
+        cases = [(2, 32, 16, 32, 20), (1, 512, 64, 64, 20), (16, 64, 64, 64, 20)]
+    for B, n, d, D, T in cases:
         Q, K, V = (0.3 * rng.standard_normal((B, n, d)) for _ in range(3))
         fm = rk.features.Positive(D, projection="orthogonal")
         for causal in (False, True):
-            est = rk.attention.Hybrid(fm, window=16, n_global=4, causal=causal)
-            streams = [np.random.SeedSequence(1, spawn_key=(0, t)) for t in range(T)]
-            loop, stacked = [], []
-            with rk.threads(1), blas_limited():
-                for _ in range(5):
-                    t = time.process_time()
-                    outs = [est(Q, K, V, rng=s).output for s in streams]
-                    loop.append(time.process_time() - t)
-                    t = time.process_time()
-                    res = est(Q, K, V, draw=fm.sample_streams(d, streams))
-                    stacked.append(time.process_time() - t)
-            diff = float(np.max(np.abs(np.stack(outs) - res.output)))
-            print(
-                f"| {B} x {n}, {d}, D = {D} | {causal} | {T} | {statistics.median(loop) / T * 1e3:.2f} ms | "
-                f"{statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e} |"
-            )
+            if hybrid:
+                est = rk.attention.Hybrid(fm, window=16, n_global=4, causal=causal)
+                label = f"{B} x {n}, {d}, D = {D} | {causal} | {T}"
+            else:
+                est = rk.attention.RFA(fm, causal=causal)
+                label = f"{B} x {n}, {d}, {D} | {causal}"
+            streams = _streams(T)
+
+            def call(est=est, Q=Q, K=K, V=V, fm=fm, d=d, streams=streams):  # draws included, as per trial
+                return est(Q, K, V, draw=fm.sample_streams(d, streams))
+
+            cells = _compare(est, Q, K, V, streams, call)
+            print(f"| {label} | {cells} |")
 
 
 def _sampled(rng: np.random.Generator) -> None:
@@ -63,50 +87,20 @@ def _sampled(rng: np.random.Generator) -> None:
             ("LARA balance, 8 x 8", A.LARA(weights="balance", samples_per_proposal=8)),
             ("RA, S = 8", A.RA(n_samples=8)),
         ]:
-            streams = [np.random.SeedSequence(1, spawn_key=(0, t)) for t in range(T)]
+            streams = _streams(T)
             stack = [np.broadcast_to(a, (T, *a.shape)) for a in (Q, K, V)]
-            loop, stacked = [], []
-            with rk.threads(1), blas_limited():
-                for _ in range(5):
-                    t = time.process_time()
-                    outs = [est(Q, K, V, rng=s).output for s in streams]
-                    loop.append(time.process_time() - t)
-                    t = time.process_time()
-                    res = est(*stack, rng=TrialStreams(tuple(np.random.default_rng(s) for s in streams)))
-                    stacked.append(time.process_time() - t)
-            diff = float(np.max(np.abs(np.stack(outs) - res.output)))
-            print(
-                f"| {label} | {B} x {n}, {d} | {T} | {statistics.median(loop) / T * 1e3:.2f} ms | "
-                f"{statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e} |"
-            )
+
+            def call(est=est, stack=stack, streams=streams):
+                return est(*stack, rng=TrialStreams(tuple(np.random.default_rng(s) for s in streams)))
+
+            print(f"| {label} | {B} x {n}, {d} | {T} | {_compare(est, Q, K, V, streams, call)} |")
 
 
 def main() -> None:
     rng = np.random.default_rng(0)
-    print("| slices x tokens, d, D | causal | one call per trial | stacked | largest difference |")
-    print("|---|---|---|---|---|")
-    for B, n, d, D, T in [(2, 32, 16, 32, 20), (1, 512, 64, 64, 20), (16, 64, 64, 64, 20)]:
-        Q, K, V = (0.3 * rng.standard_normal((B, n, d)) for _ in range(3))
-        fm = rk.features.Positive(D, projection="orthogonal")
-        for causal in (False, True):
-            est = rk.attention.RFA(fm, causal=causal)
-            streams = [np.random.SeedSequence(1, spawn_key=(0, t)) for t in range(T)]
-            loop, stacked = [], []
-            with rk.threads(1), blas_limited():
-                for _ in range(5):
-                    t = time.process_time()
-                    outs = [est(Q, K, V, rng=s).output for s in streams]
-                    loop.append(time.process_time() - t)
-                    t = time.process_time()
-                    res = est(Q, K, V, draw=fm.sample_streams(d, streams))
-                    stacked.append(time.process_time() - t)
-            diff = float(np.max(np.abs(np.stack(outs) - res.output)))
-            print(
-                f"| {B} x {n}, {d}, {D} | {causal} | {statistics.median(loop) / T * 1e3:.2f} ms | "
-                f"{statistics.median(stacked) / T * 1e3:.2f} ms | {diff:.1e} |"
-            )
+    _features(rng, hybrid=False)
     _sampled(rng)
-    _hybrid(rng)
+    _features(rng, hybrid=True)
 
 
 if __name__ == "__main__":

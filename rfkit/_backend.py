@@ -1,25 +1,24 @@
 r"""Array backends: one place that knows which library and device a call computes on.
 
-rfkit's estimate paths (exact kernels, every feature map, every attention estimator)
-accept arrays of NumPy, PyTorch (any device), CuPy, and the strict reference namespace
-``array_api_strict``, compute in that library on that device and return arrays of the
-same namespace, device and dtype. They are written against the Python array API
-standard through ``array-api-compat`` (as SciPy and scikit-learn are); no backend is a
-hard dependency.
+rfkit's estimate paths (exact kernels, every feature map, every attention estimator) accept arrays
+of NumPy, PyTorch (any device), CuPy, and the strict reference namespace ``array_api_strict``,
+compute in that library on that device and return arrays of the same namespace, device and dtype.
+They are written against the Python array API standard through ``array-api-compat`` (as SciPy and
+scikit-learn are); no backend is a hard dependency.
 
 Rules (docs page *Backends and scaling*):
 
-* :func:`get_backend` resolves the namespace and device of a call's arrays **once**, at
-  the public boundary, and refuses arrays of an unsupported library, mixed libraries or
-  mixed devices in one call (never a silent copy between devices). Lists, tuples and
-  Python scalars are not arrays of any library: they join the call's backend.
-* Estimate code receives a :class:`Backend` and calls ``bk.xp`` (the standard namespace)
-  or one of the few **named shims** below where the standard has no function (in-place
-  ``exp``, a cumulative maximum, a matrix product into a preallocated block, a
-  log-sum-exp). Nothing outside this module branches on the library.
-* Randomness stays NumPy: directions and other draws come from NumPy Generators and are
-  moved to the input's device with :meth:`Backend.asarray`, so one ``rng`` gives the
-  same directions on every backend.
+* :func:`get_backend` resolves the namespace and device of a call's arrays **once**, at the public
+  boundary, and refuses arrays of an unsupported library, mixed libraries or mixed devices in one
+  call (never a silent copy between devices). Lists, tuples and Python scalars are not arrays of
+  any library: they join the call's backend.
+* Estimate code receives a :class:`Backend` and calls ``bk.xp`` (the standard namespace) or one of
+  the few **named shims** below where the standard has no function (in-place ``exp``, a cumulative
+  maximum, a matrix product into a preallocated block, a log-sum-exp). Nothing outside this module
+  branches on the library.
+* Randomness stays NumPy: directions and other draws come from NumPy Generators and are moved to
+  the input's device with :meth:`Backend.asarray`, so one ``rng`` gives the same directions on
+  every backend.
 * ``rfkit.theory``, bounds, tables and plots stay NumPy.
 """
 
@@ -29,7 +28,6 @@ import dataclasses
 import importlib
 import math
 import threading
-from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
@@ -148,7 +146,7 @@ class Backend:
             return A @ B
         n, m = A.shape[-2], B.shape[-1]
         lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-        blocks = self.row_blocks(n, prod(lead) * (A.shape[-1] + m), budget=1 << 20)
+        blocks = self.row_blocks(n, math.prod(lead) * (A.shape[-1] + m), budget=1 << 20)
         if len(blocks) <= 1:
             return np.matmul(A, B)
         out = np.empty(lead + (n, m), dtype=np.result_type(A, B))
@@ -315,10 +313,6 @@ class Backend:
             out = xp.log(xp.abs(s)) + xp.squeeze(mx, axis=axis)
         return xp.sign(s), out
 
-    def item(self, a: Any) -> float:
-        """A Python float from a 0-d array (synchronises an accelerator)."""
-        return float(a)
-
     def any(self, a: Any) -> bool:
         return bool(self.xp.any(a))
 
@@ -329,6 +323,16 @@ class Backend:
         if self.name in ("torch", "cupy"):
             return int(self.native.count_nonzero(a))
         return int(self.xp.sum(self.xp.astype(a, self.xp.int64)))
+
+    def count_at_most(self, rows: Any, values: Any) -> Any:
+        """``#{j : rows[i, j] <= values[i, s]}``, (c, S) int64, for ``rows`` (c, m) non-decreasing along each
+        row; NumPy: one binary search per row (same counts, no (c, S, m) comparison array)."""
+        if self.name == "numpy":
+            return np.stack([np.searchsorted(r, v, side="right") for r, v in zip(rows, values)]).astype(
+                np.int64
+            )
+        xp = self.xp
+        return xp.sum(xp.astype(rows[:, None, :] <= values[:, :, None], xp.int64), axis=-1)
 
     def sqnorm(self, a: Any) -> Any:
         """Squared norms of the rows of ``a`` (``vecdot(a, a)`` along the last axis).
@@ -591,8 +595,3 @@ def to_numpy(a: Any) -> np.ndarray:
     if lib == "array_api_strict":
         return np.asarray(np.from_dlpack(a))
     return np.asarray(a)
-
-
-def prod(shape: Iterable[int]) -> int:
-    """Product of a shape's entries (1 for an empty shape)."""
-    return math.prod(int(s) for s in shape)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import get_backend, is_array, prod, to_numpy
+from ._backend import get_backend, is_array, to_numpy
 from ._params import check_allocation, check_int, check_n_features, check_option, check_real
 from .exceptions import InvalidParameterError, NonFiniteInputError, NumericalOverflowError, ShapeError
 
@@ -191,7 +191,7 @@ def check_square_norms(X: Any, name: str, owner: str) -> None:
     with every :math:`\|x\|^2 \le` max/4 none of them overflows, so finite inputs never turn
     into inf or NaN on the way. Any array library (:mod:`rfkit._backend`).
     """
-    if not prod(X.shape):
+    if not math.prod(X.shape):
         return
     bk = get_backend((name, X))
     xp = bk.xp
@@ -217,7 +217,7 @@ def check_finite_and_norms(arrays: dict[str, Any], owner: str, norms: tuple[str,
     is the exact check (:func:`as_float_array`, :func:`check_square_norms`) run, to name the
     first bad entry.
     """
-    live = {k: a for k, a in arrays.items() if prod(a.shape)}
+    live = {k: a for k, a in arrays.items() if math.prod(a.shape)}
     if not live:
         return
     bk = get_backend(*live.items())
@@ -295,7 +295,7 @@ def exp_checked(log_values: Any, where: str, alternative: str) -> Any:
     bk = get_backend(("log_values", log_values))
     xp = bk.xp
     limit = float(np.log(float(xp.finfo(log_values.dtype).max)))
-    if prod(log_values.shape):
+    if math.prod(log_values.shape):
         with np.errstate(invalid="ignore"):
             top = float(xp.max(xp.where(xp.isnan(log_values), xp.full_like(log_values, -np.inf), log_values)))
         if top > limit:

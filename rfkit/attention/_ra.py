@@ -25,23 +25,6 @@ def _softmax_rows(bk: Backend, L: Any) -> Any:
     return P
 
 
-def _components(bk: Backend, cum: Any, u: Any) -> Any:
-    """Mixture components ``m* = #{j < M-1 : cum_j <= u}`` of every (query, sample), (c, S) int64.
-
-    The inverse CDF of ``Cat(pi_n)`` (exact for ``u`` in [0, 1)); padded keys have ``pi = 0``, a flat
-    step of the CDF, and are never chosen. ``cum`` (c, M) is non-decreasing along each row (sums of
-    non-negative terms), so on NumPy one binary search per row gives the same counts without the
-    (c, S, M) comparison array.
-    """
-    if bk.name == "numpy":
-        head = cum[:, :-1]
-        return np.stack([np.searchsorted(head[i], u[i], side="right") for i in range(head.shape[0])]).astype(
-            np.int64, copy=False
-        )
-    xp = bk.xp
-    return xp.sum(xp.astype(cum[:, None, :-1] <= u[:, :, None], xp.int64), axis=-1)
-
-
 def _ra_block(
     x: QKV, task: tuple[int, slice], draws: tuple[np.ndarray, np.ndarray], causal: bool, out: Any, mcse: Any
 ) -> None:
@@ -67,7 +50,9 @@ def _ra_block(
     cum = xp.cumulative_sum(pi, axis=-1)
     cum /= cum[:, -1:]
     u = bk.asarray(u_np, x.dtype)
-    comp = _components(bk, cum, u)  # (c, S)
+    # component m* = #{j < M-1 : cum_j <= u}  (inverse CDF, exact for u in [0, 1); padded keys have
+    # pi = 0, a flat step of the CDF, and are never chosen)
+    comp = bk.count_at_most(cum[:, :-1], u)  # (c, S)
     c = int(Qc.shape[0])
     d, M = x.dim, x.n_keys
     omega = xp.reshape(xp.take(Kb, xp.reshape(comp, (-1,)), axis=0), (c, S, d))  # k_{m*}

@@ -8,12 +8,13 @@ Lemma 3.1), so :math:`A` is chosen to make it small on the data.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import numpy as np
 
-from .._backend import get_backend, prod, to_numpy
+from .._backend import get_backend, to_numpy
 from .._validation import as_float_array, check_option
 from ..exceptions import IllConditionedWarning, ShapeError, SingularMatrixError
 from ._pairs import PairMoments, is_plain, pair_moments, pooled
@@ -40,7 +41,7 @@ def _moments(Q: Any, name: str, bk: Any = None) -> tuple[int, np.ndarray, np.nda
     """
     bk = get_backend((name, Q)) if bk is None else bk
     arr = as_float_array(Q, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).", backend=bk)
-    if arr.shape[-2] == 0 or prod(arr.shape) == 0:
+    if arr.shape[-2] == 0 or math.prod(arr.shape) == 0:
         raise ShapeError(f"`{name}` must contain at least one point; got shape {tuple(arr.shape)}.")
     xp = bk.xp
     X = xp.reshape(xp.astype(arr, xp.float64), (-1, arr.shape[-1]))

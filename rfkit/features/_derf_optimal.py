@@ -12,11 +12,12 @@ are in :mod:`rfkit.features._derf`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from .._backend import get_backend, prod, to_numpy
+from .._backend import get_backend, to_numpy
 from .._validation import as_float_array, check_same_dim
 from ..exceptions import ShapeError, SingularMatrixError
 from ._pairs import is_plain, pair_moments, pooled
@@ -39,7 +40,7 @@ def second_moments(Q: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
     """
     bk = get_backend((name, Q))
     arr = as_float_array(Q, name, min_ndim=2, shape_hint=f"`{name}` must have shape (..., n, d).", backend=bk)
-    if arr.shape[-2] == 0 or prod(arr.shape) == 0:
+    if arr.shape[-2] == 0 or math.prod(arr.shape) == 0:
         raise ShapeError(f"`{name}` must contain at least one point; got shape {tuple(arr.shape)}.")
     xp = bk.xp
     X = xp.reshape(xp.astype(arr, xp.float64), (-1, arr.shape[-1]))

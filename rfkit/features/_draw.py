@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._backend import Backend, get_backend, prod
+from .._backend import Backend, get_backend
 from .._validation import (
     check_pairwise_memory,
     check_point_pair,
@@ -349,7 +350,7 @@ class FeatureDraw(abc.ABC):
         K = bk.matmul(sx * fx.values, xp.matrix_transpose(sy * fy.values))
         rest = C - Cq  # non-zero only where a slice's estimates may overflow (linear path)
         thr = _tiny(xp, dt)
-        if prod(K.shape) == 0:
+        if math.prod(K.shape) == 0:
             small = False
         elif self.spec.is_positive:
             small = float(xp.min(K)) < thr
@@ -390,7 +391,7 @@ class FeatureDraw(abc.ABC):
         if sy is not None:
             sy = xp.reshape(xp.broadcast_to(sy, lead + (m, Dx)), (-1, Dx))
         flat_bad = xp.reshape(bad, (-1,))
-        (pos,) = xp.nonzero(flat_bad)  # flat indices into (prod(lead), n, m)
+        (pos,) = xp.nonzero(flat_bad)  # flat indices into (math.prod(lead), n, m)
         b_idx = pos // (n * m)
         i_idx = (pos // m) % n
         j_idx = pos % m

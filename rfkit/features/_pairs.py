@@ -46,11 +46,12 @@ values :math:`\|x_i \pm y_j\|^2` (:func:`pair_values`), as they use all pairs' v
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
 
-from .._backend import Backend, get_backend, is_array, prod, to_numpy
+from .._backend import Backend, get_backend, is_array, to_numpy
 from .._validation import as_float_array, check_broadcast, check_option, check_same_dim
 from ..exceptions import InvalidParameterError, ShapeError
 from ._base import FeatureMap
@@ -177,7 +178,7 @@ def _layout(Q: Any, K: Any, pairs: Any, key_padding_mask: Any, exclude: Any) -> 
         idx, valid = _check_exclude(exclude, n)
         shapes["exclude"] = idx.shape[:-2]
     batch = check_broadcast(shapes)
-    S = prod(batch)
+    S = math.prod(batch)
     xp = bk.xp
     X = xp.reshape(xp.broadcast_to(xp.astype(Q, xp.float64), (*batch, n, d)), (S, n, d))
     Y = xp.reshape(xp.broadcast_to(xp.astype(K, xp.float64), (*batch, M, d)), (S, M, d))

@@ -180,7 +180,6 @@ def _batched_calls(
     """
     Q = qkv[0]
     rows = max(1, int(np.prod(Q.shape[:-1])))
-    budget = BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
     if isinstance(estimator, (SNIS, LARA, RA)):
         budget = SAMPLED_BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
         size = max(1, min(len(streams), budget // (rows * _sample_width(estimator, qkv[1]))))
@@ -193,6 +192,7 @@ def _batched_calls(
             return estimator(Qs, Ks, Vs, rng=TrialStreams(tuple(check_rng(s) for s in streams[j0:j1])))
 
         return size, stacked
+    budget = BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
     if isinstance(estimator, Hybrid):  # its features as RFA's; supports without LSH draw nothing
         if not estimator.shared_across_heads or estimator.lsh_buckets is not None:
             return None

@@ -249,3 +249,22 @@ def test_thread_settings_validated(monkeypatch):
     with rk.threads(2):
         assert resolve_threads(None, "test") == 2
     assert resolve_threads(5, "test") == 5
+
+
+def test_count_at_most_equals_the_comparison_count_on_every_library():
+    """RA's inverse-CDF step: NumPy's binary search per row gives the counts of the comparison."""
+    from rfkit._backend import backend_for
+
+    rng = np.random.default_rng(4)
+    p = rng.random((7, 9))
+    p[:, 3] = 0.0  # a flat step of the CDF
+    cum = np.cumsum(p, axis=1)
+    cum /= cum[:, -1:]
+    u = rng.random((7, 11))
+    u[:, 0] = cum[:, 2]  # ties: a value equal to an entry counts it
+    rows = cum[:, :-1]
+    ref = (rows[:, None, :] <= u[:, :, None]).sum(axis=-1)
+    for name in ["numpy", "array_api_strict"] + (["torch"] if torch is not None else []):
+        bk = backend_for(name)
+        got = to_numpy(bk.count_at_most(bk.asarray(rows), bk.asarray(u)))
+        assert got.dtype == np.int64 and np.array_equal(got, ref), name
