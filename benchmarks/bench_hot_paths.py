@@ -8,7 +8,7 @@ Run (each checkout in a fresh process, alternating, so both see the same machine
 Cases (CPU, NumPy, float64; n = 8192 queries and keys, d = d_v = 64 unless said): RFA with
 Positive(256, orthogonal), bidirectional and causal, float64 and float32; SNIS (S = 256); LARA
 (C = 16 proposals, 16 samples each); causal RA (S = 128) on 16 heads of 64 tokens, the shape of
-real-attention's decoder heads; ``draw.kernel`` at 4096 x 4096; and the kernel-study path:
+real-attention's decoder heads (default threads and one thread); ``draw.kernel`` at 4096 x 4096; and the kernel-study path:
 orthogonal directions for 2000 trial streams (m = 64, d = 16) and the paired estimates of 2000
 draws on 32 pairs. Each figure is the median of 7 calls after one warm-up call, in ms.
 """
@@ -51,6 +51,7 @@ cases = {
     "SNIS": lambda: att.SNIS(n_samples=256)(Q, K, V, rng=0),
     "LARA": lambda: att.LARA(n_proposals=16, samples_per_proposal=16)(Q, K, V, rng=0),
     "RA, 16 x 64 tokens, S = 128, causal": lambda: att.RA(n_samples=128, causal=True)(Qr, Kr, Vr, rng=0),
+    "RA, the same, one thread": lambda: att.RA(n_samples=128, causal=True, n_threads=1)(Qr, Kr, Vr, rng=0),
     "draw.kernel 4096 x 4096": lambda: draw.kernel(X4, X4),
     "orthogonal directions, 2000 streams": lambda: small.projection_streams(16, streams),
     "paired estimates, 2000 draws x 32 pairs": lambda: pd_.slog_pairwise(Xp, Yp),
