@@ -185,7 +185,11 @@ def parse_gguf(buffer: bytes | memoryview, *, source: str = "<buffer>") -> GGUFF
 def dequantize(t: GGUFTensor, dtype: Any = np.float64, rows: np.ndarray | None = None) -> np.ndarray:
     """Values of ``t`` (or of the given rows of a 2-D ``t``) as ``dtype``, shape ``t.shape``.
 
-    Products and sums are formed in float64 (exact for these formats), then cast.
+    Products and sums are formed in float64, where they are exact for these formats, then cast;
+    for a float32 ``dtype`` they are formed in float32, which gives the same values: a Q8_0 or
+    Q4_1 product of an f16 scale (11 significant bits) and a quant (at most 8 bits) is exact in
+    float32, and Q4_1's one addition of the f16 minimum is then rounded once, as the cast of the
+    exact float64 sum is.
     """
     name, per_block, block_bytes = GGML_TYPES[t.ggml_type]
     row_len = t.shape[-1]
@@ -195,15 +199,16 @@ def dequantize(t: GGUFTensor, dtype: Any = np.float64, rows: np.ndarray | None =
         blocks = blocks[rows]
         out_shape = (len(rows), row_len)
     b = blocks.reshape(-1, block_bytes)
+    work = np.float32 if np.dtype(dtype) == np.float32 else np.float64
     if name == "F32":
         vals = b.view("<f4")
     elif name == "F16":
         vals = b.view("<f2")
     elif name == "Q8_0":
-        d = b[:, :2].copy().view("<f2").astype(np.float64)
+        d = b[:, :2].copy().view("<f2").astype(work)
         vals = d * b[:, 2:].view(np.int8)
     else:  # Q4_1
-        dm = b[:, :4].copy().view("<f2").astype(np.float64)
+        dm = b[:, :4].copy().view("<f2").astype(work)
         qs = b[:, 4:]
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=1)
         vals = dm[:, :1] * q + dm[:, 1:2]

@@ -121,16 +121,18 @@ class LlamaWeights:
         def get(name: str) -> np.ndarray:
             return dequantize(self.tensor(p + name), dtype)
 
+        # the products' operands are transposed views of the (out, in) rows: BLAS reads them as
+        # they are (the same products, bit for bit, as from contiguous copies, without the copies)
         return LlamaLayer(
             attn_norm=get("attn_norm.weight"),
-            w_q=np.ascontiguousarray(_from_interleaved(get("attn_q.weight"), c.n_heads).T),
-            w_k=np.ascontiguousarray(_from_interleaved(get("attn_k.weight"), c.n_kv_heads).T),
-            w_v=np.ascontiguousarray(get("attn_v.weight").T),
-            w_o=np.ascontiguousarray(get("attn_output.weight").T),
+            w_q=_from_interleaved(get("attn_q.weight"), c.n_heads).T,
+            w_k=_from_interleaved(get("attn_k.weight"), c.n_kv_heads).T,
+            w_v=get("attn_v.weight").T,
+            w_o=get("attn_output.weight").T,
             ffn_norm=get("ffn_norm.weight"),
-            w_gate=np.ascontiguousarray(get("ffn_gate.weight").T),
-            w_up=np.ascontiguousarray(get("ffn_up.weight").T),
-            w_down=np.ascontiguousarray(get("ffn_down.weight").T),
+            w_gate=get("ffn_gate.weight").T,
+            w_up=get("ffn_up.weight").T,
+            w_down=get("ffn_down.weight").T,
         )
 
 

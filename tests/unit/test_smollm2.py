@@ -284,6 +284,33 @@ def test_gguf_dequantisation_formats(rng: np.random.Generator) -> None:
     np.testing.assert_array_equal(dequantize(g.tensors["e"]), f32.astype(np.float64))
 
 
+def test_gguf_float32_dequantisation_equals_the_rounded_float64_values(rng: np.random.Generator) -> None:
+    """A float32 dequantisation is formed in float32: it must equal the exact float64 values rounded once.
+
+    Scales and minima are random f16 bit patterns over the whole finite range (subnormals, both signs,
+    up to 65504), with every quant value, so a product or sum that float32 could not hold exactly (or
+    round as the cast does) would show.
+    """
+    n_blocks = 4096
+    bits = rng.integers(0, 1 << 16, size=(n_blocks, 2), dtype=np.uint16)
+    f = bits.view(np.float16)
+    bits[~np.isfinite(f)] &= 0x7BFF  # no inf or NaN: largest exponent below the special one
+    dm = bits.view(np.float16)
+    q8 = rng.integers(-128, 128, size=(n_blocks, 32)).astype(np.int8)
+    q8[:8] = np.arange(-128, 128).reshape(8, 32)  # every quant value
+    q4 = rng.integers(0, 16, size=(n_blocks, 32)).astype(np.uint8)
+    raw8 = b"".join(dm[b, 0].tobytes() + q8[b].tobytes() for b in range(n_blocks))
+    raw4 = b"".join(
+        dm[b].tobytes() + (q4[b, :16] | (q4[b, 16:] << 4)).astype(np.uint8).tobytes() for b in range(n_blocks)
+    )
+    g = parse_gguf(_gguf_bytes([("a", (n_blocks // 4, 128), 8, raw8), ("b", (n_blocks // 4, 128), 3, raw4)]))
+    for name in ("a", "b"):
+        exact = dequantize(g.tensors[name], np.float64)
+        got = dequantize(g.tensors[name], np.float32)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got.view(np.uint32), exact.astype(np.float32).view(np.uint32))
+
+
 @pytest.mark.parametrize(
     "mutate, pattern",
     [
