@@ -25,6 +25,14 @@ def _softmax_rows(bk: Backend, L: Any) -> Any:
     return P
 
 
+#: The samples' work arrays (queries, samples, keys) of one pass hold about this many elements
+#: (512 KiB in float64), so they stay in a core's cache between the passes over them: a chunk's
+#: queries are computed in sub-blocks of that size. The draws and the mixture components are made
+#: per chunk (``chunk_size``) as before, and each query's row is computed alone, so the sub-blocks
+#: move results by round-off only.
+_CACHE_ELEMS = 1 << 16
+
+
 def _ra_block(
     x: QKV, task: tuple[int, slice], draws: tuple[np.ndarray, np.ndarray], causal: bool, out: Any, mcse: Any
 ) -> None:
@@ -33,7 +41,6 @@ def _ra_block(
     b, qs = task
     u_np, eps_np = draws
     Kb, Vb = x.K[b, ...], x.V[b, ...]
-    half_k = 0.5 * bk.sqnorm(Kb)
     Qc = x.Q[b, qs, :]
     S = int(u_np.shape[1])
     neg = bk.scalar(-math.inf, x.dtype)
@@ -54,29 +61,44 @@ def _ra_block(
     # pi = 0, a flat step of the CDF, and are never chosen)
     comp = bk.count_at_most(cum[:, :-1], u)  # (c, S)
     c = int(Qc.shape[0])
+    # key terms of f_n's logits: -||k||^2/2, and -inf for the keys a query may not see
+    key_terms = -0.5 * bk.sqnorm(Kb) if drop is None else xp.where(drop, neg, -0.5 * bk.sqnorm(Kb))
+    per_query = key_terms.ndim == 2 and int(key_terms.shape[0]) > 1  # causal: a row per query
+    sub = max(1, _CACHE_ELEMS // (S * max(x.n_keys, x.dim, x.value_dim)))
+    for r0 in range(0, c, sub):
+        r = slice(r0, min(c, r0 + sub))
+        terms = key_terms[r, :] if per_query else key_terms
+        mean, sd = _samples(x, Kb, Vb, Qc[r, :], comp[r, :], eps_np[r], terms)
+        rows = slice(qs.start + r0, qs.start + r.stop)
+        out[b, rows, :] = mean
+        mcse[b, rows, :] = sd
+
+
+def _samples(x: QKV, Kb: Any, Vb: Any, Qr: Any, comp: Any, eps_np: np.ndarray, terms: Any) -> tuple[Any, Any]:
+    """Mean of f_n(omega_s) over the samples of queries ``Qr`` (r, d), and its MCSE (NaN for S = 1).
+
+    ``comp`` (r, S) are the samples' mixture components, ``eps_np`` (r, S, d) their normals and
+    ``terms`` the key terms of the logits: (M,) or (1, M) for every query, or (r, M).
+    """
+    bk, xp = x.bk, x.xp
+    c, S = (int(n) for n in comp.shape)
     d, M = x.dim, x.n_keys
     omega = xp.reshape(xp.take(Kb, xp.reshape(comp, (-1,)), axis=0), (c, S, d))  # k_{m*}
-    omega += Qc[:, None, :]
+    omega += Qr[:, None, :]
     omega += bk.asarray(eps_np, x.dtype)  # (c, S, d), omega = q_n + k_{m*} + eps ~ p_n
-    # logits of f_n: one (c*S, d) x (d, M) product, then the key terms -||k||^2/2 (and -inf for the
-    # keys a query may not see) added in one pass
+    # logits of f_n: one (c*S, d) x (d, M) product, then the key terms added in one pass
     Lf = xp.reshape(xp.reshape(omega, (c * S, d)) @ xp.matrix_transpose(Kb), (c, S, M))
-    if drop is None:
-        Lf -= half_k
-    else:
-        Lf += xp.where(drop, neg, -half_k)[:, None, :]
+    Lf += terms if terms.ndim == 1 else terms[:, None, :]
     # f_n(omega_s) = softmax(Lf) @ V, normalised after the product: (c, S, dv) = f_n(omega_s)
     Lf -= xp.max(Lf, axis=-1, keepdims=True)
     E = bk.exp_(Lf)
     F = xp.reshape(xp.reshape(E, (c * S, M)) @ Vb, (c, S, -1))
     F /= xp.sum(E, axis=-1, keepdims=True)
     mean = xp.mean(F, axis=1)
-    out[b, qs, :] = mean
-    if S > 1:  # the sample standard deviation (correction 1) from the mean above
-        F -= mean[:, None, :]
-        mcse[b, qs, :] = xp.sqrt(xp.sum(F * F, axis=1) / (S - 1)) / math.sqrt(S)
-    else:
-        mcse[b, qs, :] = math.nan
+    if S == 1:
+        return mean, xp.full_like(mean, math.nan)
+    F -= mean[:, None, :]  # the sample standard deviation (correction 1) from the mean above
+    return mean, xp.sqrt(xp.sum(F * F, axis=1) / (S - 1)) / math.sqrt(S)
 
 
 @dataclasses.dataclass(frozen=True)

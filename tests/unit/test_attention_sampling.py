@@ -164,6 +164,29 @@ def test_ra_chunking_same_distribution_and_reproducible():
     )
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("S", [1, 6])
+def test_ra_cache_sized_sub_blocks_equal_one_block(monkeypatch, causal, masked, S):
+    """RA computes a chunk's queries in cache-sized sub-blocks: the same result, to round-off, as one block."""
+    from rfkit.attention import _ra
+
+    rng = np.random.default_rng(3)
+    Q, K = 0.5 * rng.standard_normal((2, 2, 23, 5))
+    V = rng.standard_normal((2, 23, 4))
+    mask = np.zeros((2, 23), dtype=bool)
+    mask[0, -4:] = mask[1, 1:3] = True
+    kw = {"key_padding_mask": mask} if masked else {}
+    est = att.RA(n_samples=S, causal=causal, chunk_size=10)  # chunks of 10, 10 and 3 queries
+    monkeypatch.setattr(_ra, "_CACHE_ELEMS", S * 23 * 4)  # sub-blocks of 4 queries
+    blocked = est(Q, K, V, rng=8, **kw)
+    monkeypatch.setattr(_ra, "_CACHE_ELEMS", 1 << 40)  # one block per chunk
+    whole = est(Q, K, V, rng=8, **kw)
+    np.testing.assert_allclose(blocked.output, whole.output, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(blocked.mcse, whole.mcse, rtol=1e-12, atol=1e-15, equal_nan=True)
+    assert np.all(np.isnan(blocked.mcse)) == (S == 1)
+
+
 def test_ra_component_sampling_is_the_softmax_distribution():
     """With S samples, the chosen components of a query follow pi_n (checked via a one-hot V)."""
     rng = np.random.default_rng(5)
