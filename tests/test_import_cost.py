@@ -80,3 +80,19 @@ def test_rfkit_run_loads_no_scipy_stats_or_statsmodels():
     the figures and statistics that use them import them when they are drawn or computed."""
     heavy = ("scipy.stats", "scipy.optimize", "scipy.spatial", "statsmodels", "seaborn")
     assert _loaded("import rfkit.cli._study", heavy) == []
+
+
+def test_bounds_and_rank_correlations_load_no_scipy_stats():
+    """The concentration bounds (chi2, F and beta quantiles) and the reports' Spearman correlations use
+    scipy.special and NumPy, so a study that computes them never imports SciPy's stats module."""
+    code = (
+        "import numpy as np, rfkit as rk\n"
+        "from rfkit.study.summaries import spearman\n"
+        "rng = np.random.default_rng(0)\n"
+        "X, Y = rng.normal(size=(40, 3)), rng.normal(size=(50, 3))\n"
+        "rk.theory.bounds.hotelling_concentration(X, Y, None, 0.9, 16)\n"
+        "rk.theory.bounds.hotelling_concentration(X, Y, None, 0.9, 16, points='in-sample')\n"
+        "rk.theory.bounds.chi2_concentration(np.zeros(3), np.eye(3), np.zeros(3), np.eye(3), None, 5, 0.9, 16)\n"
+        "assert abs(spearman([1.0, 2, 3, 4], [2.0, 1, 4, 3]) - 0.6) < 1e-12\n"
+    )
+    assert _loaded(code, ("scipy.stats",)) == []

@@ -12,7 +12,7 @@ import pandas as pd
 from ..plots import fit_slopes, prepare_ratio_to_reference
 from ..study import ranking_table
 from ..study.outputs import atomic_csv
-from ..study.summaries import metric_words, not_ok
+from ..study.summaries import metric_words, not_ok, spearman
 from ..tables import md_escape, to_markdown
 
 __all__ = [
@@ -153,7 +153,7 @@ def ratio_section(
                         x = st[col]
                     else:
                         continue
-                    rho = lr.corr(x.reindex(lr.index), method="spearman")
+                    rho = spearman(lr.to_numpy(), x.reindex(lr.index).to_numpy(dtype=float))
                     row[f"rho({words})"] = f"{rho:+.2f}"
             table.append(row)
         shown = pd.DataFrame(table)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..exceptions import InvalidParameterError
 
-__all__ = ["DAMAGE_PAIRS", "dropin_points", "proxy_correlation", "spearman"]
+__all__ = ["DAMAGE_PAIRS", "dropin_points", "proxy_correlation", "spearman", "mid_ranks"]
 
 #: (model, proxy column, damage column, how the damage is computed from its column)
 DAMAGE_PAIRS = (
@@ -88,15 +88,41 @@ def _mcse(a: np.ndarray) -> float:
 
 
 def spearman(x: Any, y: Any) -> float:
-    """Spearman's rank correlation (Pearson correlation of the mid-ranks; Spearman (1904)); NaN if a side is constant."""
-    return float(_rowwise_spearman(np.asarray(x, dtype=float)[None], np.asarray(y, dtype=float)[None])[0])
+    """Spearman's rank correlation (Pearson correlation of the mid-ranks; Spearman (1904)); NaN if a side is constant.
+
+    Pairs where either side is NaN are left out (infinities rank as the largest or smallest
+    values), as ``pandas.Series.corr(method="spearman")`` and ``scipy.stats.spearmanr`` with
+    ``nan_policy="omit"`` do; fewer than two pairs give NaN.
+    """
+    a, b = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    keep = ~(np.isnan(a) | np.isnan(b))
+    if int(keep.sum()) < 2:
+        return float("nan")
+    return float(_rowwise_spearman(a[keep][None], b[keep][None])[0])
+
+
+def mid_ranks(a: np.ndarray) -> np.ndarray:
+    """Ranks 1..N along the last axis of ``a`` (no NaN), ties sharing their mean rank (``scipy.stats.rankdata``'s
+    ``"average"`` method), in NumPy alone: SciPy's stats module takes most of a second to import."""
+    a = np.asarray(a, dtype=float)
+    n = a.shape[-1]
+    order = np.argsort(a, axis=-1, kind="stable")
+    s = np.take_along_axis(a, order, axis=-1)
+    idx = np.broadcast_to(np.arange(n), s.shape)
+    starts = np.ones(s.shape, dtype=bool)  # the first of each run of equal values
+    starts[..., 1:] = s[..., 1:] != s[..., :-1]
+    ends = np.ones(s.shape, dtype=bool)  # the last of each run
+    ends[..., :-1] = starts[..., 1:]
+    first = np.maximum.accumulate(np.where(starts, idx, 0), axis=-1)
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, idx, n - 1), axis=-1), axis=-1), axis=-1)
+    ranks = np.empty(s.shape)
+    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=-1)
+    return ranks
 
 
 def _rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman's rho of each row pair of two (rows, points) arrays (NaN for a constant row)."""
-    from scipy.stats import rankdata  # SciPy's stats (most of a second to import) only when asked for
-
-    rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
+    """Spearman's rho of each row pair of two (rows, points) arrays without NaN (NaN for a constant row)."""
+    rx, ry = mid_ranks(x), mid_ranks(y)
     rx -= rx.mean(axis=1, keepdims=True)
     ry -= ry.mean(axis=1, keepdims=True)
     den = np.sqrt(np.sum(rx * rx, axis=1) * np.sum(ry * ry, axis=1))

@@ -4,10 +4,11 @@ Facets of a summary (one panel per value of the other grid axes), the rows that 
 ``ok`` (failed or non-finite trials), the heavy-tail flag and what each summary metric
 measures in words. The presentation package :mod:`rfkit.report` and the command line use
 these; they compute nothing new from the trials, except the drop-in study's proxy points and
-rank correlations (:func:`dropin_points`, :func:`proxy_correlation`), computed here from its trials.
+rank correlations (:func:`dropin_points`, :func:`proxy_correlation`), computed here from its trials,
+and Spearman's rank correlation (:func:`spearman`), which the reports' tables quote.
 """
 
-from ._dropin_tables import dropin_points, proxy_correlation
+from ._dropin_tables import dropin_points, proxy_correlation, spearman
 from ._metric_sources import metric_words
 from ._tables import HEAVY_TAIL_RATIO, facets, heavy_tailed, not_ok, ranking_table
 
@@ -20,4 +21,5 @@ __all__ = [
     "ranking_table",
     "dropin_points",
     "proxy_correlation",
+    "spearman",
 ]

@@ -162,6 +162,31 @@ def test_spearman_equals_scipy() -> None:
     assert np.isnan(spearman(x, np.ones(12)))
 
 
+def test_mid_ranks_equal_scipy_rankdata() -> None:
+    """NumPy mid-ranks (no SciPy import) are rankdata's average ranks: ties, infinities, rows, one point."""
+    from scipy.stats import rankdata
+
+    from rfkit.study._dropin_tables import mid_ranks
+
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 6, size=(50, 17)).astype(float)  # many ties
+    a[0, :3] = [np.inf, -np.inf, np.inf]
+    a[1] = 2.0  # all tied
+    np.testing.assert_array_equal(mid_ranks(a), rankdata(a, axis=1))
+    b = rng.standard_normal(31)
+    np.testing.assert_array_equal(mid_ranks(b), rankdata(b))
+    np.testing.assert_array_equal(mid_ranks(np.array([3.0])), [1.0])
+
+
+def test_spearman_leaves_out_nan_pairs_as_pandas_does() -> None:
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal(20), rng.standard_normal(20)
+    x[2], y[7], y[9] = np.nan, np.nan, np.inf
+    want = pd.Series(x).corr(pd.Series(y), method="spearman")
+    assert spearman(x, y) == pytest.approx(want, abs=1e-14)
+    assert np.isnan(spearman([1.0, np.nan], [np.nan, 2.0]))
+
+
 def test_proxy_correlation_of_a_monotone_relation() -> None:
     proxy = np.array([1.0, 2, 3, 4, 5, 6, 7, 8])
     trials = _trials(proxy, proxy**2, noise=0.01)

@@ -67,6 +67,26 @@ def test_chi2_hand_computed_identity_covariance():
     assert res.method == "chi2" and res.n_points == s
 
 
+def test_bound_quantiles_are_scipy_stats_quantiles_bit_for_bit():
+    """The bounds compute chi2/F/beta quantiles with scipy.special (no scipy.stats import): the same bits."""
+    from rfkit.theory._concentration import _hotelling_quantile as hotelling_quantile
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        d = int(rng.integers(1, 60))
+        n = d + int(rng.integers(2, 400))
+        q = float(1 - 10.0 ** -rng.uniform(0.1, 12))
+        res = B.chi2_concentration(np.zeros(d), np.eye(d), np.zeros(d), np.eye(d), None, 1, q * q, 8)
+        assert res.quantile_x == stats.chi2.ppf(res.q, d)
+        assert hotelling_quantile(q, n, d, "new") == (n + 1) * (n - 1) * d / (n * (n - d)) * stats.f.ppf(
+            q, d, n - d
+        )
+        if n - d - 1 > 0:
+            assert hotelling_quantile(q, n, d, "in-sample") == (n - 1) ** 2 / n * stats.beta.ppf(
+                q, d / 2.0, (n - d - 1) / 2.0
+            )
+
+
 def test_chi2_transformed_means_and_covariances():
     A = np.array([2.0, 0.5])
     mx, my = np.array([0.1, -0.2]), np.array([0.3, 0.4])
