@@ -96,6 +96,15 @@ class BackendGenerator:
             return torch.randn(shape, generator=self._gen, device=self._device, dtype=torch.float64)
         return self._gen.standard_normal(shape, dtype=np.float64)
 
+    def random(self, shape: tuple[int, ...]) -> Any:
+        """Uniform float64 numbers in ``[0, 1)`` of ``shape`` on the device."""
+        if self.library == "numpy":
+            return self._gen.random(shape)
+        if self.library == "torch":
+            torch = self.backend.native
+            return torch.rand(shape, generator=self._gen, device=self._device, dtype=torch.float64)
+        return self._gen.random_sample(size=shape, dtype=np.float64)
+
     def chisquare(self, df: int, shape: tuple[int, ...]) -> Any:
         """Chi-square numbers with ``df`` degrees of freedom, float64, of ``shape`` on the device.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -125,6 +126,11 @@ class RewoundGenerators:
         return self._gens  # type: ignore[return-value]
 
 
+def _is_device_generator(g: object) -> bool:
+    """An rfkit ``BackendGenerator`` (draws on a device): its ``backend`` and the methods the estimators call."""
+    return hasattr(g, "backend") and all(callable(getattr(g, m, None)) for m in ("random", "standard_normal"))
+
+
 @dataclasses.dataclass(frozen=True)
 class TrialStreams:
     """The generators of ``T`` trials evaluated in one call, on inputs stacked along a new leading axis.
@@ -133,19 +139,31 @@ class TrialStreams:
     with ``Q``, ``K``, ``V`` repeated ``T`` times along a new first axis. Trial ``t`` (the inputs'
     index ``t`` on that axis) draws everything from ``generators[t]`` in the order a call on the
     unstacked inputs with that generator would, so its output is that call's output to
-    round-off. Not part of the public ``rng`` contract (None, int, SeedSequence or Generator).
+    round-off. The generators are NumPy ``Generator`` objects, or, for a study with
+    ``draws = "backend"``, rfkit ``BackendGenerator`` objects, whose numbers are drawn on the
+    inputs' device (:attr:`on_device`). Not part of the public ``rng`` contract (None, int,
+    SeedSequence or Generator).
     """
 
-    generators: tuple[np.random.Generator, ...]
+    generators: tuple[Any, ...]
 
     def __post_init__(self) -> None:
         gens = tuple(self.generators)
-        if not gens or not all(isinstance(g, np.random.Generator) for g in gens):
-            raise InvalidParameterError("TrialStreams takes a non-empty sequence of numpy.random.Generator.")
+        host = all(isinstance(g, np.random.Generator) for g in gens)
+        if not gens or not (host or all(_is_device_generator(g) for g in gens)):
+            raise InvalidParameterError(
+                "TrialStreams takes a non-empty sequence of numpy.random.Generator, or of rfkit "
+                "BackendGenerator (draws on a device), not a mix."
+            )
         object.__setattr__(self, "generators", gens)
 
     def __len__(self) -> int:
         return len(self.generators)
+
+    @property
+    def on_device(self) -> bool:
+        """True when the generators draw on a device (``BackendGenerator``), False for NumPy's."""
+        return not isinstance(self.generators[0], np.random.Generator)
 
     def slices_per_trial(self, n_slices: int, owner: str) -> int:
         """Slices of one trial among ``n_slices`` (trial-major); refuses inputs that are not stacked."""
@@ -157,7 +175,7 @@ class TrialStreams:
             )
         return n_slices // T
 
-    def of_slice(self, i: int, n_slices: int) -> np.random.Generator:
+    def of_slice(self, i: int, n_slices: int) -> Any:
         """The generator of slice ``i`` of ``n_slices`` (trial-major)."""
         return self.generators[i // (n_slices // len(self.generators))]
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._backend import Backend, get_backend, is_array
 from .._parallel import resolve_threads
+from .._random import TrialStreams
 from .._validation import (
     check_broadcast,
     check_finite_and_norms,
@@ -32,9 +33,9 @@ from .._validation import (
     check_points,
     float_dtype,
 )
-from ..exceptions import InvalidParameterError, ShapeError
+from ..exceptions import BackendError, InvalidParameterError, ShapeError
 from ..features import FeatureMap
-from ..projections import PROJECTIONS, sample_projection
+from ..projections import PROJECTIONS, sample_projection, sample_projection_on
 
 __all__ = [
     "QKV",
@@ -371,6 +372,24 @@ def check_bool(value: Any, name: str, owner: str) -> bool:
             f"The `{name}` parameter of {owner} must be a bool. Got {value!r} instead."
         )
     return bool(value)
+
+
+def check_draw_library(gen: Any, bk: Backend, owner: str) -> None:
+    """Trials drawn on a device (:class:`~rfkit._random.TrialStreams` of ``BackendGenerator``) must
+    draw with the inputs' own library; raises :class:`~rfkit.exceptions.BackendError` otherwise."""
+    if isinstance(gen, TrialStreams) and gen.on_device:
+        library = gen.generators[0].backend.name
+        if library != bk.name:
+            raise BackendError(
+                f"{owner} was given random generators of {library}, but Q, K and V are {bk.name} arrays: "
+                "draws on a device use the inputs' own library."
+            )
+
+
+def device_gaussian_noise(gen: Any, n_samples: int, dim: int, projection: str) -> Any:
+    """:func:`gaussian_noise` drawn by a ``BackendGenerator`` on its device (``draws = "backend"``):
+    the same distribution (:func:`rfkit.projections.sample_projection_on`), other numbers."""
+    return sample_projection_on(projection, n_samples, dim, gen)
 
 
 def gaussian_noise(gen: np.random.Generator, n_samples: int, dim: int, projection: str) -> np.ndarray:

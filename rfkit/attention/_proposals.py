@@ -19,7 +19,7 @@ from .._backend import Backend
 from .._random import TrialStreams
 from .._validation import check_points
 from ..exceptions import ShapeError
-from ._common import QKV, gaussian_noise
+from ._common import QKV, check_draw_library, device_gaussian_noise, gaussian_noise
 
 __all__ = [
     "chunk_edges",
@@ -146,13 +146,29 @@ def noise(gen: Any, x: QKV, n_samples: int, projection: str, shared: bool, owner
     """
     bk, xp = x.bk, x.xp
     if isinstance(gen, TrialStreams):
+        check_draw_library(gen, bk, owner)
         B0 = gen.slices_per_trial(x.n_slices, owner)
         k = 1 if shared else (x.batch_shape[-1] if len(x.batch_shape) > 1 else 1)
-        E = np.stack(
-            [gaussian_noise(g, n_samples, x.dim, projection) for g in gen.generators for _ in range(k)]
-        )
+        if gen.on_device:  # draws = "backend": each trial's rows drawn on the device by its generator
+            rows = [
+                device_gaussian_noise(g, n_samples, x.dim, projection)
+                for g in gen.generators
+                for _ in range(k)
+            ]
+            E = xp.stack([bk.asarray(r, x.dtype) for r in rows])
+        else:
+            E = bk.asarray(
+                np.stack(
+                    [
+                        gaussian_noise(g, n_samples, x.dim, projection)
+                        for g in gen.generators
+                        for _ in range(k)
+                    ]
+                ),
+                x.dtype,
+            )
         i = np.arange(x.n_slices)
-        return xp.take(bk.asarray(E, x.dtype), bk.asarray((i // B0) * k + (i % B0) % k), axis=0)
+        return xp.take(E, bk.asarray((i // B0) * k + (i % B0) % k), axis=0)
     k = 1 if shared else x.n_heads
     E = np.stack([gaussian_noise(gen, n_samples, x.dim, projection) for _ in range(k)])
     Ed = bk.asarray(E, x.dtype)

@@ -12,7 +12,7 @@ from .._backend import Backend
 from .._parallel import threads
 from .._random import TrialStreams, check_rng_or_trials
 from .._validation import check_int
-from ._common import CHUNK_ELEMS, QKV, check_qkv, check_shared_options, run, threads_of
+from ._common import CHUNK_ELEMS, QKV, check_draw_library, check_qkv, check_shared_options, run, threads_of
 from ._result import AttentionResult
 
 __all__ = ["RA"]
@@ -143,7 +143,8 @@ class RA:
     -----
     Samples are independent for every query and slice (there is no draw to share
     across heads). The uniforms and normals are NumPy draws (the same numbers on every
-    backend), moved to the inputs' device. The result carries ``mcse``: the per-entry
+    backend), moved to the inputs' device; a study with ``draws = "backend"`` draws them
+    on the device instead (docs page *Backends and scaling*). The result carries ``mcse``: the per-entry
     Monte Carlo standard error :math:`\mathrm{sd}_s f_n(\omega_s)/\sqrt S` (NaN for S = 1).
     A key padding mask removes keys from both :math:`p_n` and :math:`f_n` (the result
     equals RA on the unmasked keys with the same ``chunk_size`` and ``rng``).
@@ -177,6 +178,7 @@ class RA:
         gen = check_rng_or_trials(rng)
         nt = threads_of(self.n_threads, "RA")
         if isinstance(gen, TrialStreams):
+            check_draw_library(gen, x.bk, "RA")
             gen.slices_per_trial(x.n_slices, "RA")
         bk = x.bk
         S = self.n_samples

@@ -179,8 +179,9 @@ class Design:
         numbers on every backend). ``"backend"``: by the backend's own generator on its device,
         seeded per work unit from the same seed tree, for the maps that can (``device_draws``:
         PRF/FAVOR+, hyperbolic PRF, OPRF, CEXP/HCEXP, trigonometric features), in kernel cells and
-        for RFA in attention cells (other maps and estimators keep NumPy draws, as the
-        provenance records). Reproducible per backend and device; statistically equivalent to,
+        for RFA in attention cells; RA, SNIS and LARA draw their samples there too, per trial, from
+        the backend's generator seeded with the trial's stream (other maps and estimators keep
+        NumPy draws, as the provenance records). Reproducible per backend and device; statistically equivalent to,
         not the same numbers as, NumPy's draws (docs page *Backends and scaling*). Part of
         :meth:`hash` when not ``"numpy"``.
     on_error : {"raise", "record"}, default="raise"

@@ -6,12 +6,14 @@ directions are moved to the device. With ``draws = "backend"`` a work unit (cell
 seed tree (disjoint from every trial's node ``(c, t)``, ``t < 2**32``) and draws the directions
 of all its trials at once, on the device. Each kind of directions (projection, feature count,
 dimension) starts from that same seed, as every kind starts from the trial's stream with NumPy
-draws, so the estimators of a cell keep their common random numbers.
+draws, so the estimators of a cell keep their common random numbers. The sampled attention estimators (RA,
+SNIS, LARA) draw per trial instead, each trial from the backend's generator seeded with the trial's
+own stream (on NumPy: the very numbers of ``draws = "numpy"``).
 
 The tables are reproducible for a backend, a device and a ``chunk_trials`` (a unit's trials are
-drawn together), whatever the executor or number of workers. Maps without ``device_draws`` and
-attention estimators other than RFA keep their NumPy draws (:func:`numpy_draws` names them, and
-the run's provenance lists them).
+drawn together), whatever the executor or number of workers. Maps without ``device_draws``, RFA
+with a draw per head, and Hybrid keep their NumPy draws (:func:`numpy_draws` names them, and the
+run's provenance lists them).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from .._backend import Backend
 from .._backend_random import BackendGenerator
-from ..attention import RFA
+from ..attention import LARA, RA, RFA, SNIS
 from ..features import FeatureMap
 from ._estimators import build_attention_estimator, build_feature_map
 
@@ -96,7 +98,9 @@ def numpy_draws(design: Design) -> list[str]:
         params = design.estimator_params(est, cell)
         if design.kind == "attention":
             obj = build_attention_estimator(params)
-            ok = isinstance(obj, RFA) and obj.shared_across_heads and device_map(obj.feature_map)
+            ok = isinstance(obj, (RA, SNIS, LARA)) or (
+                isinstance(obj, RFA) and obj.shared_across_heads and device_map(obj.feature_map)
+            )
         else:
             fm = build_feature_map(est["map"], params)
             ok = device_map(fm) or not fm.is_random

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .._backend import to_numpy
+from .._backend_random import BackendGenerator
 from .._random import TrialStreams, check_rng
 from ..attention import LARA, RA, RFA, SNIS, Hybrid, softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
@@ -75,7 +76,9 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
     nonpos = np.zeros((E, Tk))
     seconds = np.full((E, Tk), np.nan)
     device = None
-    if design.draws == "backend":  # directions of RFA drawn on the device, per work unit
+    # draws = "backend": RFA's directions drawn on the device per work unit; SNIS, LARA and RA draw
+    # per trial with the backend's generator, seeded with the trial's stream
+    if design.draws == "backend":
         seed = unit_seed(unit.entropy, unit.spawn_key, unit.cell_index, unit.chunk)
         device = DeviceDraws(bk, seed, Tk)
     d = int(Q.shape[-1])
@@ -111,6 +114,8 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
                         fm = estimator.feature_map
                         W = device.projection(fm, d)[j]
                         res = estimator(Qb, Kb, Vb, draw=fm.from_projection(d, None, W))
+                    elif device is not None and _sampled(estimator):
+                        res = estimator(Qb, Kb, Vb, rng=TrialStreams((BackendGenerator(bk, streams[j]),)))
                     else:
                         res = estimator(Qb, Kb, Vb, rng=streams[j])
                     # on the host (synchronises an accelerator: part of the time), shape checked
@@ -150,6 +155,11 @@ BATCH_ELEMS_ACCELERATOR = 1 << 24
 SAMPLED_BATCH_ELEMS = 1 << 16
 
 
+def _sampled(estimator: Any) -> bool:
+    """SNIS, LARA and RA: they draw samples per call (with ``draws = "backend"``, per trial on the device)."""
+    return isinstance(estimator, (SNIS, LARA, RA))
+
+
 def _on_device(estimator: Any) -> bool:
     """RFA whose directions can be drawn on the device (shared across heads, a fitted map)."""
     return (
@@ -171,7 +181,8 @@ def _batched_calls(
     * RFA with shared draws: the trials' draws stacked (``sample_streams``: draw ``t`` is the draw
       of stream ``t`` alone), or, with ``draws = "backend"``, slices of the unit's device directions;
     * SNIS, LARA and RA: the inputs repeated along a new leading trial axis and
-      :class:`~rfkit._random.TrialStreams`, trial ``t`` drawing from its own stream;
+      :class:`~rfkit._random.TrialStreams`, trial ``t`` drawing from its own stream (with
+      ``draws = "backend"``, from the backend's generator on the device, seeded with that stream);
     * Hybrid with shared draws, a map without a fit and no LSH buckets (whose rotation is drawn
       after the features): the stacked feature draws, as for RFA (its window and sinks draw nothing).
 
@@ -180,7 +191,7 @@ def _batched_calls(
     """
     Q = qkv[0]
     rows = max(1, int(np.prod(Q.shape[:-1])))
-    if isinstance(estimator, (SNIS, LARA, RA)):
+    if _sampled(estimator):
         budget = SAMPLED_BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
         size = max(1, min(len(streams), budget // (rows * _sample_width(estimator, qkv[1]))))
         if size == 1:
@@ -189,7 +200,8 @@ def _batched_calls(
 
         def stacked(j0: int, j1: int) -> Any:
             Qs, Ks, Vs = (xp.broadcast_to(a[None, ...], (j1 - j0, *a.shape)) for a in qkv)
-            return estimator(Qs, Ks, Vs, rng=TrialStreams(tuple(check_rng(s) for s in streams[j0:j1])))
+            gens = (BackendGenerator(bk, s) if device is not None else check_rng(s) for s in streams[j0:j1])
+            return estimator(Qs, Ks, Vs, rng=TrialStreams(tuple(gens)))
 
         return size, stacked
     budget = BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR

@@ -205,8 +205,8 @@ def run(
         Device of the backend (``"cuda"``, ``"cuda:1"``; overrides the design's ``device``).
     draws : {"numpy", "backend"}, optional
         Where random directions are drawn (overrides the design's ``draws``): NumPy streams per
-        trial, or the backend's own generator on its device, seeded per work unit (statistically
-        equivalent, not the same numbers; see :class:`Design`).
+        trial, or the backend's own generator on its device, seeded per work unit (RA, SNIS and
+        LARA: per trial); statistically equivalent, not the same numbers (see :class:`Design`).
 
     Returns
     -------

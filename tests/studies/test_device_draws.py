@@ -55,6 +55,10 @@ ATTENTION = dict(
         {"label": "favor+", "estimator": "RFA", "map": "Positive", "projection": "orthogonal"},
         {"label": "favor+causal", "estimator": "RFA", "map": "Positive", "causal": True},
         {"label": "snis", "estimator": "SNIS", "proposal": "chunk-mean"},
+        {"label": "lara", "estimator": "LARA", "weights": "balance", "samples_per_proposal": 4},
+        {"label": "ra", "estimator": "RA"},
+        {"label": "ra-causal", "estimator": "RA", "causal": True},
+        {"label": "hybrid", "estimator": "Hybrid", "map": "Positive", "window": 2, "n_global": 1},
     ],
 )
 
@@ -117,7 +121,45 @@ def test_attention_draws_on_the_backend_are_statistically_equivalent():
     b = st.run(d, backend="torch", device="cpu", draws="backend", progress=False)
     z = _z(b, a, "mse")
     assert np.all(np.abs(z) <= Z), z
-    assert b.provenance["numpy_draws"] == ["snis"]
+    assert b.provenance["numpy_draws"] == ["hybrid"]  # RFA and the sampled estimators draw on the device
+
+    def trial_mse(res: st.StudyResult, label: str) -> np.ndarray:
+        t = res.trials
+        return t[t.estimator == label].sort_values(["cell", "trial"])["sq_err"].to_numpy()
+
+    for label in ("snis", "lara", "ra", "ra-causal"):  # other numbers than NumPy's
+        assert not np.allclose(trial_mse(a, label), trial_mse(b, label)), label
+    np.testing.assert_allclose(trial_mse(a, "hybrid"), trial_mse(b, "hybrid"), rtol=1e-9)
+
+
+def test_sampled_estimators_draw_per_trial_from_the_trials_seed():
+    """RA, SNIS and LARA with draws = "backend" draw each trial from the backend's generator seeded with the
+    trial's stream: on NumPy the very numbers of draws = "numpy" (whatever the stacking of trials); on
+    PyTorch reproducible, and the same for any chunk_trials."""
+    d = st.Design(**{**ATTENTION, "trials": 12, "chunk_trials": 6})
+    a = st.run(d, progress=False)
+    b = st.run(d, draws="backend", progress=False)
+    sampled = a.trials.estimator.isin(["snis", "lara", "ra", "ra-causal"])
+    np.testing.assert_allclose(a.trials[sampled]["sq_err"], b.trials[sampled]["sq_err"], rtol=1e-12)
+    c = st.run(d, backend="torch", device="cpu", draws="backend", progress=False)
+    d4 = st.Design(**{**ATTENTION, "trials": 12, "chunk_trials": 4})
+    e = st.run(d4, backend="torch", device="cpu", draws="backend", progress=False)
+    np.testing.assert_allclose(c.trials[sampled]["sq_err"], e.trials[sampled]["sq_err"], rtol=1e-12)
+    assert not np.allclose(c.trials[sampled]["sq_err"], a.trials[sampled]["sq_err"])
+
+
+def test_trial_streams_on_a_device_are_checked():
+    from rfkit._random import TrialStreams
+    from rfkit.exceptions import BackendError
+
+    gen = BackendGenerator(backend_for("torch", "cpu"), np.random.SeedSequence(1))
+    with pytest.raises(InvalidParameterError, match="not a mix"):
+        TrialStreams((gen, np.random.default_rng(0)))
+    assert TrialStreams((gen,)).on_device and not TrialStreams((np.random.default_rng(0),)).on_device
+    Q = np.zeros((1, 4, 2))
+    for est in (rk.attention.RA(n_samples=2), rk.attention.SNIS(n_samples=4)):
+        with pytest.raises(BackendError, match="torch"):
+            est(Q, Q, Q, rng=TrialStreams((gen,)))
 
 
 def test_device_draws_are_part_of_the_runs_identity(tmp_path):
@@ -169,6 +211,11 @@ def test_backend_generator_distributions():
     c = g.chisquare(7, (n,)).numpy()
     assert abs(c.mean() - 7) <= Z * np.sqrt(14 / n) and abs(c.var() - 14) <= Z * np.sqrt(
         (96 * 7 + 2 * 14**2) / n
+    )
+    u = g.random((n,)).numpy()
+    assert u.dtype == np.float64 and u.min() >= 0 and u.max() < 1
+    assert abs(u.mean() - 0.5) <= Z * np.sqrt(1 / 12 / n) and abs(u.var() - 1 / 12) <= Z * np.sqrt(
+        1 / 180 / n
     )
     k = g.integers(1 << 52, (n,)).numpy()
     assert k.min() >= 0 and k.max() < 1 << 52 and abs(k.mean() / 2**52 - 0.5) <= Z * np.sqrt(1 / 12 / n)
