@@ -6,8 +6,6 @@ import dataclasses
 import math
 from typing import Any
 
-import numpy as np
-
 from .._backend import Backend
 from .._parallel import threads
 from .._random import TrialStreams, check_rng_or_trials
@@ -34,9 +32,13 @@ _CACHE_ELEMS = 1 << 16
 
 
 def _ra_block(
-    x: QKV, task: tuple[int, slice], draws: tuple[np.ndarray, np.ndarray], causal: bool, out: Any, mcse: Any
+    x: QKV, task: tuple[int, slice], draws: tuple[Any, Any], causal: bool, out: Any, mcse: Any
 ) -> None:
-    """One slice and chunk of queries: components, samples, f_n(omega_s), mean and MCSE."""
+    """One slice and chunk of queries: components, samples, f_n(omega_s), mean and MCSE.
+
+    ``draws`` are the chunk's uniforms (c, S) and normals (c, S, d): NumPy arrays, or arrays on the
+    inputs' device when a study draws there (``draws = "backend"``).
+    """
     bk, xp = x.bk, x.xp
     b, qs = task
     u_np, eps_np = draws
@@ -74,7 +76,7 @@ def _ra_block(
         mcse[b, rows, :] = sd
 
 
-def _samples(x: QKV, Kb: Any, Vb: Any, Qr: Any, comp: Any, eps_np: np.ndarray, terms: Any) -> tuple[Any, Any]:
+def _samples(x: QKV, Kb: Any, Vb: Any, Qr: Any, comp: Any, eps_np: Any, terms: Any) -> tuple[Any, Any]:
     """Mean of f_n(omega_s) over the samples of queries ``Qr`` (r, d), and its MCSE (NaN for S = 1).
 
     ``comp`` (r, S) are the samples' mixture components, ``eps_np`` (r, S, d) their normals and
