@@ -70,24 +70,31 @@ def _ra_block(
     for r0 in range(0, c, sub):
         r = slice(r0, min(c, r0 + sub))
         terms = key_terms[r, :] if per_query else key_terms
-        mean, sd = _samples(x, Kb, Vb, Qc[r, :], comp[r, :], eps_np[r], terms)
+        # causal: the block's queries see keys 0 .. (its last query) only; the others carry weight 0
+        keys = min(x.n_keys, qs.start + r.stop) if causal else x.n_keys
+        mean, sd = _samples(x, Kb, Vb, Qc[r, :], comp[r, :], eps_np[r], terms, keys)
         rows = slice(qs.start + r0, qs.start + r.stop)
         out[b, rows, :] = mean
         mcse[b, rows, :] = sd
 
 
-def _samples(x: QKV, Kb: Any, Vb: Any, Qr: Any, comp: Any, eps_np: Any, terms: Any) -> tuple[Any, Any]:
+def _samples(
+    x: QKV, Kb: Any, Vb: Any, Qr: Any, comp: Any, eps_np: Any, terms: Any, keys: int
+) -> tuple[Any, Any]:
     """Mean of f_n(omega_s) over the samples of queries ``Qr`` (r, d), and its MCSE (NaN for S = 1).
 
     ``comp`` (r, S) are the samples' mixture components, ``eps_np`` (r, S, d) their normals and
-    ``terms`` the key terms of the logits: (M,) or (1, M) for every query, or (r, M).
+    ``terms`` the key terms of the logits: (M,) or (1, M) for every query, or (r, M). Only the
+    first ``keys`` keys enter f_n: the others are ones no query of the block may see (weight 0).
     """
     bk, xp = x.bk, x.xp
     c, S = (int(n) for n in comp.shape)
-    d, M = x.dim, x.n_keys
+    d, M = x.dim, keys
     omega = xp.reshape(xp.take(Kb, xp.reshape(comp, (-1,)), axis=0), (c, S, d))  # k_{m*}
     omega += Qr[:, None, :]
     omega += bk.asarray(eps_np, x.dtype)  # (c, S, d), omega = q_n + k_{m*} + eps ~ p_n
+    if keys < x.n_keys:
+        Kb, Vb, terms = Kb[:keys, ...], Vb[:keys, ...], terms[..., :keys]
     # logits of f_n: one (c*S, d) x (d, M) product, then the key terms added in one pass
     Lf = xp.reshape(xp.reshape(omega, (c * S, d)) @ xp.matrix_transpose(Kb), (c, S, M))
     Lf += terms if terms.ndim == 1 else terms[:, None, :]

@@ -187,6 +187,28 @@ def test_ra_cache_sized_sub_blocks_equal_one_block(monkeypatch, causal, masked, 
     assert np.all(np.isnan(blocked.mcse)) == (S == 1)
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_causal_ra_restricts_each_block_to_its_visible_keys(monkeypatch, masked):
+    """Causal RA evaluates f_n of a block of queries on the keys up to its last query only: the same
+    result, to round-off, as on all keys with the later ones masked (weight exactly 0)."""
+    from rfkit.attention import _ra
+
+    rng = np.random.default_rng(6)
+    Q, K = 0.6 * rng.standard_normal((2, 3, 30, 4))
+    V = rng.standard_normal((3, 30, 5))
+    mask = np.zeros((3, 30), dtype=bool)
+    mask[1, 3:6] = True
+    kw = {"key_padding_mask": mask} if masked else {}
+    est = att.RA(n_samples=5, causal=True, chunk_size=12)
+    monkeypatch.setattr(_ra, "_CACHE_ELEMS", 5 * 30 * 4)  # sub-blocks of 4 queries
+    restricted = est(Q, K, V, rng=2, **kw)
+    samples = _ra._samples
+    monkeypatch.setattr(_ra, "_samples", lambda x, *a: samples(x, *a[:-1], x.n_keys))  # every key
+    full = est(Q, K, V, rng=2, **kw)
+    np.testing.assert_allclose(restricted.output, full.output, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(restricted.mcse, full.mcse, rtol=1e-10, atol=1e-14)
+
+
 def test_ra_component_sampling_is_the_softmax_distribution():
     """With S samples, the chosen components of a query follow pi_n (checked via a one-hot V)."""
     rng = np.random.default_rng(5)
