@@ -207,9 +207,12 @@ def dequantize(t: GGUFTensor, dtype: Any = np.float64, rows: np.ndarray | None =
     elif name == "Q8_0":
         d = b[:, :2].copy().view("<f2").astype(work)
         vals = d * b[:, 2:].view(np.int8)
-    else:  # Q4_1
+    else:  # Q4_1: low nibbles are quants 0-15 of the block, high nibbles 16-31
         dm = b[:, :4].copy().view("<f2").astype(work)
         qs = b[:, 4:]
-        q = np.concatenate([qs & 0x0F, qs >> 4], axis=1)
-        vals = dm[:, :1] * q + dm[:, 1:2]
+        vals = np.empty((b.shape[0], 2 * qs.shape[1]), dtype=work)
+        np.bitwise_and(qs, 0x0F, out=vals[:, : qs.shape[1]], casting="unsafe")  # exact small integers
+        np.right_shift(qs, 4, out=vals[:, qs.shape[1] :], casting="unsafe")
+        vals *= dm[:, :1]
+        vals += dm[:, 1:2]
     return np.ascontiguousarray(vals.reshape(out_shape), dtype=dtype)
