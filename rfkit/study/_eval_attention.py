@@ -82,10 +82,11 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
         seed = unit_seed(unit.entropy, unit.spawn_key, unit.cell_index, unit.chunk)
         device = DeviceDraws(bk, seed, Tk)
     d = int(Q.shape[-1])
+    fits: dict[Any, Any] = {}  # maps fitted to this cell's data, by their (unfitted) parameters
     for i, est in enumerate(design.estimators):
         label = design.label(est)
         params = cell_estimator_params(design, est, cell, causal)
-        estimator = _fit_once(build_attention_estimator(params), Qb, Kb)
+        estimator = _fit_once(build_attention_estimator(params), Qb, Kb, fits)
         batched = _batched_calls(estimator, (Qb, Kb, Vb), d, streams, device, bk)
         j = 0
         while j < Tk:
@@ -270,7 +271,7 @@ def cell_costs(
     return attention_costs(built, Q, K, causal=causal, rng=ss)
 
 
-def _fit_once(estimator: Any, Q: Any, K: Any) -> Any:
+def _fit_once(estimator: Any, Q: Any, K: Any, fits: dict[Any, Any] | None = None) -> Any:
     """RFA whose map needs data, with the map fitted once on the cell's (Q, K) instead of per trial.
 
     The fit is deterministic and RFA with shared draws fits on exactly these rows, so every
@@ -278,15 +279,28 @@ def _fit_once(estimator: Any, Q: Any, K: Any) -> Any:
     chunk rather than once per trial. A fit that fails is left to fail (and be recorded) per trial.
     ``Q`` and ``K`` keep their sequence axis (texts, tokens, d), so a map with
     ``fit_pairs="causal"`` is fitted on the pairs ``j <= i`` of each text, as RFA would.
+
+    ``fits`` (one per chunk) keeps the fitted maps by the unfitted map: estimators with equal maps
+    (a "causal-fit" map is the plain one in a bidirectional cell) share one fit, the same object a
+    fit of its own would equal.
     """
     if not (
         isinstance(estimator, RFA) and estimator.shared_across_heads and estimator.feature_map.needs_data
     ):
         return estimator
+    fm = estimator.feature_map
     try:
-        fitted = fit_to_pairs(estimator.feature_map, Q, K)
-    except RFKitError:
-        return estimator
+        key = (fm, hash(fm))  # maps of your own may not hash: they fit on their own
+    except TypeError:
+        key = None
+    fitted = None if fits is None or key is None else fits.get(key)
+    if fitted is None:
+        try:
+            fitted = fit_to_pairs(fm, Q, K)
+        except RFKitError:
+            return estimator
+        if fits is not None and key is not None:
+            fits[key] = fitted
     return dataclasses.replace(estimator, feature_map=fitted)
 
 

@@ -353,6 +353,26 @@ def test_study_fits_causal_rows_on_decoder_cells_only():
     )
 
 
+def test_a_cell_fits_equal_maps_once(monkeypatch):
+    """Estimators whose maps are equal (a "causal-fit" map on a bidirectional cell is the plain one) share
+    one fit per chunk; different maps fit on their own."""
+    from rfkit.features import _pairs
+    from rfkit.study import _eval_attention as ev
+
+    calls = []
+    real = _pairs.fit_to_pairs
+    monkeypatch.setattr(ev, "fit_to_pairs", lambda fm, *a, **k: calls.append(fm) or real(fm, *a, **k))
+    Q, K = _data()
+    fits: dict = {}
+    plain = rk.attention.RFA(F.OPRF(8, hyperbolic=True))
+    same = rk.attention.RFA(F.OPRF(8, hyperbolic=True, fit_pairs="all"), causal=False)
+    other = rk.attention.RFA(F.OPRF(8, hyperbolic=True, fit_pairs="causal"), causal=True)
+    a, b, c = (ev._fit_once(e, Q, K, fits) for e in (plain, same, other))
+    assert len(calls) == 2 and a.feature_map is b.feature_map
+    assert a.feature_map.A == F.OPRF(8, hyperbolic=True).fit(Q, K).A
+    assert c.feature_map.A == F.OPRF(8, hyperbolic=True).fit(Q, K, pairs="causal").A != a.feature_map.A
+
+
 # ----------------------------------------------------------------------------- bad input
 def test_bad_input():
     Q, K = _data()

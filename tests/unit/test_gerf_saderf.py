@@ -131,6 +131,31 @@ def test_gerf_optimal_A_minimises_the_averaged_objective(s, hyperbolic):
         assert F.oprf_optimal_A(Q, K) < a_star < 0  # between the positive OPRF optimum and 0
 
 
+@pytest.mark.parametrize("scale", [0.05, 0.5, 2.0])
+def test_hyperbolic_optimum_is_a_stationary_point_of_the_objective(scale):
+    """Newton's method on J' (analytic derivatives): J'(v*) vanishes to round-off, and the derivatives
+    equal central differences of J."""
+    from rfkit.features._optimal import _dj, _j
+
+    rng = np.random.default_rng(8)
+    Qs, Ks = scale * rng.standard_normal((300, D)), scale * rng.standard_normal((200, D)) + 0.1 * scale
+    t = -_pair_values(Qs, Ks, 1.0)
+    a_star = F.gerf_optimal_A(Qs, Ks, hyperbolic=True)
+    v = float(np.log(1.0 / (1.0 - 8.0 * a_star)))
+    d1, d2 = _dj(v, t, D)
+    assert abs(d1) <= 1e-9 * d2
+    h = 1e-4
+    J = [float(_j(np.array([v + k * h]), t, D)[0]) for k in (-1, 0, 1)]
+    assert d2 == pytest.approx((J[2] - 2 * J[1] + J[0]) / h**2, rel=1e-4)
+    d1_off, _ = _dj(v + 0.3, t, D)
+    assert d1_off == pytest.approx(
+        (_j(np.array([v + 0.3 + h]), t, D)[0] - _j(np.array([v + 0.3 - h]), t, D)[0]) / (2 * h), rel=1e-6
+    )
+    assert F.gerf_optimal_A(np.zeros((1, D)), np.zeros((1, D)), hyperbolic=True) == pytest.approx(
+        0.0, abs=1e-12
+    )
+
+
 def test_gerf_optimal_A_trig_is_zero_when_queries_equal_keys_pointwise():
     x = np.full((1, D), 0.3)
     assert abs(F.gerf_optimal_A(x, x, s=-1)) < 1e-9
