@@ -14,6 +14,8 @@ Run::
 
 ``--rfkit`` times another checkout of rfkit (its ``rfkit/cli`` or ``rfkit/cli.py`` run with
 that checkout first on ``PYTHONPATH``), to put numbers before and after a change side by side;
+``--before PATH --before-label NAME`` times a second checkout alternately with it, study by
+study (the machine's speed drifts by several per cent over minutes: compare such pairs only);
 results accumulate in ``benchmarks/results/studies.json`` keyed by label and are rendered to
 ``benchmarks/results/studies.md``.
 """
@@ -60,19 +62,33 @@ def _study_path(rfkit_root: Path, name: str) -> Path:
 
 
 def measure(
-    rfkit_root: Path, names: list[str], quick: bool, repeats: int, workers: int = 1
-) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {n: [] for n in names}
+    rfkit_root: Path,
+    names: list[str],
+    quick: bool,
+    repeats: int,
+    workers: int = 1,
+    before: Path | None = None,
+) -> dict[str, list[float]] | tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Times per study of ``rfkit_root``; with ``before``, of both checkouts, alternating.
+
+    Studies are interleaved within a repeat (a burst of load hits every study alike); with
+    ``before`` the two checkouts alternate for every study, first one then the other, the order
+    flipped each repeat, so a slow drift of the machine hits both alike.
+    """
+    roots = [rfkit_root] if before is None else [before, rfkit_root]
+    times: list[dict[str, list[float]]] = [{n: [] for n in names} for _ in roots]
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
-            for name in names:  # interleaved: a burst of load hits every study alike
-                out = Path(tmp) / f"{name}-{r}"
-                times[name].append(_time_one(rfkit_root, _study_path(rfkit_root, name), quick, out, workers))
-                print(
-                    f"{name} ({'quick' if quick else 'full'}) run {r + 1}: {times[name][-1]:.2f} s",
-                    flush=True,
-                )
-    return times
+            for name in names:
+                order = list(enumerate(roots)) if r % 2 == 0 else list(enumerate(roots))[::-1]
+                for k, root in order:
+                    out = Path(tmp) / f"{name}-{r}-{k}"
+                    times[k][name].append(_time_one(root, _study_path(root, name), quick, out, workers))
+                    print(
+                        f"{name} ({'quick' if quick else 'full'}) {root.name} run {r + 1}: {times[k][name][-1]:.2f} s",
+                        flush=True,
+                    )
+    return times[0] if before is None else (times[0], times[1])
 
 
 def render(db: dict) -> str:
@@ -90,7 +106,12 @@ def render(db: dict) -> str:
             f"## {label}",
             "",
             f"{entry['when']}, {entry['machine']}, load average {entry['load_start']} at start, "
-            f"{entry['load_end']} at end; rfkit {entry['commit']}.",
+            f"{entry['load_end']} at end; rfkit {entry['commit']}"
+            + (
+                f"; timed alternately with *{entry['alternated_with']}*."
+                if entry.get("alternated_with")
+                else "."
+            ),
             "",
             "| study | profile | median (s) | min-max (s) | runs |",
             "|---|---|---|---|---|",
@@ -113,44 +134,68 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rfkit", type=Path, default=ROOT, help="checkout of rfkit to time (default: this one)")
     ap.add_argument("--label", default="current", help="name of this set of numbers in the results")
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder of studies.json / studies.md")
+    ap.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="another checkout, timed alternately with --rfkit study by study (its numbers under --before-label)",
+    )
+    ap.add_argument("--before-label", default="before", help="name of the --before checkout's numbers")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     names = args.studies or STUDIES
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    times = measure(args.rfkit.resolve(), names, not args.full, args.repeats, args.workers)
-    commit = subprocess.run(
-        ["git", "-C", str(args.rfkit), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    rows = [
-        {
-            "study": n,
-            "profile": ("full" if args.full else "quick")
-            + (f", {args.workers} workers" if args.workers > 1 else ""),
-            "median": statistics.median(t),
-            "min": min(t),
-            "max": max(t),
-            "runs": len(t),
-        }
-        for n, t in times.items()
-    ]
+    got = measure(
+        args.rfkit.resolve(),
+        names,
+        not args.full,
+        args.repeats,
+        args.workers,
+        before=None if args.before is None else args.before.resolve(),
+    )
+    runs = (
+        [(args.label, args.rfkit, got)]
+        if args.before is None
+        else [(args.before_label, args.before, got[0]), (args.label, args.rfkit, got[1])]
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     db_path = args.out / "studies.json"
     db = json.loads(db_path.read_text(encoding="utf-8")) if db_path.exists() else {}
-    entry = db.get(args.label, {})
-    keep = [
-        r
-        for r in entry.get("rows", [])
-        if (r["study"], r["profile"]) not in {(x["study"], x["profile"]) for x in rows}
-    ]
-    db[args.label] = {
-        "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load_start": load_start,
-        "load_end": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "commit": commit or "unknown",
-        "rows": keep + rows,
-    }
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    for label, root, times in runs:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        rows = [
+            {
+                "study": n,
+                "profile": ("full" if args.full else "quick")
+                + (f", {args.workers} workers" if args.workers > 1 else ""),
+                "median": statistics.median(t),
+                "min": min(t),
+                "max": max(t),
+                "runs": len(t),
+            }
+            for n, t in times.items()
+        ]
+        entry = db.get(label, {})
+        keep = [
+            r
+            for r in entry.get("rows", [])
+            if (r["study"], r["profile"]) not in {(x["study"], x["profile"]) for x in rows}
+        ]
+        db[label] = {
+            "when": when,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "load_start": load_start,
+            "load_end": load_end,
+            "commit": commit or "unknown",
+            "rows": keep + rows,
+        }
+        if args.before is not None:
+            db[label]["alternated_with"] = runs[1][0] if label == runs[0][0] else runs[0][0]
     db_path.write_text(json.dumps(db, indent=2) + "\n", encoding="utf-8")
     (args.out / "studies.md").write_text(render(db) + "\n", encoding="utf-8")
     print(f"wrote {db_path} and {args.out / 'studies.md'}")
