@@ -172,9 +172,9 @@ def add_study_commands(sub: Any) -> None:
         "--draws",
         default=None,
         choices=["numpy", "backend"],
-        help="where random directions are drawn: NumPy streams per trial (the same numbers on every "
-        "backend), or the backend's own generator on its device (statistically equivalent, other "
-        "numbers; default: the study file's, else numpy)",
+        help="where random directions (and RA's, SNIS's and LARA's samples) are drawn: NumPy streams per "
+        "trial (the same numbers on every backend), or the backend's own generator on its device "
+        "(statistically equivalent, other numbers; default: the study file's, else numpy)",
     )
     p_run.add_argument(
         "--allow-large",
