@@ -180,15 +180,19 @@ def gerf_optimal_A(
     float
         :math:`A^* < 1/8`. ``s=1, hyperbolic=False``: the closed form of
         :func:`oprf_optimal_A` (:math:`A^* \le 0`). Otherwise the minimiser of :math:`J` over
-        :math:`A < 1/8` (module docstring), found over all :math:`n_x n_y` pairs: a grid in
-        :math:`\log(1/(1-8A))` then bounded Brent refinement (tolerance 1e-12 in :math:`\log u`).
+        :math:`A < 1/8` (module docstring), found over all :math:`n_x n_y` pairs, in
+        :math:`v = \log(1/(1-8A))` over :math:`[-20, 20]`: for the hyperbolic map (:math:`J` convex
+        in :math:`v`) by Newton's method on :math:`J'` kept in a bracket, to a step of 1e-12; for
+        ``s=-1`` by a grid of step 0.25 then bounded Brent refinement (``xatol`` 1e-12).
         For ``s=-1`` the optimum is :math:`\ge 0` (with :math:`A = 0`, plain trig features, at
         :math:`x = y`); for the hyperbolic map it lies between the positive OPRF optimum and 0.
 
     Notes
     -----
-    Cost :math:`O(n_x n_y)` per evaluation of :math:`J` (about 200 evaluations); the pair
-    values are formed in the data's library and device and brought to the host once.
+    Cost :math:`O(n_x n_y)` per pass over the pairs: for the hyperbolic map one pass (an
+    exponential per pair) per Newton step, 3-9 steps in a one-off check on Gaussian data; for
+    ``s=-1`` one evaluation of :math:`J` per grid point (161) and per Brent step. The pair values
+    are formed in the data's library and device and brought to the host once.
     """
     s = check_sign(s, "gerf_optimal_A")
     if not isinstance(hyperbolic, (bool, np.bool_)):
