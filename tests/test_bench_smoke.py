@@ -38,17 +38,14 @@ def test_run_all_quick_writes_markdown_and_json(tmp_path: Path) -> None:
     )
 
 
-def test_bench_studies_times_a_study_and_writes_its_table(tmp_path: Path) -> None:
-    """``make bench-studies``: one quick run of one study, a Markdown table and a JSON record."""
+def _bench_studies(tmp_path: Path, *args: str) -> dict:
+    """Run ``benchmarks/bench_studies.py`` on deterministic-maps into ``tmp_path``; its JSON record."""
     proc = subprocess.run(
         [
             sys.executable,
             str(ROOT / "benchmarks" / "bench_studies.py"),
             "deterministic-maps",
-            "--repeats",
-            "1",
-            "--label",
-            "smoke",
+            *args,
             "--out",
             str(tmp_path),
         ],
@@ -58,7 +55,12 @@ def test_bench_studies_times_a_study_and_writes_its_table(tmp_path: Path) -> Non
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "studies.json").read_text())
+    return json.loads((tmp_path / "studies.json").read_text())
+
+
+def test_bench_studies_times_a_study_and_writes_its_table(tmp_path: Path) -> None:
+    """``make bench-studies``: one quick run of one study, a Markdown table and a JSON record."""
+    data = _bench_studies(tmp_path, "--repeats", "1", "--label", "smoke")
     (row,) = data["smoke"]["rows"]
     assert row["study"] == "deterministic-maps" and row["profile"] == "quick" and row["runs"] == 1
     assert row["median"] > 0
@@ -67,29 +69,9 @@ def test_bench_studies_times_a_study_and_writes_its_table(tmp_path: Path) -> Non
 
 def test_bench_studies_alternates_two_checkouts(tmp_path: Path) -> None:
     """``--before``: both checkouts timed alternately, each under its own label, each naming the other."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_studies.py"),
-            "deterministic-maps",
-            "--repeats",
-            "2",
-            "--before",
-            str(ROOT),
-            "--before-label",
-            "a",
-            "--label",
-            "b",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
+    data = _bench_studies(
+        tmp_path, "--repeats", "2", "--before", str(ROOT), "--before-label", "a", "--label", "b"
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "studies.json").read_text())
     assert data["a"]["alternated_with"] == "b" and data["b"]["alternated_with"] == "a"
     assert [r["runs"] for r in data["a"]["rows"] + data["b"]["rows"]] == [2, 2]
     assert "timed alternately with *b*" in (tmp_path / "studies.md").read_text()

@@ -290,17 +290,17 @@ def _fit_once(estimator: Any, Q: Any, K: Any, fits: dict[Any, Any] | None = None
         return estimator
     fm = estimator.feature_map
     try:
-        key = (fm, hash(fm))  # maps of your own may not hash: they fit on their own
-    except TypeError:
-        key = None
-    fitted = None if fits is None or key is None else fits.get(key)
+        fitted = None if fits is None else fits.get(fm)
+        shared = fits is not None
+    except TypeError:  # a map of your own that does not hash fits on its own
+        fitted, shared = None, False
     if fitted is None:
         try:
             fitted = fit_to_pairs(fm, Q, K)
         except RFKitError:
             return estimator
-        if fits is not None and key is not None:
-            fits[key] = fitted
+        if shared:
+            fits[fm] = fitted  # type: ignore[index]
     return dataclasses.replace(estimator, feature_map=fitted)
 
 
