@@ -419,13 +419,14 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
         fig.set_dpi(200)
         for ax in fig.get_axes():
             plain_log_ticks(ax)  # no mathtext to parse
-        # figure legends anchored to the figure's box (``loc="outside ..."``) follow the figure's
-        # content when the PDF is cropped to the box below, instead of the cropped page's edge
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()  # runs the layout engine once and draws the raster
+        # Then, not before (constrained layout makes room only for an "outside" legend with no
+        # anchor of its own): figure legends anchored to the figure's box follow the figure's
+        # content when the PDF is cropped to the box below, instead of the cropped page's edge.
         anchored = [leg for leg in fig.legends if leg.get_bbox_to_anchor() is fig.bbox]
         for leg in anchored:
             leg.set_bbox_to_anchor(Bbox.unit(), transform=fig.transFigure)
-        canvas = FigureCanvasAgg(fig)
-        canvas.draw()  # runs the layout engine once and draws the raster
         tight = fig.get_tightbbox(canvas.get_renderer())
         pad = mpl.rcParams["savefig.pad_inches"]
         px = [

@@ -148,6 +148,45 @@ def test_report_figures_in_worker_processes_equal_the_serial_report(tmp_path, mo
     assert {f"figures/{n}" for n in b} <= set(files)
 
 
+def assert_legend_below_axes(fig):
+    """The saved layout made room for the figure legend: it lies below every axes' tight box."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    top = max(leg.get_window_extent(renderer).y1 for leg in fig.legends)
+    bottom = min(ax.get_tightbbox(renderer).y0 for ax in fig.get_axes())
+    assert top <= bottom, f"the legend (top {top:.1f} px) overlaps the axes (bottom {bottom:.1f} px)"
+
+
+def test_save_figure_keeps_room_for_a_many_entry_legend(tmp_path):
+    """A study figure with a legend below the axes in columns (18 series, wide) keeps it off the
+    axes and their labels after save_figure: the layout runs before the legend is anchored."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from rfkit.plots import plot_mse_vs_features, save_figure
+
+    rows = [
+        {
+            "estimator": f"estimator-{i:02d}",
+            "n_features": m,
+            "metric": "mse",
+            "estimate": 1.0 / m + i,
+            "mcse": 0.01,
+        }
+        for i in range(18)
+        for m in (16, 32, 64)
+    ]
+    ax = plot_mse_vs_features(pd.DataFrame(rows), size="two-column", title="a caption")
+    fig = ax.figure
+    save_figure(fig, tmp_path / "f")
+    assert_legend_below_axes(fig)
+    plt.close(fig)
+
+
 def test_save_figure_png_is_the_cropped_layout_drawing(tmp_path):
     """One Agg drawing makes the layout and the PNG: the PNG equals matplotlib's own savefig of the
     same (pixel-aligned) box, figure legends stay where the layout put them in the PNG and the PDF,
@@ -178,14 +217,15 @@ def test_save_figure_png_is_the_cropped_layout_drawing(tmp_path):
     pdf, png = save_figure(fig, tmp_path / "f")
     assert fig.canvas is canvas and fig.get_dpi() == dpi and fig.legends[0].get_bbox_to_anchor() is fig.bbox
     new = np.asarray(Image.open(png))
+    assert_legend_below_axes(fig)
     plt.close(fig)
 
     ref = make()  # the same layout and box through savefig, the legend anchored to the content
     ref.set_dpi(200)
     for ax in ref.get_axes():
         plain_log_ticks(ax)
+    ref.draw_without_rendering()  # the layout makes room for the legend, then it is anchored
     ref.legends[0].set_bbox_to_anchor(Bbox.unit(), transform=ref.transFigure)
-    ref.draw_without_rendering()
     t, pad = ref.get_tightbbox(), matplotlib.rcParams["savefig.pad_inches"]
     box = [math.floor((t.x0 - pad) * 200), math.floor((t.y0 - pad) * 200)]
     box += [math.ceil((t.x1 + pad) * 200), math.ceil((t.y1 + pad) * 200)]
