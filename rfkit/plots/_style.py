@@ -441,7 +441,7 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
         png = io.BytesIO()
         w, h = fig.get_size_inches()
         if tight.x0 >= 0 and tight.y0 >= 0 and tight.x1 <= w and tight.y1 <= h:
-            mpl.image.imsave(png, _crop(canvas, fig, px), format="png", origin="upper", dpi=200)
+            _write_png(png, _crop(canvas, fig, px))
         else:  # some artist lies beyond the canvas (not in the raster): matplotlib draws the box
             fig.savefig(png, format="png", bbox_inches=bbox, dpi=200)
         pdf = io.BytesIO()
@@ -458,6 +458,25 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
         fig.set_dpi(dpi)
         fig.set_canvas(canvas0)
     return out
+
+
+def _write_png(buf: Any, rgba: Any) -> None:
+    """Write the pixel rows ``rgba`` (from the top) to ``buf`` as a 200 dpi PNG.
+
+    An opaque figure (every alpha 255, the usual white background) is written as RGB: the same
+    picture as matplotlib's RGBA file, a quarter less data to compress. zlib level 3 instead of
+    Pillow's default 6: 13 ms less per study figure, files within 3% of the size (one-off timing
+    of a 1400 x 830 px figure: 22 ms against 35 ms, 145 kB against 157 kB).
+    """
+    import matplotlib as mpl
+    import numpy as np
+    from PIL import Image, PngImagePlugin
+
+    opaque = bool((rgba[..., 3] == 255).all())
+    image = Image.fromarray(np.ascontiguousarray(rgba[..., :3]) if opaque else rgba)
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Software", f"Matplotlib version{mpl.__version__}, https://matplotlib.org/")
+    image.save(buf, format="png", compress_level=3, dpi=(200, 200), pnginfo=info)
 
 
 def _crop(canvas: Any, fig: Any, px: list[int]) -> Any:

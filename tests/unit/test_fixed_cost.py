@@ -234,7 +234,9 @@ def test_save_figure_png_is_the_cropped_layout_drawing(tmp_path):
     ref.savefig(buf, format="png", bbox_inches=Bbox.from_extents(*(v / 200 for v in box)), dpi=200)
     plt.close(ref)
     old = np.asarray(Image.open(io.BytesIO(buf.getvalue())))
-    assert new.shape == old.shape and np.array_equal(new, old)
+    # an opaque figure's PNG is RGB: the same pixels as matplotlib's RGBA file, whose alpha is all 255
+    assert new.shape == old.shape[:2] + (3,) and np.array_equal(new, old[..., :3])
+    assert (old[..., 3] == 255).all()
     # the padding below the legend is kept: the last rows of the PNG are background only
     assert (new[-5:] == new[-1, 0]).all()
     assert pdf.read_bytes().startswith(b"%PDF")
@@ -261,3 +263,27 @@ def test_save_figure_keeps_artists_beyond_the_canvas(tmp_path):
     assert arr.shape[1] > w_in * 200 + 100  # the box holds the legend's width beyond the figure
     beyond = arr[:, -100:-20]  # columns beyond the canvas, short of the padding: the legend is drawn there
     assert (beyond != arr[0, 0]).any()
+
+
+def test_save_figure_keeps_alpha_of_a_transparent_figure(tmp_path):
+    """An opaque figure's PNG is RGB; one with a transparent background keeps its alpha channel."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from rfkit.plots import save_figure
+
+    modes = []
+    for alpha in (1.0, 0.0):
+        fig, ax = plt.subplots(figsize=(2, 1.5), layout="constrained")
+        ax.plot([0, 1], [0, 1])
+        fig.patch.set_alpha(alpha)
+        ax.patch.set_alpha(alpha)
+        _, png = save_figure(fig, tmp_path / f"f{alpha}")
+        plt.close(fig)
+        with Image.open(png) as im:
+            modes.append((im.mode, np.asarray(im)[0, 0].tolist(), round(im.info["dpi"][0])))
+    assert modes[0] == ("RGB", [255, 255, 255], 200)
+    assert modes[1] == ("RGBA", [255, 255, 255, 0], 200)
