@@ -19,7 +19,7 @@ from ..study.summaries import HEAVY_TAIL_RATIO, heavy_tailed, metric_words
 from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
 from ._dropin import DROPIN_CSV, dropin_section
 from ._figures import FIGURE_KINDS, study_figures
-from ._parallel_figures import MIN_PARALLEL, draw_in_workers, figure_names_to_draw, save_report_figure
+from ._parallel_figures import MIN_PARALLEL, FiguresInWorkers, figure_names_to_draw, save_report_figure
 from ._sections import (
     COST_WORDS,
     finite_rows,
@@ -96,14 +96,13 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
 
     Figures are drawn from the saved ``summary.parquet`` / ``theory.csv`` (compute -> save -> plot);
     with ``workers > 1`` and at least three figures, in that many worker processes, one figure each
-    (the same files and records as drawn here).
+    (the same files and records as drawn here), while this process writes the text and tables.
     """
     out = Path(out)
     summary = pd.read_parquet(out / "summary.parquet")
     theory_path = out / "theory.csv"
     theory = pd.read_csv(theory_path) if theory_path.exists() else pd.DataFrame()
     d = result.design
-    grid_cols = list(d.grid)
     lines = [f"# {md_escape(d.name)}", "", d.description.strip(), ""]
     lines += [provenance_line(result), ""]
     quick = d.source.endswith("[quick]")
@@ -131,8 +130,10 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
     files: dict[str, Record] = {}  # every file written here: recorded in manifest.json at the end
     wanted = d.outputs.get("figures", [])
     names = figure_names_to_draw(d, out) if workers > 1 else []
-    if len(names) >= MIN_PARALLEL:
-        figures, recs = draw_in_workers(d, out, names, workers)
+    if len(names) >= MIN_PARALLEL:  # the workers draw while this process writes the text and tables
+        with FiguresInWorkers(d, out, names, workers) as drawing:
+            body = _body(result, summary, theory, out, files)
+            figures, recs = drawing.result()
         files.update(recs)
     else:
         for kind in FIGURE_KINDS:  # drawn in this order, as before
@@ -141,8 +142,26 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
                     save_report_figure(fig, out, name, files)
                     for name, fig in study_figures(kind, d, drawn, theory, table)
                 ]
+        body = _body(result, summary, theory, out, files)
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
+    lines += body
+    path = out / "report.md"
+    files["report.md"] = atomic_text(path, "\n".join(lines))
+    _record_written(out, files, ["ranking_*.csv", "mse_ratio_to_reference.csv", *DROPIN_CSV])
+    record_outputs(out, files)  # listed with size and SHA-256 beside the tables
+    return path
+
+
+def _body(
+    result: StudyResult, summary: pd.DataFrame, theory: pd.DataFrame, out: Path, files: dict[str, Record]
+) -> list[str]:
+    """The report below its figures: tables per metric, theory, rankings, notes, failures (and the
+    LaTeX and CSV tables they write, recorded in ``files``)."""
+    d = result.design
+    grid_cols = list(d.grid)
+    quick = d.source.endswith("[quick]")
+    lines: list[str] = []
     if d.kind == "attention" and "samples" in grid_cols:
         lines += [
             "`samples` is each estimator's budget of random draws: the number of random features m for RFA, "
@@ -198,11 +217,7 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
     failed = int((result.trials["status"] != "ok").sum())
     lines += [f"Failed trials: {failed}.", ""]
     lines += nonfinite_section(summary, grid_cols)
-    path = out / "report.md"
-    files["report.md"] = atomic_text(path, "\n".join(lines))
-    _record_written(out, files, ["ranking_*.csv", "mse_ratio_to_reference.csv", *DROPIN_CSV])
-    record_outputs(out, files)  # listed with size and SHA-256 beside the tables
-    return path
+    return lines
 
 
 def _cost_column(summary: pd.DataFrame) -> list[str]:

@@ -26,7 +26,7 @@ __all__ = [
     "PRELOAD",
     "preload_for_workers",
     "figure_names_to_draw",
-    "draw_in_workers",
+    "FiguresInWorkers",
     "save_report_figure",
     "MIN_PARALLEL",
 ]
@@ -102,21 +102,36 @@ def save_report_figure(fig: Any, out: Path, name: str, files: dict[str, Record])
     return saved[1]
 
 
-def draw_in_workers(
-    design: Any, out: Path, names: list[tuple[str, str]], workers: int
-) -> tuple[list[Path], dict[str, Record]]:
-    """Draw ``names`` in ``workers`` processes; the PNG paths in order and every file's record."""
-    from concurrent.futures import ProcessPoolExecutor
+class FiguresInWorkers:
+    """Figures being drawn in worker processes while the lead goes on (a context manager).
 
-    size = paper_size()
-    tasks = [(design.to_dict(), str(out), kind, name, size) for kind, name in names]
-    with ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)), mp_context=process_context(PRELOAD)
-    ) as pool:
-        results = list(pool.map(_draw_one, tasks))
-    files: dict[str, Record] = {}
-    pngs = []
-    for png, recs in results:
-        pngs.append(Path(png))
-        files.update(recs)
-    return pngs, files
+    On entry the figures of ``names`` are handed to ``workers`` processes; :meth:`result` waits
+    for them and gives the PNG paths in order and every file's record. Leaving the block before
+    (an error in the lead's own work) cancels the figures not yet started and waits for the rest.
+    """
+
+    def __init__(self, design: Any, out: Path, names: list[tuple[str, str]], workers: int) -> None:
+        self._tasks = [(design.to_dict(), str(out), kind, name, paper_size()) for kind, name in names]
+        self._workers = min(workers, len(self._tasks))
+        self._pool: Any = None
+        self._futures: list[Any] = []
+
+    def __enter__(self) -> FiguresInWorkers:
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=process_context(PRELOAD))
+        self._futures = [self._pool.submit(_draw_one, task) for task in self._tasks]
+        return self
+
+    def result(self) -> tuple[list[Path], dict[str, Record]]:
+        files: dict[str, Record] = {}
+        pngs = []
+        for future in self._futures:
+            png, recs = future.result()
+            pngs.append(Path(png))
+            files.update(recs)
+        return pngs, files
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=exc[0] is not None)

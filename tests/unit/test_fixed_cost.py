@@ -146,6 +146,33 @@ def test_report_figures_in_worker_processes_equal_the_serial_report(tmp_path, mo
     assert ra == rb
     files = json.loads((tmp_path / "b" / "manifest.json").read_text())["files"]
     assert {f"figures/{n}" for n in b} <= set(files)
+    # the text's tables, written by the lead while the workers draw, are recorded as in the serial run
+    serial = json.loads((tmp_path / "a" / "manifest.json").read_text())["files"]
+    assert set(files) == set(serial) and any(f.startswith("tables/") for f in files)
+
+
+def test_report_error_while_workers_draw_stops_them_and_propagates(tmp_path, monkeypatch):
+    """An error in the lead's part of a report (its text) while workers draw figures is raised as
+    it is, after the workers stop: the pool is shut down, nothing is left running."""
+    import multiprocessing
+
+    import rfkit.report._markdown as markdown
+    import rfkit.study as st
+    from rfkit.report import write_report
+
+    monkeypatch.setattr(markdown, "MIN_PARALLEL", 1)
+    res = st.run("performer-mse", quick=True, trials=20, out=tmp_path / "a", progress=False)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the text failed")
+
+    monkeypatch.setattr(markdown, "_body", broken)
+    with pytest.raises(RuntimeError, match="the text failed"):
+        write_report(res, tmp_path / "a", workers=2)
+    assert not [
+        p for p in multiprocessing.active_children() if "ForkServer" not in type(p).__name__ and p.is_alive()
+    ]
+    assert not (tmp_path / "a" / "report.md").exists()
 
 
 def assert_legend_below_axes(fig):
