@@ -14,3 +14,52 @@ def rng() -> np.random.Generator:
 @pytest.fixture(params=[np.float32, np.float64], ids=["float32", "float64"])
 def float_dtype(request: pytest.FixtureRequest) -> type:
     return request.param
+
+
+def layout_problems(fig) -> list[str]:
+    """Legends drawn over plotting areas in ``fig``'s (saved) layout, as messages (empty: none).
+
+    A figure legend must not meet any panel (its box, ticks, labels and title: the tight box);
+    an axes legend must not meet the box of another panel. rfkit never places a legend inside a
+    panel, so either is a layout fault (a legend the layout did not make room for).
+    """
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.get_axes() if ax.get_visible()]
+    problems = []
+
+    def meets(a, b) -> bool:  # more than a pixel of overlap
+        return min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1
+
+    for leg in fig.legends:
+        box = leg.get_window_extent(renderer)
+        for ax in panels:
+            if meets(box, ax.get_tightbbox(renderer)):
+                problems.append(f"a figure legend meets the panel {ax.get_title()!r}")
+    for ax in panels:
+        leg = ax.get_legend()
+        if leg is None or not leg.get_visible():
+            continue
+        box = leg.get_window_extent(renderer)
+        for other in panels:
+            if meets(box, other.get_window_extent(renderer)):
+                problems.append(f"the legend of panel {ax.get_title()!r} meets panel {other.get_title()!r}")
+    return problems
+
+
+@pytest.fixture
+def checked_figures(monkeypatch):
+    """Checks every figure a report saves in this process (``layout_problems``): the names of the
+    figures saved and the problems found, as ``{"saved": [...], "problems": [...]}``."""
+    import rfkit.report._parallel_figures as parallel
+
+    found: dict[str, list[str]] = {"saved": [], "problems": []}
+    save = parallel.save_figure
+
+    def checked(fig, path):
+        out = save(fig, path)
+        found["saved"].append(out[0].stem)
+        found["problems"] += [f"{out[0].stem}: {p}" for p in layout_problems(fig)]
+        return out
+
+    monkeypatch.setattr(parallel, "save_figure", checked)
+    return found

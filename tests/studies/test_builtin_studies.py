@@ -29,7 +29,7 @@ def test_studies_exist():
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
-def test_quick_run_writes_everything(path, tmp_path, capsys):
+def test_quick_run_writes_everything(path, tmp_path, capsys, checked_figures):
     out = tmp_path / path.stem
     assert cli_main(["run", str(path), "--quick", "--out", str(out), "--no-progress"]) == 0
     for f in (
@@ -51,6 +51,9 @@ def test_quick_run_writes_everything(path, tmp_path, capsys):
     summary = pd.read_parquet(out / "summary.parquet")
     assert set(summary["estimator"]) == set(design.quick_profile().labels)  # a [quick] profile may pick a few
     assert "wrote" in capsys.readouterr().out
+    # every figure has its legends off the panels (the layout made room for them)
+    assert sorted(checked_figures["saved"]) == sorted(p.stem for p in pngs)
+    assert not checked_figures["problems"], checked_figures["problems"]
 
 
 def test_studies_have_profiles():
@@ -58,7 +61,7 @@ def test_studies_have_profiles():
 
 
 @pytest.mark.parametrize(("path", "profile"), PROFILES, ids=lambda v: getattr(v, "stem", v))
-def test_profile_quick_run_writes_everything(path, profile, tmp_path, capsys):
+def test_profile_quick_run_writes_everything(path, profile, tmp_path, capsys, checked_figures):
     """`rfkit run STUDY --profile NAME --quick`: the profile's CI form runs, with its own figures and tables."""
     out = tmp_path / f"{path.stem}-{profile}"
     assert (
@@ -70,6 +73,7 @@ def test_profile_quick_run_writes_everything(path, profile, tmp_path, capsys):
     assert "Quick profile" in report
     pngs = sorted(p.name for p in (out / "figures").glob("*.png"))
     assert pngs and all(f"figures/{png}" in report for png in pngs)
+    assert checked_figures["saved"] and not checked_figures["problems"], checked_figures["problems"]
     summary = pd.read_parquet(out / "summary.parquet")
     assert set(summary["estimator"]) == set(design.labels)
     assert len(summary["cell"].unique()) == len(design.cells())
