@@ -2,10 +2,11 @@
 
 Each worker reads the saved tables of the run folder, builds the same figure plan as the lead
 (:func:`~rfkit.report._figures.figure_plan`), draws the figure it is given by name and saves it
-(PDF and PNG, atomically); the lead collects the files' records in plan order, so the report
-and the manifest are those of a serial report. Workers fork from rfkit's fork server
-(:func:`rfkit._parallel.process_context`), which imports the plotting code once when
-:func:`preload_for_workers` was called before the server started (the command line does so).
+(PDF and PNG, atomically); the lead writes the report's text meanwhile and then collects the
+files' records in plan order, so the report and the manifest are those of a serial report.
+Workers fork from rfkit's fork server (:func:`rfkit._parallel.process_context`), which imports
+the plotting code once when :func:`preload_for_workers` was called before the server started
+(the command line does so).
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ class FiguresInWorkers:
     """
 
     def __init__(self, design: Any, out: Path, names: list[tuple[str, str]], workers: int) -> None:
-        self._tasks = [(design.to_dict(), str(out), kind, name, paper_size()) for kind, name in names]
+        dd, size = design.to_dict(), paper_size()
+        self._tasks = [(dd, str(out), kind, name, size) for kind, name in names]
         self._workers = min(workers, len(self._tasks))
         self._pool: Any = None
         self._futures: list[Any] = []
