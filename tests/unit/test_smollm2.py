@@ -362,3 +362,30 @@ def test_study_source_causal_uses_the_decoder_and_causal_attention() -> None:
     outs = np.stack([est(Q, K, V, rng=s).output for s in streams])
     want = np.mean((outs - attention.softmax(Q, K, V, causal=True)) ** 2)
     np.testing.assert_allclose(summary.query("metric == 'mse'")["estimate"].iloc[0], want, rtol=1e-10)
+
+
+def test_gguf_string_arrays_and_their_faults() -> None:
+    """A metadata array of strings (a tokenizer's vocabulary) is read whole, non-ASCII included, and
+    a truncated or non-UTF-8 entry inside it is refused with the reason, as a single string is."""
+
+    def s(x: bytes) -> bytes:
+        return struct.pack("<Q", len(x)) + x
+
+    words = [w.encode() for w in ("Ġthe", "ä", "", "✓x", "a" * 300)]
+
+    def file(entries: list[bytes]) -> bytes:
+        arr = struct.pack("<IIQ", 9, 8, len(entries)) + b"".join(s(w) for w in entries)
+        head = b"GGUF" + struct.pack("<IQQ", 3, 0, 2)
+        head += s(b"tokenizer.ggml.tokens") + arr + s(b"general.name") + struct.pack("<I", 8) + s(b"after")
+        return head
+
+    g = parse_gguf(file(words))
+    assert g.metadata == {"tokenizer.ggml.tokens": [w.decode() for w in words], "general.name": "after"}
+    good = file(words)
+    cut = good.index(b"a" * 300) + 10  # inside the last string of the array
+    with pytest.raises(CorruptWeightsError, match="truncated string"):
+        parse_gguf(good[:cut], source="x.gguf")
+    with pytest.raises(CorruptWeightsError, match="truncated header"):
+        parse_gguf(good[: good.index(s(b"\xe2\x9c\x93x")) + 3], source="x.gguf")
+    with pytest.raises(CorruptWeightsError, match="not UTF-8"):
+        parse_gguf(file([b"ok", b"\xff\xfe"]), source="x.gguf")
