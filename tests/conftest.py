@@ -16,14 +16,27 @@ def float_dtype(request: pytest.FixtureRequest) -> type:
     return request.param
 
 
-def layout_problems(fig) -> list[str]:
+def layout_problems(fig, dpi: float = 200) -> list[str]:
     """Legends drawn over plotting areas in ``fig``'s (saved) layout, as messages (empty: none).
 
     A figure legend must not meet any panel (its box, ticks, labels and title: the tight box);
     an axes legend must not meet the box of another panel. rfkit never places a legend inside a
-    panel, so either is a layout fault (a legend the layout did not make room for).
+    panel, so either is a layout fault (a legend the layout did not make room for). Extents are
+    taken at ``dpi``, that of the saved files and of their layout (text extents do not scale
+    exactly with the resolution).
     """
-    renderer = fig.canvas.get_renderer()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    old_dpi, old_canvas = fig.get_dpi(), fig.canvas
+    fig.set_dpi(dpi)
+    try:
+        return _legend_overlaps(fig, FigureCanvasAgg(fig).get_renderer())
+    finally:
+        fig.set_dpi(old_dpi)
+        fig.set_canvas(old_canvas)
+
+
+def _legend_overlaps(fig, renderer) -> list[str]:
     panels = [ax for ax in fig.get_axes() if ax.get_visible()]
     problems = []
 

@@ -56,6 +56,16 @@ def test_quick_run_writes_everything(path, tmp_path, capsys, checked_figures):
     assert not checked_figures["problems"], checked_figures["problems"]
 
 
+@pytest.mark.parametrize("name", ["softmax-kernel-estimators", "drop-in"])
+def test_one_column_figures_keep_their_legends_off_the_panels(name, tmp_path, checked_figures):
+    """One-column figures put their legends below the panels, in one or two columns: the layout
+    makes room for them there too (the studies with the longest legends, a few trials)."""
+    out = tmp_path / name
+    args = ["run", name, "--quick", "--trials", "2", "--paper-size", "one-column", "--out", str(out)]
+    assert cli_main([*args, "--no-progress"]) == 0
+    assert checked_figures["saved"] and not checked_figures["problems"], checked_figures["problems"]
+
+
 def test_studies_have_profiles():
     assert ("real-attention", "long") in [(p.stem, name) for p, name in PROFILES]
 
