@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import types
+
 import numpy as np
 import pytest
 
@@ -25,12 +28,27 @@ def layout_problems(fig, dpi: float = 200) -> list[str]:
     taken at ``dpi``, that of the saved files and of their layout (text extents do not scale
     exactly with the resolution).
     """
+    with _saved_resolution(fig, dpi) as renderer:
+        return _legend_overlaps(fig, renderer)
+
+
+def legend_gap(fig, dpi: float = 200) -> float:
+    """Pixels at ``dpi`` from the top of ``fig``'s figure legends down to the lowest panel's tight
+    box (negative: they overlap)."""
+    with _saved_resolution(fig, dpi) as renderer:
+        top = max(leg.get_window_extent(renderer).y1 for leg in fig.legends)
+        return min(ax.get_tightbbox(renderer).y0 for ax in fig.get_axes()) - top
+
+
+@contextlib.contextmanager
+def _saved_resolution(fig, dpi: float):
+    """An Agg renderer of ``fig`` at ``dpi``; the figure's dpi and canvas are put back after."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     old_dpi, old_canvas = fig.get_dpi(), fig.canvas
     fig.set_dpi(dpi)
     try:
-        return _legend_overlaps(fig, FigureCanvasAgg(fig).get_renderer())
+        yield FigureCanvasAgg(fig).get_renderer()
     finally:
         fig.set_dpi(old_dpi)
         fig.set_canvas(old_canvas)
@@ -57,6 +75,13 @@ def _legend_overlaps(fig, renderer) -> list[str]:
             if meets(box, other.get_window_extent(renderer)):
                 problems.append(f"the legend of panel {ax.get_title()!r} meets panel {other.get_title()!r}")
     return problems
+
+
+@pytest.fixture
+def figure_layout():
+    """The layout checks of saved figures: ``problems(fig)`` (:func:`layout_problems`) and
+    ``legend_gap(fig)`` (:func:`legend_gap`), measured at the saved files' 200 dpi."""
+    return types.SimpleNamespace(problems=layout_problems, legend_gap=legend_gap)
 
 
 @pytest.fixture

@@ -169,23 +169,11 @@ def test_report_error_while_workers_draw_stops_them_and_propagates(tmp_path, mon
     monkeypatch.setattr(markdown, "_body", broken)
     with pytest.raises(RuntimeError, match="the text failed"):
         write_report(res, tmp_path / "a", workers=2)
-    assert not [
-        p for p in multiprocessing.active_children() if "ForkServer" not in type(p).__name__ and p.is_alive()
-    ]
+    assert not multiprocessing.active_children()
     assert not (tmp_path / "a" / "report.md").exists()
 
 
-def assert_legend_below_axes(fig):
-    """The saved layout made room for the figure legend: it lies below every axes' tight box."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    top = max(leg.get_window_extent(renderer).y1 for leg in fig.legends)
-    bottom = min(ax.get_tightbbox(renderer).y0 for ax in fig.get_axes())
-    assert top <= bottom, f"the legend (top {top:.1f} px) overlaps the axes (bottom {bottom:.1f} px)"
-
-
-def test_save_figure_keeps_room_for_a_many_entry_legend(tmp_path):
+def test_save_figure_keeps_room_for_a_many_entry_legend(tmp_path, figure_layout):
     """A study figure with a legend below the axes in columns (18 series, wide) keeps it off the
     axes and their labels after save_figure: the layout runs before the legend is anchored."""
     import matplotlib
@@ -210,11 +198,11 @@ def test_save_figure_keeps_room_for_a_many_entry_legend(tmp_path):
     ax = plot_mse_vs_features(pd.DataFrame(rows), size="two-column", title="a caption")
     fig = ax.figure
     save_figure(fig, tmp_path / "f")
-    assert_legend_below_axes(fig)
+    assert figure_layout.legend_gap(fig) >= 0, "the legend overlaps the axes"
     plt.close(fig)
 
 
-def test_save_figure_png_is_the_cropped_layout_drawing(tmp_path):
+def test_save_figure_png_is_the_cropped_layout_drawing(tmp_path, figure_layout):
     """One Agg drawing makes the layout and the PNG: the PNG equals matplotlib's own savefig of the
     same (pixel-aligned) box, figure legends stay where the layout put them in the PNG and the PDF,
     and the figure is left as it was (canvas, legend anchors, dpi)."""
@@ -244,7 +232,7 @@ def test_save_figure_png_is_the_cropped_layout_drawing(tmp_path):
     pdf, png = save_figure(fig, tmp_path / "f")
     assert fig.canvas is canvas and fig.get_dpi() == dpi and fig.legends[0].get_bbox_to_anchor() is fig.bbox
     new = np.asarray(Image.open(png))
-    assert_legend_below_axes(fig)
+    assert figure_layout.legend_gap(fig) >= 0, "the legend overlaps the axes"
     plt.close(fig)
 
     ref = make()  # the same layout and box through savefig, the legend anchored to the content
