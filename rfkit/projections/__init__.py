@@ -95,6 +95,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._backend_random import BackendGenerator
+from .._parallel import resolve_threads, run_blocks
 from .._params import check_allocation
 from .._random import check_rng
 from .._validation import check_int, check_n_features, check_option
@@ -137,6 +138,9 @@ PROJECTIONS: tuple[str, ...] = (
 #: Kinds whose rows are exactly N(0, I_d) marginally (estimators exactly unbiased).
 UNBIASED_PROJECTIONS: tuple[str, ...] = ("iid", "orthogonal", "qmc", "simplex", "simplex-plus")
 _SIMPLEX_PLUS_SWEEPS = 8
+#: elements of the result per block of streams in :func:`sample_projection_streams` (a block's
+#: ingredients and QR factors stay in cache; small draws run as one block, on the calling thread)
+STREAM_BLOCK = 1 << 17
 
 #: names the tests and benchmarks reach (the Sobol' construction lives in ``_sobol``)
 _SOBOL_NAMES = (
@@ -236,7 +240,9 @@ def sample_projection_streams(
 
     Draw ``t`` is identical to ``sample_projection(kind, m, d, rng=rngs[t])``: each stream
     supplies its own random numbers, and the linear algebra (QR, Hadamard products) runs
-    once on the whole batch.
+    batched. The streams are taken in fixed blocks of about :data:`STREAM_BLOCK` elements of
+    the result, spread over rfkit's thread pool (:func:`rfkit.threads`): each draw depends on
+    its own stream only, so the result is the same for every number of threads.
     """
     owner = "sample_projection_streams"
     kind, m, d = _check_kind(kind, n_features, dim, owner)
@@ -244,8 +250,19 @@ def sample_projection_streams(
     gens = [_stream_generator(r) for r in rngs]
     if not gens:
         raise InvalidParameterError("`rngs` must hold at least one random stream.")
-    _check_memory(kind, len(gens), m, d, owner)
-    return _assemble(kind, _stream_ingredients(kind, gens, m, d, hb), m, d)
+    T = len(gens)
+    _check_memory(kind, T, m, d, owner)
+    per = max(1, STREAM_BLOCK // (m * d))  # streams per block: from the sizes only
+    if per >= T:
+        return _assemble(kind, _stream_ingredients(kind, gens, m, d, hb), m, d)
+    out = np.empty((T, m, d))
+
+    def block(t0: int) -> None:
+        part = gens[t0 : t0 + per]
+        out[t0 : t0 + len(part)] = _assemble(kind, _stream_ingredients(kind, part, m, d, hb), m, d)
+
+    run_blocks(block, range(0, T, per), resolve_threads(None, owner))
+    return out
 
 
 def sample_projection_on(

@@ -77,3 +77,22 @@ def test_iid_moments():
     W = sample_projection("iid", 50, 3, rng=6, n_draws=200).reshape(-1, 3)
     n = W.shape[0]
     assert np.all(np.abs(W.mean(0)) <= 5 / np.sqrt(n))
+
+
+@pytest.mark.parametrize("kind", PROJECTIONS)
+def test_streams_in_blocks_equal_one_draw_per_stream_for_any_thread_count(kind, monkeypatch):
+    """``sample_projection_streams`` takes the streams in blocks spread over threads: draw ``t`` is
+    still exactly ``sample_projection`` with stream ``t``, with one thread or two, whatever the
+    block size (1 stream, 3 streams, all in one block)."""
+    import rfkit as rk
+    import rfkit.projections as proj
+
+    m, d = 10, 4
+    seeds = np.random.SeedSequence(11).spawn(7)
+    one = np.stack([sample_projection(kind, m, d, rng=np.random.default_rng(s)) for s in seeds])
+    for per in (1, 3, 7):
+        monkeypatch.setattr(proj, "STREAM_BLOCK", per * m * d)
+        for n in (1, 2):
+            with rk.threads(n):
+                W = proj.sample_projection_streams(kind, m, d, seeds)
+            np.testing.assert_array_equal(W, one, err_msg=f"{kind}: {per} streams per block, {n} threads")
