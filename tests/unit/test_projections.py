@@ -91,7 +91,7 @@ def test_streams_in_blocks_equal_one_draw_per_stream_for_any_thread_count(kind, 
     seeds = np.random.SeedSequence(11).spawn(7)
     one = np.stack([sample_projection(kind, m, d, rng=np.random.default_rng(s)) for s in seeds])
     for per in (1, 3, 7):
-        monkeypatch.setattr(proj, "STREAM_BLOCK", per * m * d)
+        monkeypatch.setattr(proj, "_streams_per_block", lambda kind, m, d, per=per: per)
         for n in (1, 2):
             with rk.threads(n):
                 W = proj.sample_projection_streams(kind, m, d, seeds)
