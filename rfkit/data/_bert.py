@@ -18,6 +18,7 @@ from scipy.special import erf
 
 from ..exceptions import CorruptWeightsError
 from ._forward import call_hook
+from ._gemm import matmul
 from ._qk import softmax_
 
 __all__ = ["BertLayer", "BertModel", "load_bert", "forward", "layer_norm"]
@@ -184,7 +185,7 @@ def forward(
         if inputs is not None:
             inputs.append(x)
         layer = model.layers[li]
-        qkv = (x.reshape(B * T, D) @ layer.w_qkv).reshape(B, T, 3, H, dh)
+        qkv = matmul(x.reshape(B * T, D), layer.w_qkv).reshape(B, T, 3, H, dh)
         qkv += layer.b_qkv.reshape(3, H, dh)
         qkv = qkv.transpose(2, 0, 3, 1, 4)  # (3, B, H, T, dh)
         q = qkv[0] * sq
@@ -200,13 +201,13 @@ def forward(
                 if li == n_layers - 1:
                     return x
             ctx = (p @ v).transpose(0, 2, 1, 3).reshape(B * T, D)
-        h = ctx @ layer.w_out
+        h = matmul(ctx, layer.w_out)
         h += layer.b_out
         h += x.reshape(B * T, D)
         x2 = layer_norm(h, layer.ln1, model.eps)
-        f = x2 @ layer.w_in
+        f = matmul(x2, layer.w_in)
         f += layer.b_in
-        f = _gelu_(f) @ layer.w_ffn_out
+        f = matmul(_gelu_(f), layer.w_ffn_out)
         f += layer.b_ffn_out
         f += x2
         x = layer_norm(f, layer.ln2, model.eps).reshape(B, T, D)

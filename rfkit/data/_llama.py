@@ -36,6 +36,7 @@ import numpy as np
 
 from ..exceptions import CorruptWeightsError
 from ._forward import call_hook
+from ._gemm import matmul
 from ._gguf import GGUFFile, GGUFTensor, dequantize
 from ._qk import softmax_
 
@@ -199,9 +200,9 @@ def forward(
             inputs.append(x)
         L = weights.layer(li, dtype) if layer_of is None else layer_of(li)
         h = rms_norm(x, L.attn_norm, c.eps).reshape(B * T, c.hidden)
-        q = (h @ L.w_q).reshape(B, T, H, dh).transpose(0, 2, 1, 3)
-        k = (h @ L.w_k).reshape(B, T, G, dh).transpose(0, 2, 1, 3)
-        v = (h @ L.w_v).reshape(B, T, G, dh).transpose(0, 2, 1, 3)
+        q = matmul(h, L.w_q).reshape(B, T, H, dh).transpose(0, 2, 1, 3)
+        k = matmul(h, L.w_k).reshape(B, T, G, dh).transpose(0, 2, 1, 3)
+        v = matmul(h, L.w_v).reshape(B, T, G, dh).transpose(0, 2, 1, 3)
         q = _rope(q, cos, sin) * sq
         k = np.repeat(_rope(k, cos, sin) * sk, H // G, axis=1)  # query head h reads kv head h // (H/G)
         v = np.repeat(v, H // G, axis=1)
@@ -215,12 +216,12 @@ def forward(
                 if li == n_layers - 1:
                     return x
             ctx = (p @ v).transpose(0, 2, 1, 3).reshape(B * T, H * dh)
-        x = x + (ctx @ L.w_o).reshape(B, T, c.hidden)
+        x = x + matmul(ctx, L.w_o).reshape(B, T, c.hidden)
         h = rms_norm(x, L.ffn_norm, c.eps).reshape(B * T, c.hidden)
-        gate = h @ L.w_gate
+        gate = matmul(h, L.w_gate)
         gate *= 1.0 / (1.0 + np.exp(-gate))  # silu
-        gate *= h @ L.w_up
-        x = x + (gate @ L.w_down).reshape(B, T, c.hidden)
+        gate *= matmul(h, L.w_up)
+        x = x + matmul(gate, L.w_down).reshape(B, T, c.hidden)
     return x
 
 
@@ -240,4 +241,4 @@ def logits(weights: LlamaWeights, ids: np.ndarray, dtype: Any) -> np.ndarray:
     c = weights.config
     x = forward(weights, ids, dt, n_layers=c.n_layers, scale_q=c.head_dim**-0.25, scale_k=c.head_dim**-0.25)
     x = rms_norm(x, dequantize(weights.tensor("output_norm.weight"), dt), c.eps)
-    return x @ dequantize(weights.tensor("token_embd.weight"), dt).T
+    return matmul(x, dequantize(weights.tensor("token_embd.weight"), dt).T)

@@ -42,6 +42,7 @@ from ..exceptions import InvalidParameterError, ModelNotInstalledError, ShapeErr
 from . import _cache
 from ._bpe import ByteLevelBPE
 from ._forward import replaced_layers
+from ._gemm import matmul
 from ._gguf import parse_gguf
 from ._llama import LlamaConfig, LlamaLayer, LlamaWeights, final_hidden, forward, unembedding
 from ._llama import logits as _llama_logits
@@ -390,7 +391,7 @@ class SmolLM2Model(PretrainedModel):
         h = np.asarray(hidden)
         if h.shape[-1:] != (HIDDEN,):
             raise ShapeError(f"SmolLM2Model.logits: `hidden` must have shape (..., {HIDDEN}). Got {h.shape}.")
-        return h @ self.unembedding().T  # type: ignore[no-any-return]
+        return matmul(h, self.unembedding().T)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
