@@ -4,7 +4,8 @@
 # CUDA PyTorch; writes to $OUT (the tool's output folder). Wheels of what the machine lacks
 # (array-api-compat, array-api-strict, performer-pytorch and its small dependencies) are in .whl/.
 # A: machine, GPU RFA vs performer-pytorch, threads (1, 2, 8, 16), performer-mse serial / 8 workers /
-#    GPU (NumPy and device draws), Hybrid on the GPU, the GPU cases of the changed code's tests.
+#    GPU (NumPy and device draws), Hybrid on the GPU, the thread scaling of the pool's projection
+#    draws and model products (1, 2, 8, 16), the GPU cases of the changed code's tests.
 # B: studies on the GPU with draws on the device, and the GPU test subset again.
 # C1 .. C4: real-attention's full profile on the GPU. Its 12 cache entries of model queries, keys and
 #    values (199 MiB, more than one call carries) travel in four parts, .devcache/p1 .. p4 (each
@@ -30,6 +31,7 @@ A)
   timeout 210 python3 benchmarks/bench_scale.py --sections gpu,threads,studies --threads 1,2,8,16 \
     --workers 8 --study-backend torch --out "$OUT" 2>&1 | grep -v Warning | tail -45
   timeout 90 python3 benchmarks/device_hybrid.py --out "$OUT/hybrid.md" 2>&1 | tail -12
+  timeout 60 python3 benchmarks/bench_pool_scaling.py --threads 1,2,8,16 --out "$OUT/pool" 2>&1 | tail -3
   timeout 100 python3 -m pytest -q -x -p no:cacheprovider -W default -k "cuda or CUDA or gpu or torch" $TESTS \
     > "$OUT/gpu-tests.txt" 2>&1
   tail -6 "$OUT/gpu-tests.txt"

@@ -75,3 +75,30 @@ def test_bench_studies_alternates_two_checkouts(tmp_path: Path) -> None:
     assert data["a"]["alternated_with"] == "b" and data["b"]["alternated_with"] == "a"
     assert [r["runs"] for r in data["a"]["rows"] + data["b"]["rows"]] == [2, 2]
     assert "timed alternately with *b*" in (tmp_path / "studies.md").read_text()
+
+
+def test_pool_scaling_quick_writes_its_table_and_every_row_is_bit_identical(tmp_path: Path) -> None:
+    out = tmp_path / "pool"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_pool_scaling.py"),
+            "--quick",
+            "--threads",
+            "1,2",
+            "--repeats",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((out / "pool-scaling.json").read_text())
+    rows = data["rows"]
+    assert {r["threads"] for r in rows} == {1, 2} and len(rows) == 8
+    assert all(r["bit_identical_to_first"] and r["ms"] > 0 for r in rows)
+    assert "| case | threads | ms |" in (out / "pool-scaling.md").read_text()
