@@ -7,9 +7,10 @@ Two paths, each timed at every thread count of ``--threads`` (``rk.threads(n)``)
   directions of a study's work unit, in fixed blocks of streams: orthogonal, 2000 streams,
   m = 64, d = 16 (performer-mse's size), and 250 streams, m = 1024, d = 32
   (softmax-kernel-estimators' largest);
-* **the pretrained models' weight products** (``rfkit.data._gemm.matmul``): 32 token rows with
-  SmolLM2's 576 x 1536 feed-forward weight and its 576 x 49,152 logits weight (random numbers of
-  those shapes, float32; no model files needed).
+* **the pretrained models' weight products** (``rfkit.data._gemm.matmul``), with BLAS held at one
+  thread as inside a study's work unit (elsewhere BLAS computes them whole, with its own threads):
+  32 token rows with SmolLM2's 576 x 1536 feed-forward weight and its 576 x 49,152 logits weight
+  (random numbers of those shapes, float32; no model files needed).
 
 Each row says whether the result equals the one-thread result bit for bit (it must: the blocks are
 fixed by the sizes). Run::
@@ -33,8 +34,15 @@ from typing import Any
 import numpy as np
 
 import rfkit as rk
+from rfkit._parallel import blas_limited
 from rfkit.data._gemm import matmul
 from rfkit.projections import sample_projection_streams
+
+
+def _held(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with BLAS held at one thread, as in a study's work unit."""
+    with blas_limited():
+        return fn(*args)
 
 
 def _cases(quick: bool) -> dict[str, Any]:
@@ -52,8 +60,8 @@ def _cases(quick: bool) -> dict[str, Any]:
         f"orthogonal directions, {t_big} streams, m = 1024, d = 32": lambda: sample_projection_streams(
             "orthogonal", 1024, 32, s_big
         ),
-        "model product 32 x 576 x 1536 (float32)": lambda: matmul(h, w_ffn),
-        f"model product 32 x 576 x {w_logits.shape[1]} (float32)": lambda: matmul(h, w_logits),
+        "model product 32 x 576 x 1536 (float32)": lambda: _held(matmul, h, w_ffn),
+        f"model product 32 x 576 x {w_logits.shape[1]} (float32)": lambda: _held(matmul, h, w_logits),
     }
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "resolve_threads",
     "run_blocks",
     "blas_limited",
+    "blas_held",
     "available_cpus",
     "threads",
     "ENV_VAR",
@@ -154,6 +155,12 @@ def blas_limited() -> Iterator[None]:
             yield
     finally:
         _depth.n = depth
+
+
+def blas_held() -> bool:
+    """Whether this thread runs with BLAS held at one thread (inside :func:`blas_limited`, e.g. a study's
+    work unit, or inside a block of :func:`run_blocks`)."""
+    return getattr(_depth, "n", 0) > 0 or getattr(_depth, "inner", False)
 
 
 def run_blocks(fn: Callable[[T], Any], blocks: Sequence[T], n_threads: int) -> list[Any]:
