@@ -166,6 +166,40 @@ def test_ra_chunking_same_distribution_and_reproducible():
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("masked", [False, True])
+def test_ra_equals_a_dense_reference_with_the_same_draws(causal, masked):
+    """RA's output and MCSE, recomputed query by query from the same uniforms and normals with the
+    formulas of its docstring: pi_n, the inverse-CDF component, omega = q + k_m* + eps, f_n(omega)."""
+    rng = np.random.default_rng(11)
+    B, n, d, dv, S = 3, 9, 4, 3, 5
+    Q, K = 0.7 * rng.standard_normal((2, B, n, d))
+    V = rng.standard_normal((B, n, dv))
+    mask = np.zeros((B, n), dtype=bool)
+    if masked:
+        mask[0, 2] = mask[2, -3:] = True
+    est = att.RA(n_samples=S, causal=causal)  # one chunk per slice: draws (n, S), (n, S, d) per slice
+    res = est(Q, K, V, rng=4, key_padding_mask=mask if masked else None)
+    g = np.random.default_rng(4)
+    out, mcse = np.empty((B, n, dv)), np.empty((B, n, dv))
+    for b in range(B):
+        u, eps = g.random((n, S)), g.standard_normal((n, S, d))
+        for i in range(n):
+            seen = ~mask[b] & ((np.arange(n) <= i) if causal else True)
+            keys = np.flatnonzero(seen)
+            logit = Q[b, i] @ K[b, keys].T
+            pi = np.exp(logit - logsumexp(logit))
+            cum = np.cumsum(pi) / pi.sum()
+            comp = keys[np.searchsorted(cum[:-1], u[i], side="right")]
+            omega = Q[b, i] + K[b, comp] + eps[i]  # (S, d)
+            lf = omega @ K[b, keys].T - 0.5 * np.sum(K[b, keys] ** 2, axis=-1)
+            f = np.exp(lf - logsumexp(lf, axis=-1, keepdims=True)) @ V[b, keys]  # (S, dv)
+            out[b, i] = f.mean(axis=0)
+            mcse[b, i] = f.std(axis=0, ddof=1) / np.sqrt(S)
+    np.testing.assert_allclose(res.output, out, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(res.mcse, mcse, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("S", [1, 6])
 def test_ra_cache_sized_sub_blocks_equal_one_block(monkeypatch, causal, masked, S):
     """RA computes a chunk's queries in cache-sized sub-blocks: the same result, to round-off, as one block."""
