@@ -83,10 +83,19 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
         device = DeviceDraws(bk, seed, Tk)
     d = int(Q.shape[-1])
     fits: dict[Any, Any] = {}  # maps fitted to this cell's data, by their (unfitted) parameters
+    done: dict[Any, int] = {}  # estimators already run in this unit, by their (unfitted) selves
     for i, est in enumerate(design.estimators):
         label = design.label(est)
         params = cell_estimator_params(design, est, cell, causal)
-        estimator = _fit_once(build_attention_estimator(params), Qb, Kb, fits)
+        built = build_attention_estimator(params)
+        key = _same_call(built, device)
+        if key is not None and key in done:  # the same call on the same streams: its results
+            i0 = done[key]
+            outs[i], status[i], nonpos[i], seconds[i] = outs[i0], status[i0], nonpos[i0], seconds[i0]
+            continue
+        if key is not None:
+            done[key] = i
+        estimator = _fit_once(built, Qb, Kb, fits)
         batched = _batched_calls(estimator, (Qb, Kb, Vb), d, streams, device, bk)
         j = 0
         while j < Tk:
@@ -154,6 +163,25 @@ BATCH_ELEMS_ACCELERATOR = 1 << 24
 #: at 128 rows x 64 samples, 0.6-0.7x at 256, but 0.93-0.98x at 1,024 (docs page *Benchmarks*),
 #: hence the smaller budget on NumPy.
 SAMPLED_BATCH_ELEMS = 1 << 16
+
+
+def _same_call(estimator: Any, device: Any) -> Any:
+    """A key equal for two estimators of a unit whose calls are one computation, else None.
+
+    Every estimator of a unit draws from the same trial streams, and equal unfitted estimators
+    share one fit (:func:`_fit_once`): two rfkit estimators that compare equal in a cell (a
+    "causal-fit" map in a bidirectional cell is the plain one, :func:`cell_estimator_params`)
+    make the same calls on the same numbers, so the second takes the first's outputs, statuses
+    and measured times instead of computing them again. Only for rfkit's own estimators with
+    NumPy draws; estimators of your own are always called.
+    """
+    if device is not None or not isinstance(estimator, (RFA, RA, SNIS, LARA, Hybrid)):
+        return None
+    try:
+        hash(estimator)
+    except TypeError:  # e.g. proposal means given as an array
+        return None
+    return estimator
 
 
 def _sampled(estimator: Any) -> bool:
@@ -333,7 +361,12 @@ def attention_finalize(
         nan_rows = np.where(ok, (~finite).any(axis=-1).sum(axis=-1), 0)
         whole = nan_rows == 0
         nanmean, nanmax, nanvar = _reductions(bool(finite.all()))
-        with np.errstate(invalid="ignore"):
+        # a cell where every trial failed has only NaN outputs: its values are NaN, and its status
+        # column says why (NumPy's "Mean of empty slice" would only repeat it, as a raw warning)
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", r"Mean of empty slice|All-NaN slice|Degrees of freedom", RuntimeWarning
+            )
             mean_out = nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
             if ok.any():  # a query with a NaN output in some trial has no mean output
                 mean_out[~finite[ok].all(axis=0)] = np.nan

@@ -318,6 +318,64 @@ def test_attention_design_runs_and_is_reproducible():
     assert a.compare_theory().empty  # no closed forms for attention outputs
 
 
+def test_equal_estimators_of_a_cell_are_run_once_with_the_same_results(monkeypatch):
+    """Two estimators equal in a cell (a "causal-fit" map on a bidirectional cell is the plain one; a
+    repeated RA) make the same calls on the same streams: the harness runs the first only and
+    gives the second its results, exactly the numbers the second would compute."""
+    from rfkit.study import _eval_attention as ev
+    from rfkit.study._estimators import build_attention_estimator
+
+    oprf = {"estimator": "RFA", "map": "OPRF", "projection": "orthogonal"}
+    design = attention_design(
+        estimators=[
+            {"label": "oprf", **oprf},
+            {"label": "oprf causal-fit", **oprf, "fit_pairs": "causal"},
+            {"label": "ra", "estimator": "RA"},
+            {"label": "ra again", "estimator": "RA"},
+            {"label": "lara", "estimator": "LARA", "weights": "balance"},
+        ],
+        grid={"samples": [4, 8]},
+        trials=6,
+        on_error="record",
+    )
+    calls = []
+    real_call = rk.attention.RA.__call__
+
+    def counted(self, *a, **k):  # RA with 8 samples fails: its trials are recorded as failed
+        calls.append(1)
+        if self.n_samples == 8:
+            raise FloatingPointError("a failure to record")
+        return real_call(self, *a, **k)
+
+    monkeypatch.setattr(rk.attention.RA, "__call__", counted)
+    reused = st.run(design)
+    n_reused = len(calls)
+    same_call = ev._same_call
+    monkeypatch.setattr(ev, "_same_call", lambda estimator, device: None)  # every estimator computed
+    calls.clear()
+    computed = st.run(design)
+    assert n_reused * 2 == len(calls) > 0
+    cols = ["cell", "trial", "err", "sq_err", "abs_err", "max_abs_err", "sq_dev", "status"]
+    for res in (reused, computed):
+        t = res.trials.set_index("estimator")
+        for a, b in (("oprf", "oprf causal-fit"), ("ra", "ra again")):
+            rows_a, rows_b = (t.loc[e, cols].reset_index(drop=True) for e in (a, b))
+            pd.testing.assert_frame_equal(rows_a, rows_b, check_exact=True)
+        assert not np.array_equal(t.loc["ra", "sq_err"], t.loc["lara", "sq_err"])
+        assert t.loc["ra again", "status"].str.startswith("error:").sum() == 6  # the 8-sample cell
+    pd.testing.assert_frame_equal(reused.summary(), computed.summary(), check_exact=True)
+    pd.testing.assert_frame_equal(reused.trials, computed.trials, check_exact=True)
+    # on causal data (a decoder) the causal fit is another map: the two are not the same call
+    cell = design.cells()[0]
+
+    def key(est, causal):
+        return same_call(build_attention_estimator(ev.cell_estimator_params(design, est, cell, causal)), None)
+
+    plain, causal_fit = design.estimators[:2]
+    assert key(plain, False) == key(causal_fit, False)
+    assert None not in (key(plain, True), key(causal_fit, True)) and key(plain, True) != key(causal_fit, True)
+
+
 def test_ra_is_unbiased_in_the_harness():
     """RA's per-query mean output equals exact attention: bias^2 is within noise (variance/T)."""
     res = st.run(attention_design(trials=400, grid={"samples": [4]}))
