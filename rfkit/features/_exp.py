@@ -369,17 +369,28 @@ class ExpDraw(FeatureDraw):
         if A is not None and A.ndim == 2:
             self._Ainv = np.linalg.inv(A)
         m = W.shape[-2]
-        # (T?, m); W may live on a device (draws = "backend"): computed with its own library
-        # einsum: one pass over W, no W * W temporary (4x faster than np.sum(W * W, axis=-1) at 250 x 256 x 16)
-        self._sqnorm = (
-            np.einsum("...i,...i->...", W, W) if isinstance(W, np.ndarray) else _xp(W).sum(W * W, axis=-1)
-        )
+        self._sqnorm_cache: Any = None
         # python floats: "weak" scalars that keep float32 inputs in float32 (NEP 50)
         self._b = float(np.sqrt(1.0 - 4.0 * a))
         half_logdet = float(0.25 * dim * np.log1p(-4.0 * a))
         self._c = half_logdet - 0.5 * float(np.log((2 if hyperbolic else 1) * m))
         self._c_pair = 2.0 * half_logdet - float(np.log((2 if hyperbolic else 1) * m))
         self._llf: tuple[np.ndarray, np.ndarray | None, float] | None = None
+
+    @property
+    def _sqnorm(self) -> Any:
+        """``||omega_i||^2``, (T?, m): made when first used (only maps with ``a != 0`` use it).
+
+        W may live on a device (``draws = "backend"``): computed with its own library. NumPy:
+        ``einsum``, one pass over W, no W * W temporary (4x faster than ``np.sum(W * W, axis=-1)``
+        at 250 x 256 x 16).
+        """
+        if self._sqnorm_cache is None:
+            W = self.projection
+            self._sqnorm_cache = (
+                np.einsum("...i,...i->...", W, W) if isinstance(W, np.ndarray) else _xp(W).sum(W * W, axis=-1)
+            )
+        return self._sqnorm_cache
 
     def transform(self, X: Any, side: str) -> Any:
         r"""Rows mapped by :math:`A` (``side="query"``) or :math:`A^{-\top}` (``side="key"``); identity without ``A``."""
