@@ -310,7 +310,53 @@ class FeatureDraw(abc.ABC):
     def slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
         """Sign and log-magnitude of the paired estimates, each ([T,] ..., n)."""
         X, Y = self._check_pair(X, Y, paired=True)
+        if self.n_draws is not None and self.n_draws > 1:
+            bk = get_backend(("X", X))
+            rows = math.prod(np.broadcast_shapes(tuple(X.shape[:-1]), tuple(Y.shape[:-1])))
+            per_trial = self._pair_work_per_trial(rows)
+            if per_trial is not None and bk.uses_thread_pool:
+                return self._slog_pairwise_in_trial_blocks(bk, X, Y, per_trial)
         return self._slog_pairwise(X, Y)
+
+    def _pair_work_per_trial(self, rows: int) -> int | None:
+        """Elements of one trial's paired work on ``rows`` pairs, for maps that compute the paired
+        estimates of all trials at once in large arrays with no blocking of their own (they also
+        provide :meth:`_trials`): their batched draws then run in fixed blocks of trials on rfkit's
+        thread pool (NumPy). None (the default): :meth:`_slog_pairwise` on the whole batch."""
+        return None
+
+    def _trials(self, ts: slice) -> FeatureDraw:
+        """The draw of trials ``ts`` of this batched draw (the same arrays, sliced)."""
+        raise NotImplementedError
+
+    def _sliced(self, ts: slice, **arrays: Any) -> FeatureDraw:
+        """A shallow copy for trials ``ts``: ``n_draws`` set, ``arrays`` (already sliced) replaced, an
+        empty parameter cache (the cached arrays hold every trial)."""
+        import copy
+
+        sub = copy.copy(self)
+        sub.n_draws = ts.stop - ts.start
+        sub._params = {}
+        for name, value in arrays.items():
+            setattr(sub, name, value)
+        return sub
+
+    def _slog_pairwise_in_trial_blocks(self, bk: Backend, X: Any, Y: Any, per_trial: int) -> tuple[Any, Any]:
+        """:meth:`_slog_pairwise` in fixed blocks of trials on the thread pool.
+
+        The blocks depend on the sizes only (about twice the backend's row-block elements each),
+        and a trial's estimates are computed by the same steps in a block as in the whole batch,
+        so the results do not depend on the thread count.
+        """
+        from ._ops import iter_chunks
+
+        T = int(self.n_draws)  # type: ignore[arg-type]
+        blocks = list(iter_chunks(T, per_trial, budget=bk.row_block_elems * 2))
+        if len(blocks) == 1:
+            return self._slog_pairwise(X, Y)
+        parts = bk.run_blocks(lambda ts: self._trials(ts)._slog_pairwise(X, Y), blocks)
+        xp = bk.xp
+        return xp.concat([p[0] for p in parts], axis=0), xp.concat([p[1] for p in parts], axis=0)
 
     def log_pairwise(self, X: Any, Y: Any) -> Any:
         r"""Log of :math:`\hat K(x_i, y_i)` for paired rows (NaN where the estimate is < 0)."""

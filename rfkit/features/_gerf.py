@@ -175,6 +175,15 @@ class GERFTrigDraw(FeatureDraw):
         # log D - log(m)/2 as a python float (keeps float32 inputs float32)
         self._c = float(0.25 * dim * np.log1p(-4.0 * a) - 0.5 * np.log(m))
 
+    def _pair_work_per_trial(self, rows: int) -> int | None:
+        """Elements of one trial's paired work: the projections of the differences, (rows, m)."""
+        return rows * int(self.projection.shape[-2])
+
+    def _trials(self, ts: slice) -> FeatureDraw:
+        return self._sliced(
+            ts, projection=self.projection[ts], _emax=self._emax[ts], _e=self._e[ts], _wb=self._wb[ts]
+        )
+
     def _bcast(self, key: str, arr: np.ndarray, P: Any, like: Any) -> Any:
         """A per-draw parameter, (m,)/() or (T, m)/(T,), shaped to broadcast against P ([T,] ..., n, m)."""
         v = self.param(key, arr, like)

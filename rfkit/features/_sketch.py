@@ -223,6 +223,20 @@ class MaclaurinDraw(FeatureDraw):
         if n_draws is None:
             self._W, self._act, self._logw = self._W[0], self._act[0], self._logw[0]
 
+    def _pair_work_per_trial(self, rows: int) -> int | None:
+        """Elements of one trial's paired work: the factor logs of both sides and the features."""
+        return rows * (2 * int(self._W.shape[-2]) + int(self._logw.shape[-1]))
+
+    def _trials(self, ts: slice) -> FeatureDraw:
+        return self._sliced(
+            ts,
+            rows=self.rows[ts],
+            degrees=self.degrees[ts],
+            _W=self._W[ts],
+            _act=self._act[ts],
+            _logw=self._logw[ts],
+        )
+
     def _factor_logs(self, X: Any) -> tuple[Any, Any]:
         """Sign and ``log|w^T x|`` of every stored factor, ([T,] ..., n, S); inactive slots give (1, 0)."""
         xp = get_backend(("X", X)).xp
@@ -388,6 +402,14 @@ class TensorSketchDraw(FeatureDraw):
         self._wfreq[0] = 1.0 / D
         if D % 2 == 0:
             self._wfreq[-1] = 1.0 / D
+
+    def _pair_work_per_trial(self, rows: int) -> int | None:
+        """Elements of one trial's paired work: the count sketches of both sides (and their spectra)."""
+        S: Any = self._S
+        return 2 * rows * int(S.shape[-2])
+
+    def _trials(self, ts: slice) -> FeatureDraw:
+        return self._sliced(ts, hashes=self.hashes[ts], _S=self._S[ts])
 
     def _spectra(self, X: Any) -> tuple[Any, list[Any]]:
         r"""``log max|x_i|`` and, per degree :math:`j\ge1`, :math:`\mathrm{rfft}(\mathrm{TS}_j(x/\max|x_i|))`."""
