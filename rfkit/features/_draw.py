@@ -345,8 +345,9 @@ class FeatureDraw(abc.ABC):
         """:meth:`_slog_pairwise` in fixed blocks of trials on the thread pool.
 
         The blocks depend on the sizes only (about twice the backend's row-block elements each),
-        and a trial's estimates are computed by the same steps in a block as in the whole batch,
-        so the results do not depend on the thread count.
+        and a trial's estimates are computed by the same steps in a block as in the whole batch
+        (equal to round-off: a product or FFT over fewer rows may group its arithmetic
+        differently), so the results do not depend on the thread count.
         """
         from ._ops import iter_chunks
 

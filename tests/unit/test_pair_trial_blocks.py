@@ -2,7 +2,8 @@
 
 These maps compute the paired estimates of all trials at once in large arrays; a batched draw
 runs them in blocks of trials on rfkit's thread pool. Every block must give its trials' numbers
-as the whole batch does, for any block size and thread count, and equal each trial's own draw.
+as the whole batch does (to round-off), for any block size and thread count, and equal each
+trial's own draw.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def test_trial_blocks_equal_the_whole_batch_and_each_trial(monkeypatch, name, bu
         STREAMS
     )
     np.testing.assert_array_equal(sign, want_sign)
-    np.testing.assert_array_equal(logabs, want_log)
+    # the same steps on fewer trials: equal to round-off (a product or FFT over fewer rows may
+    # group its arithmetic differently; bit-identical on these shapes with OpenBLAS)
+    np.testing.assert_allclose(logabs, want_log, rtol=1e-13, atol=1e-13)
     assert sign.shape == logabs.shape == (len(STREAMS), 2, 9)
     for t in (0, 4, 10):  # a trial's estimates are those of its own draw, to round-off
         own_sign, own_log = MAPS[name]().sample_streams(5, STREAMS[t : t + 1]).slog_pairwise(X, Y)
