@@ -19,6 +19,7 @@ do not depend on the number of threads.
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
 import math
 from collections.abc import Callable
@@ -332,8 +333,6 @@ class FeatureDraw(abc.ABC):
     def _sliced(self, ts: slice, **arrays: Any) -> FeatureDraw:
         """A shallow copy for trials ``ts``: ``n_draws`` set, ``arrays`` (already sliced) replaced, an
         empty parameter cache (the cached arrays hold every trial)."""
-        import copy
-
         sub = copy.copy(self)
         sub.n_draws = ts.stop - ts.start
         sub._params = {}
@@ -349,8 +348,6 @@ class FeatureDraw(abc.ABC):
         (equal to round-off: a product or FFT over fewer rows may group its arithmetic
         differently), so the results do not depend on the thread count.
         """
-        from ._ops import iter_chunks
-
         T = int(self.n_draws)  # type: ignore[arg-type]
         blocks = list(iter_chunks(T, per_trial, budget=bk.row_block_elems * 2))
         if len(blocks) == 1:
