@@ -10,16 +10,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_run_all_quick_writes_markdown_and_json(tmp_path: Path) -> None:
-    out = tmp_path / "bench"
+def _run_script(name: str, *args: str) -> None:
+    """Run ``benchmarks/<name>`` with ``args`` from the repository root; it must succeed."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--no-peers", "--out", str(out)],
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
         capture_output=True,
         text=True,
         timeout=240,
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_run_all_quick_writes_markdown_and_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    _run_script("run_all.py", "--quick", "--no-peers", "--out", str(out))
     md = (out / "bench.md").read_text()
     data = json.loads((out / "bench.json").read_text())
     assert "# rfkit benchmarks" in md and "## Targets (issue 8)" in md
@@ -40,21 +45,7 @@ def test_run_all_quick_writes_markdown_and_json(tmp_path: Path) -> None:
 
 def _bench_studies(tmp_path: Path, *args: str) -> dict:
     """Run ``benchmarks/bench_studies.py`` on deterministic-maps into ``tmp_path``; its JSON record."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_studies.py"),
-            "deterministic-maps",
-            *args,
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _run_script("bench_studies.py", "deterministic-maps", *args, "--out", str(tmp_path))
     return json.loads((tmp_path / "studies.json").read_text())
 
 
@@ -79,24 +70,7 @@ def test_bench_studies_alternates_two_checkouts(tmp_path: Path) -> None:
 
 def test_pool_scaling_quick_writes_its_table_and_every_row_is_bit_identical(tmp_path: Path) -> None:
     out = tmp_path / "pool"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_pool_scaling.py"),
-            "--quick",
-            "--threads",
-            "1,2",
-            "--repeats",
-            "1",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _run_script("bench_pool_scaling.py", "--quick", "--threads", "1,2", "--repeats", "1", "--out", str(out))
     data = json.loads((out / "pool-scaling.json").read_text())
     rows = data["rows"]
     assert {r["threads"] for r in rows} == {1, 2} and len(rows) == 8
