@@ -130,9 +130,12 @@ def _make_dir(out: Path) -> None:
         raise StudyError(f"output directory {str(out)!r} is not writable: it is a file, not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
+        # The probe is named like rfkit's temporary files so that no run counts it as a foreign
+        # file; the run holding the lock sweeps such files when it opens the folder, so the probe
+        # may already be gone here: it was written, and that is all the probe asks.
         probe = out / f".write-test-{os.getpid()}-{threading.get_ident()}.rfkit-tmp"
         probe.write_text("ok")
-        probe.unlink()
+        probe.unlink(missing_ok=True)
     except OSError as exc:
         raise StudyError(f"output directory {str(out)!r} is not writable: {exc.strerror or exc}") from None
 

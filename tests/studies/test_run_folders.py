@@ -261,6 +261,26 @@ def test_two_simultaneous_resumes_end_with_one_correct_table(study, reference, t
     _assert_complete_and_equal(out, reference)
 
 
+def test_waiting_run_survives_the_holders_sweep_of_its_write_probe(tmp_path, monkeypatch):
+    # The run holding a folder sweeps rfkit's temporary files (``.*.rfkit-tmp``) when it opens it;
+    # a second run's write probe is one of them and can vanish between its write and its removal.
+    # That once failed a waiting ``--resume`` with "output directory ... is not writable".
+    out = tmp_path / "o"
+    out.mkdir()
+    write_text = Path.write_text
+
+    def write_then_swept(self, *args, **kwargs):
+        n = write_text(self, *args, **kwargs)
+        if self.name.startswith(".write-test-"):
+            self.unlink()  # what the holder's sweep does
+        return n
+
+    monkeypatch.setattr(Path, "write_text", write_then_swept)
+    with RunLock(out):
+        assert (out / "run.lock").exists()
+    assert not any(out.glob(".write-test-*"))
+
+
 def test_lock_is_reentrant_and_released(tmp_path):
     out = tmp_path / "o"
     with RunLock(out) as lock:
