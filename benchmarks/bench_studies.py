@@ -130,7 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("studies", nargs="*", help="built-in study names (default: all)")
     ap.add_argument("--full", action="store_true", help="full profiles instead of the quick ones")
     ap.add_argument("--repeats", type=int, default=3, help="runs per study (default 3)")
-    ap.add_argument("--workers", type=int, default=1, help="rfkit run --workers K (default 1: serial)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="rfkit run --workers K (default 1: rfkit run without --workers, the default command)",
+    )
     ap.add_argument("--rfkit", type=Path, default=ROOT, help="checkout of rfkit to time (default: this one)")
     ap.add_argument("--label", default="current", help="name of this set of numbers in the results")
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder of studies.json / studies.md")

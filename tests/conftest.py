@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import types
 
 import numpy as np
@@ -88,10 +89,14 @@ def figure_layout():
 def checked_figures(monkeypatch):
     """Checks every figure a report saves in this process (``layout_problems``): the names of the
     figures saved and the problems found, as ``{"saved": [...], "problems": [...]}``."""
+    import rfkit.report._markdown as markdown
     import rfkit.report._parallel_figures as parallel
 
     found: dict[str, list[str]] = {"saved": [], "problems": []}
     save = parallel.save_figure
+    # the figures are drawn here, where the check sees them, not in worker processes (which
+    # `rfkit run` uses by default); the workers draw the same files (tests/unit/test_fixed_cost.py)
+    monkeypatch.setattr(markdown, "MIN_PARALLEL", sys.maxsize)
 
     def checked(fig, path):
         out = save(fig, path)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..exceptions import DamagedResultWarning, RFKitError
 from ..plots import set_paper_size
-from ..report import preload_for_workers, write_report
+from ..report import figure_workers, preload_for_workers, write_report
 from ..study import builtin_study_dirs, find_study, load_design, run
 from ..study.outputs import RunLock, units_done
 from ..study.summaries import heavy_tailed, not_ok
@@ -118,8 +118,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.scheduler:
         executor = "dask"
     rng = args.seed if args.seed is not None else None
-    if executor == "processes":
-        preload_for_workers()  # the fork server the study's workers come from also imports the plotting code
+    # the report's figures are drawn in worker processes: --workers of them, else as many as
+    # rfkit's threads (all CPUs unless RFKIT_NUM_THREADS says otherwise)
+    # (the fork server they come from was started before the harness was imported, with the
+    # plotting code: see _study_args; this process then never imports matplotlib)
+    drawers = figure_workers(workers)
+    if executor == "processes" or drawers > 1:
+        preload_for_workers()
     t0 = time.perf_counter()
     try:
         # one writer per folder: held across the run and its report (run() re-enters it)
@@ -143,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 draws=args.draws,
             )
             set_paper_size(args.paper_size)
-            report = write_report(result, out, workers=workers or 1)
+            report = write_report(result, out, workers=drawers)
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: {units_done(out)} finished work unit(s) are kept in {out}; continue with "

@@ -10,13 +10,35 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_study_commands", "scheduler_address"]
+from .._parallel import resolve_threads, start_process_server
+
+__all__ = ["add_study_commands", "scheduler_address", "FIGURE_WORKER_PRELOAD"]
+
+#: what the fork server of ``rfkit run``'s worker processes imports (the figure workers' plotting
+#: code); equal to :data:`rfkit.report._parallel_figures.PRELOAD` (tested), named here so that
+#: the server starts before this process imports the study harness
+FIGURE_WORKER_PRELOAD = "rfkit.report._worker_warmup"
+
+
+def _start_worker_server(args: argparse.Namespace) -> None:
+    """Start the fork server of ``rfkit run``'s worker processes before the harness is imported.
+
+    With more than one worker (``--workers K``, else rfkit's threads: all CPUs or
+    ``RFKIT_NUM_THREADS``) the report's figures are drawn in worker processes. The server
+    imports the plotting code in a process of its own, so it loads while this process imports
+    the harness and runs the study, and the figure workers start in milliseconds.
+    """
+    workers = args.workers if args.workers is not None else resolve_threads(None, "rfkit run")
+    if workers > 1:
+        start_process_server([FIGURE_WORKER_PRELOAD])
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
     """A study command that loads the study harness when it runs, not when the parser is built."""
 
     def call(args: argparse.Namespace) -> int:
+        if name == "cmd_run":
+            _start_worker_server(args)
         from . import (
             _study,
         )  # lazy: the study harness loads pandas; `rfkit --help` and `rfkit bound` must not
@@ -126,7 +148,9 @@ def add_study_commands(sub: Any) -> None:
             "--workers",
             _integer("workers", 1),
             "K",
-            "run work units (cell, chunk of trials) in K local worker processes (default: 1, serial)",
+            "run work units (cell, chunk of trials) in K local worker processes, and draw the report's "
+            "figures in K processes (default: work units serially in this process, figures in as many "
+            "processes as rfkit's threads: all CPUs, or RFKIT_NUM_THREADS)",
         ),
         (
             "--scheduler",

@@ -4,9 +4,11 @@ Matplotlib embeds a TrueType (Type 42) font in a PDF as a subset holding the gly
 uses, made with fontTools for every file: about a third of a second per font and figure, most
 of the time of writing a study's PDFs. :func:`cached_subsets` makes one subset per font holding
 a fixed set of characters (printable ASCII, Latin-1, Greek and the mathematical signs rfkit's
-labels use) plus any glyph a figure asks for beyond it, and reuses its bytes for every later
-figure. A figure's PDF then embeds somewhat more glyphs than it draws (tens of kilobytes), and
-the text, widths and character maps are exactly those matplotlib writes otherwise.
+labels use) and reuses its bytes for every later figure; a figure that draws a glyph beyond
+that set gets a subset of the set plus its own extra glyphs (made once per such set). A
+figure's PDF then embeds somewhat more glyphs than it draws (tens of kilobytes), it does not
+depend on the figures drawn before it in the process, and the text, widths and character maps
+are exactly those matplotlib writes otherwise.
 
 The subsets are also kept on disk, in matplotlib's cache folder (``rfkit-font-subsets/`` under
 :func:`matplotlib.get_cachedir`), keyed by the font file (path, size, modification time), the
@@ -41,8 +43,10 @@ _BASE_CHARS = (
 )
 
 _LOCK = threading.Lock()
-#: per font file: (glyph indices held, the subset's bytes, original -> subset glyph index)
+#: per (font file, glyph indices held): (those glyphs, the subset's bytes, original -> subset glyph index)
 _CACHE: dict[Any, tuple[frozenset[int], bytes, dict[int, int]]] = {}
+#: per font file: glyph indices of the fixed characters
+_BASE: dict[Any, frozenset[int]] = {}
 
 
 class _Cached:
@@ -159,11 +163,17 @@ def _write_disk(key: str, data: bytes, index_map: dict[int, int]) -> None:
 @contextlib.contextmanager
 def _get_glyphs_subset(fontfile: Any, glyphs: Any) -> Iterator[Any]:
     wanted = {int(g) for g in glyphs}
-    key = (str(fontfile), getattr(fontfile, "face_index", 0))
+    font = (str(fontfile), getattr(fontfile, "face_index", 0))
     with _LOCK:
+        base = _BASE.get(font)
+        if base is None:
+            base = _BASE[font] = frozenset(_base_glyphs(fontfile))
+        # the fixed set plus this figure's own extra glyphs, never those of earlier figures: a
+        # figure's PDF does not depend on what the process drew before it
+        union = base | frozenset(wanted)
+        key = (font, union)
         held = _CACHE.get(key)
-        if held is None or not wanted <= held[0]:
-            union = frozenset(wanted | _base_glyphs(fontfile) | (set(held[0]) if held else set()))
+        if held is None:
             name = _disk_key(fontfile, union)
             found = _read_disk(name) if name is not None else None
             if found is None:

@@ -400,7 +400,9 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
     frames the PDF, which is drawn with the layout kept (the engine off): two drawings per figure.
     Pixels of the box outside the canvas hold only the figure's background, which fills them; a
     figure with an artist beyond the canvas (no layout engine kept it inside) gets its PNG from
-    matplotlib's own drawing of the box instead.
+    matplotlib's own drawing of the box instead. The PDF carries no creation date, so that a
+    figure's files depend on the figure only (a report's figures drawn in worker processes are
+    the lead's to the byte; tested).
     """
     import io
     import math
@@ -445,7 +447,8 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
         else:  # some artist lies beyond the canvas (not in the raster): matplotlib draws the box
             fig.savefig(png, format="png", bbox_inches=bbox, dpi=200)
         pdf = io.BytesIO()
-        fig.savefig(pdf, format="pdf", bbox_inches=bbox, dpi=200)
+        # no creation date: the same figure gives the same bytes, whichever process draws it and when
+        fig.savefig(pdf, format="pdf", bbox_inches=bbox, dpi=200, metadata={"CreationDate": None})
         out = []
         for ext, buf in ((".pdf", pdf), (".png", png)):
             q = p.with_name(p.name + ext)  # not with_suffix: stems may hold dots (``set-norm-0.5``)

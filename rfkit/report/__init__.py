@@ -8,7 +8,7 @@ and the notebook display of a result use :func:`plot_result` and :func:`result_h
 
 from ._figures import FIGURE_KINDS, figure_plan, study_figures
 from ._markdown import metric_description, provenance_line, write_report
-from ._parallel_figures import preload_for_workers
+from ._parallel_figures import figure_workers, preload_for_workers
 from ._view import figure_names, plot_result, result_html
 
 __all__ = [
@@ -22,4 +22,5 @@ __all__ = [
     "plot_result",
     "result_html",
     "preload_for_workers",
+    "figure_workers",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._parallel import process_context
+from .._parallel import process_context, resolve_threads, start_process_server
 from ..plots import paper_size, save_figure, set_paper_size
 from ..study import Design
 from ..study.outputs import Record, ensure_dir, file_record, write_error
@@ -30,17 +30,34 @@ __all__ = [
     "FiguresInWorkers",
     "save_report_figure",
     "MIN_PARALLEL",
+    "figure_workers",
 ]
 
-#: modules a worker needs imported: the plotting code (matplotlib) and the study tables
-PRELOAD = ["rfkit.report._parallel_figures"]
+#: modules a worker needs imported: matplotlib (Agg), the plotting code and the study tables
+PRELOAD = ["rfkit.report._worker_warmup"]
 #: fewer figures than this are drawn in the lead (a pool costs more than it saves)
-MIN_PARALLEL = 3
+MIN_PARALLEL = 2
 
 
-def preload_for_workers() -> None:
-    """Ask rfkit's fork server to import the plotting code when it starts (before the first pool)."""
-    process_context(PRELOAD)
+def preload_for_workers(*, start: bool = False) -> None:
+    """Ask rfkit's fork server to import the plotting code when it starts (before the first pool).
+
+    With ``start=True`` the server starts now, so that its imports overlap the caller's work
+    (the command line does this before a study runs).
+    """
+    if start:
+        start_process_server(PRELOAD)
+    else:
+        process_context(PRELOAD)
+
+
+def figure_workers(workers: int | None) -> int:
+    """Processes that draw a report's figures: ``workers``, else as many as rfkit's threads.
+
+    ``None`` (``rfkit run`` without ``--workers``) follows :func:`rfkit.threads` and
+    ``RFKIT_NUM_THREADS`` (all CPUs by default), as the study's own computations do.
+    """
+    return resolve_threads(workers, "write_report")
 
 
 def _inputs(out: Path, design: Any) -> tuple[pd.DataFrame, pd.DataFrame, Any]:
@@ -68,7 +85,11 @@ def figure_names_to_draw(design: Any, out: Path) -> list[tuple[str, str]]:
 
 
 def _draw_one(task: tuple[dict[str, Any], str, str, str, str | None]) -> tuple[str, dict[str, Record]]:
-    """Worker: draw and save figure ``name`` of kind ``kind``; the PNG's path and both files' records."""
+    """Worker: draw and save figure ``name`` of kind ``kind``; the PNG's path and both files' records.
+
+    The design is the lead's, ``source`` included (``to_dict`` leaves it out): captions name a
+    quick or other profile from it.
+    """
     dd, folder, kind, name, size = task
     out = Path(folder)
     design = Design.trusted(dd)
@@ -112,7 +133,7 @@ class FiguresInWorkers:
     """
 
     def __init__(self, design: Any, out: Path, names: list[tuple[str, str]], workers: int) -> None:
-        dd, size = design.to_dict(), paper_size()
+        dd, size = {**design.to_dict(), "source": design.source}, paper_size()
         self._tasks = [(dd, str(out), kind, name, size) for kind, name in names]
         self._workers = min(workers, len(self._tasks))
         self._pool: Any = None

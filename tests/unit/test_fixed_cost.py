@@ -4,6 +4,7 @@ Each replacement is checked against what it replaces."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -142,6 +143,13 @@ def test_report_figures_in_worker_processes_equal_the_serial_report(tmp_path, mo
     write_report(res, tmp_path / "b", workers=2)
     a, b = (sorted(p.name for p in (tmp_path / x / "figures").iterdir()) for x in "ab")
     assert a == b and len(a) == 4
+    # to the byte: the workers' design is the lead's, its source included (the captions name the
+    # quick profile), and a PDF depends on its figure only (no creation date; the font subset is
+    # not that of the figures the lead drew before)
+    for name in a:
+        assert (tmp_path / "a" / "figures" / name).read_bytes() == (
+            tmp_path / "b" / "figures" / name
+        ).read_bytes(), name
     ra, rb = ((tmp_path / x / "report.md").read_text() for x in "ab")
     assert ra == rb
     files = json.loads((tmp_path / "b" / "manifest.json").read_text())["files"]
@@ -149,6 +157,52 @@ def test_report_figures_in_worker_processes_equal_the_serial_report(tmp_path, mo
     # the text's tables, written by the lead while the workers draw, are recorded as in the serial run
     serial = json.loads((tmp_path / "a" / "manifest.json").read_text())["files"]
     assert set(files) == set(serial) and any(f.startswith("tables/") for f in files)
+
+
+def test_cli_run_draws_figures_in_as_many_processes_as_threads(tmp_path, monkeypatch):
+    """``rfkit run`` without ``--workers`` draws the report's figures in as many processes as rfkit's
+    threads (``RFKIT_NUM_THREADS``); ``--workers 1``, or one thread, draws them in the lead; the
+    figures are the same files either way."""
+    import rfkit.report._markdown as markdown
+    from rfkit.cli import main as cli_main
+
+    used: list[int] = []
+
+    class Spy(markdown.FiguresInWorkers):
+        def __init__(self, design, out, names, workers):
+            used.append(workers)
+            super().__init__(design, out, names, workers)
+
+    monkeypatch.setattr(markdown, "FiguresInWorkers", Spy)
+    args = ["run", "performer-mse", "--quick", "--trials", "20", "--no-progress", "--out"]
+    monkeypatch.setenv("RFKIT_NUM_THREADS", "2")
+    assert cli_main([*args, str(tmp_path / "a")]) == 0
+    assert used == [2]
+    assert cli_main([*args, str(tmp_path / "b"), "--workers", "1"]) == 0
+    monkeypatch.setenv("RFKIT_NUM_THREADS", "1")
+    assert cli_main([*args, str(tmp_path / "c")]) == 0
+    assert used == [2], "one worker or one thread: the lead draws"
+    names = sorted(p.name for p in (tmp_path / "a" / "figures").iterdir())
+    assert len(names) == 4
+    for x in "bc":
+        assert sorted(p.name for p in (tmp_path / x / "figures").iterdir()) == names
+        for name in names:
+            assert (tmp_path / x / "figures" / name).read_bytes() == (
+                tmp_path / "a" / "figures" / name
+            ).read_bytes()
+
+
+def test_worker_server_preload_is_the_figure_workers_and_starts_early():
+    import multiprocessing.forkserver as forkserver
+
+    from rfkit._parallel import start_process_server
+    from rfkit.cli._study_args import FIGURE_WORKER_PRELOAD
+    from rfkit.report._parallel_figures import PRELOAD
+
+    assert PRELOAD == [FIGURE_WORKER_PRELOAD]
+    start_process_server()
+    pid = forkserver._forkserver._forkserver_pid
+    assert pid is not None and os.waitpid(pid, os.WNOHANG) == (0, 0), "the server runs"
 
 
 def test_report_error_while_workers_draw_stops_them_and_propagates(tmp_path, monkeypatch):
