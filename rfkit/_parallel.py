@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,8 @@ __all__ = [
     "ENV_VAR",
     "process_context",
     "start_process_server",
+    "lead_state",
+    "adopt_lead_state",
 ]
 
 ENV_VAR = "RFKIT_NUM_THREADS"
@@ -235,3 +238,24 @@ def start_process_server(preload: Sequence[str] = ()) -> None:
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+
+def lead_state() -> tuple[dict[str, str], list[str], str]:
+    """The calling process's environment, import path and working folder, for its worker processes."""
+    return dict(os.environ), list(sys.path), os.getcwd()
+
+
+def adopt_lead_state(state: tuple[dict[str, str], list[str], str]) -> None:
+    """In a worker process: take the lead's environment, import path and working folder.
+
+    A worker forked from the fork server starts with the server's, which are the lead's of when
+    the server started (perhaps long before: a notebook that changed folder, a test that put a
+    folder of modules on the path); ``state`` (:func:`lead_state` when the pool starts) makes
+    them the lead's of now, as a freshly spawned interpreter would have them.
+    """
+    env, path, folder = state
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[:] = path
+    with contextlib.suppress(OSError):
+        os.chdir(folder)

@@ -11,12 +11,14 @@ the plotting code once when :func:`preload_for_workers` was called before the se
 
 from __future__ import annotations
 
+import importlib
+import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .._parallel import process_context, resolve_threads, start_process_server
+from .._parallel import adopt_lead_state, lead_state, process_context, resolve_threads, start_process_server
 from ..plots import paper_size, save_figure, set_paper_size
 from ..study import Design
 from ..study.outputs import Record, ensure_dir, file_record, write_error
@@ -88,11 +90,15 @@ def _draw_one(task: tuple[dict[str, Any], str, str, str, str | None]) -> tuple[s
     """Worker: draw and save figure ``name`` of kind ``kind``; the PNG's path and both files' records.
 
     The design is the lead's, ``source`` included (``to_dict`` leaves it out): captions name a
-    quick or other profile from it.
+    quick or other profile from it. The worker has the lead's import path, environment and
+    folder (:func:`~rfkit._parallel.adopt_lead_state`), and imports the design's ``imports``
+    as the lead did: legends show the display names of the records they register.
     """
     dd, folder, kind, name, size = task
     out = Path(folder)
     design = Design.trusted(dd)
+    for module in design.imports:  # they register records whose display names the figure shows
+        importlib.import_module(module)
     if size is not None:
         set_paper_size(size)
     summary, theory, table = _inputs(out, design)
@@ -134,7 +140,7 @@ class FiguresInWorkers:
 
     def __init__(self, design: Any, out: Path, names: list[tuple[str, str]], workers: int) -> None:
         dd, size = {**design.to_dict(), "source": design.source}, paper_size()
-        self._tasks = [(dd, str(out), kind, name, size) for kind, name in names]
+        self._tasks = [(dd, os.path.abspath(out), kind, name, size) for kind, name in names]
         self._workers = min(workers, len(self._tasks))
         self._pool: Any = None
         self._futures: list[Any] = []
@@ -142,7 +148,12 @@ class FiguresInWorkers:
     def __enter__(self) -> FiguresInWorkers:
         from concurrent.futures import ProcessPoolExecutor
 
-        self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=process_context(PRELOAD))
+        self._pool = ProcessPoolExecutor(
+            max_workers=self._workers,
+            mp_context=process_context(PRELOAD),
+            initializer=adopt_lead_state,
+            initargs=(lead_state(),),
+        )
         self._futures = [self._pool.submit(_draw_one, task) for task in self._tasks]
         return self
 

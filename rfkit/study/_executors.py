@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .._parallel import process_context
+from .._parallel import adopt_lead_state, lead_state, process_context
 from ..exceptions import InvalidParameterError, StudyError
 
 __all__ = ["THREAD_ENV", "worker_env"]
@@ -75,16 +74,10 @@ def _init_worker(
     that the lead is gone (or that the worker was re-parented: its fork server ends with the
     lead) and ends the worker.
     """
-    import sys
     import threading
 
     if where is not None:
-        lead_env, lead_path, lead_dir = where
-        os.environ.clear()
-        os.environ.update(lead_env)
-        sys.path[:] = lead_path
-        with contextlib.suppress(OSError):
-            os.chdir(lead_dir)
+        adopt_lead_state(where)
     os.environ.update(env)
     try:  # the BLAS libraries read their thread count when NumPy loads: in the fork server, earlier
         from threadpoolctl import threadpool_limits
@@ -161,7 +154,7 @@ def _iter_results(
                 max_workers=n,
                 mp_context=_context(),
                 initializer=_init_worker,
-                initargs=(env, os.getpid(), (dict(os.environ), list(sys.path), os.getcwd())),
+                initargs=(env, os.getpid(), lead_state()),
             )
             try:
                 futs = [pool.submit(fn, *t) for t in tasks]

@@ -159,6 +159,69 @@ def test_report_figures_in_worker_processes_equal_the_serial_report(tmp_path, mo
     assert set(files) == set(serial) and any(f.startswith("tables/") for f in files)
 
 
+def test_report_figure_workers_have_the_leads_path_folder_and_imports(tmp_path, monkeypatch):
+    """Figure workers fork from a server that may have started long before (here: before the
+    folder of the user's module was on the path, in another working folder). They take the
+    lead's path, environment and folder and import the design's ``imports``, so a registered
+    map's display name is in their legends as in the lead's: the same files, byte for byte."""
+    import textwrap
+
+    import rfkit.report._markdown as markdown
+    import rfkit.study as st
+    from rfkit._parallel import start_process_server
+    from rfkit.report import write_report
+    from rfkit.study import _records
+
+    start_process_server()
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "named_trig_mod.py").write_text(
+        textwrap.dedent(
+            """
+            import rfkit as rk
+            import rfkit.study as st
+
+            st.register_feature_map(
+                st.FeatureMapRecord(
+                    "NamedTrig", rk.features.Trig, display_name="Named trig",
+                    capabilities=st.Capabilities(batched=True),
+                )
+            )
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(mods))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(markdown, "MIN_PARALLEL", 1)
+    saved = {k: dict(v) for k, v in _records._REGISTRIES.items()}
+    try:
+        design = st.Design(
+            name="named",
+            estimators=[{"map": "NamedTrig"}, {"map": "Positive"}],
+            grid={"n_features": [4, 8]},
+            data={"source": "pairs", "n_pairs": 5, "dim": 3, "norm": 0.7},
+            trials=9,
+            seed=5,
+            imports=["named_trig_mod"],
+            outputs={"figures": ["mse_vs_features"]},
+        )
+        res = st.run(design, out="a", progress=False)  # relative folders: the workers' folder is the lead's
+        st.run(design, out="b", progress=False)
+        write_report(res, "a")
+        write_report(res, "b", workers=2)
+    finally:
+        for k, v in saved.items():
+            _records._REGISTRIES[k].clear()
+            _records._REGISTRIES[k].update(v)
+        sys.modules.pop("named_trig_mod", None)
+    names = sorted(p.name for p in (tmp_path / "a" / "figures").iterdir())
+    assert names and names == sorted(p.name for p in (tmp_path / "b" / "figures").iterdir())
+    for name in names:
+        assert (tmp_path / "a" / "figures" / name).read_bytes() == (
+            tmp_path / "b" / "figures" / name
+        ).read_bytes()
+
+
 def test_cli_run_draws_figures_in_as_many_processes_as_threads(tmp_path, monkeypatch):
     """``rfkit run`` without ``--workers`` draws the report's figures in as many processes as rfkit's
     threads (``RFKIT_NUM_THREADS``); ``--workers 1``, or one thread, draws them in the lead; the
