@@ -12,6 +12,7 @@ the plotting code once when :func:`preload_for_workers` was called before the se
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 import os
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,12 @@ def figure_workers(workers: int | None) -> int:
     """Processes that draw a report's figures: ``workers``, else as many as rfkit's threads.
 
     ``None`` (``rfkit run`` without ``--workers``) follows :func:`rfkit.threads` and
-    ``RFKIT_NUM_THREADS`` (all CPUs by default), as the study's own computations do.
+    ``RFKIT_NUM_THREADS`` (all CPUs by default), as the study's own computations do, where
+    workers fork from a process server; without one (Windows) each worker would be a fresh
+    interpreter importing matplotlib, and ``None`` means 1.
     """
+    if workers is None and "forkserver" not in multiprocessing.get_all_start_methods():
+        return 1  # pragma: no cover - Windows
     return resolve_threads(workers, "write_report")
 
 
