@@ -225,19 +225,25 @@ def process_context(preload: Sequence[str] = ()) -> Any:
     return ctx
 
 
-def start_process_server(preload: Sequence[str] = ()) -> None:
+def start_process_server(preload: Sequence[str] = ()) -> bool:
     """Start the fork server now, with the modules asked for so far, instead of at the first pool.
 
     The server imports its modules in a process of its own, so they load while the caller goes
     on (a study's trials, say) and its first pool then starts in milliseconds. Modules asked for
-    after this call are imported by each worker itself. A no-op where there is no fork server
-    (Windows), or when it runs already.
+    after this call are imported by each worker itself. Returns whether a server runs: False
+    where there is none (Windows) or where it could not start (the operating system refused its
+    process or its socket); the caller then does without worker processes.
     """
     ctx = process_context(preload)
-    if ctx.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
+    if ctx.get_start_method() != "forkserver":
+        return False  # pragma: no cover - Windows
+    from multiprocessing import forkserver
 
+    try:
         forkserver.ensure_running()
+    except OSError:
+        return False
+    return True
 
 
 def lead_state() -> tuple[dict[str, str], list[str], str]:

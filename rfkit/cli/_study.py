@@ -123,6 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # (the fork server they come from was started before the harness was imported, with the
     # plotting code: see _study_args; this process then never imports matplotlib)
     drawers = figure_workers(workers)
+    if workers is None and not getattr(args, "worker_server", True):
+        drawers = 1  # no process server could start: the default draws the figures here
     if executor == "processes" or drawers > 1:
         preload_for_workers()
     t0 = time.perf_counter()

@@ -26,11 +26,12 @@ def _start_worker_server(args: argparse.Namespace) -> None:
     With more than one worker (``--workers K``, else rfkit's threads: all CPUs or
     ``RFKIT_NUM_THREADS``) the report's figures are drawn in worker processes. The server
     imports the plotting code in a process of its own, so it loads while this process imports
-    the harness and runs the study, and the figure workers start in milliseconds.
+    the harness and runs the study, and the figure workers start in milliseconds. Sets
+    ``args.worker_server``: False where no server could start, and the figures that were to be
+    drawn in workers by default are then drawn in this process.
     """
     workers = args.workers if args.workers is not None else resolve_threads(None, "rfkit run")
-    if workers > 1:
-        start_process_server([FIGURE_WORKER_PRELOAD])
+    args.worker_server = workers > 1 and start_process_server([FIGURE_WORKER_PRELOAD])
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:

@@ -224,8 +224,8 @@ def test_report_figure_workers_have_the_leads_path_folder_and_imports(tmp_path, 
 
 def test_cli_run_draws_figures_in_as_many_processes_as_threads(tmp_path, monkeypatch):
     """``rfkit run`` without ``--workers`` draws the report's figures in as many processes as rfkit's
-    threads (``RFKIT_NUM_THREADS``); ``--workers 1``, or one thread, draws them in the lead; the
-    figures are the same files either way."""
+    threads (``RFKIT_NUM_THREADS``); ``--workers 1``, one thread, or a process server that
+    cannot start, draws them in the lead; the figures are the same files either way."""
     import rfkit.report._markdown as markdown
     from rfkit.cli import main as cli_main
 
@@ -245,9 +245,18 @@ def test_cli_run_draws_figures_in_as_many_processes_as_threads(tmp_path, monkeyp
     monkeypatch.setenv("RFKIT_NUM_THREADS", "1")
     assert cli_main([*args, str(tmp_path / "c")]) == 0
     assert used == [2], "one worker or one thread: the lead draws"
+    import multiprocessing.forkserver as forkserver
+
+    def refused():
+        raise OSError("no sockets here")
+
+    monkeypatch.setattr(forkserver, "ensure_running", refused)
+    monkeypatch.setenv("RFKIT_NUM_THREADS", "2")
+    assert cli_main([*args, str(tmp_path / "d")]) == 0
+    assert used == [2], "no process server could start: the default draws in the lead"
     names = sorted(p.name for p in (tmp_path / "a" / "figures").iterdir())
     assert len(names) == 4
-    for x in "bc":
+    for x in "bcd":
         assert sorted(p.name for p in (tmp_path / x / "figures").iterdir()) == names
         for name in names:
             assert (tmp_path / x / "figures" / name).read_bytes() == (
