@@ -240,10 +240,32 @@ def start_process_server(preload: Sequence[str] = ()) -> bool:
     from multiprocessing import forkserver
 
     try:
-        forkserver.ensure_running()
+        with _sigint_ignored():
+            forkserver.ensure_running()
     except OSError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored in the block (main thread only), so that a process started in it inherits that.
+
+    A Ctrl-C in a terminal reaches every process of the command. A fork server ignores it only
+    once its imports are done; one that starts with it ignored (an ignored signal stays ignored
+    across exec, and Python then installs no handler) never prints a KeyboardInterrupt traceback
+    of its own. Its workers get the usual handler back in :func:`adopt_lead_state`.
+    """
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def lead_state() -> tuple[dict[str, str], list[str], str]:
@@ -257,9 +279,14 @@ def adopt_lead_state(state: tuple[dict[str, str], list[str], str]) -> None:
     A worker forked from the fork server starts with the server's, which are the lead's of when
     the server started (perhaps long before: a notebook that changed folder, a test that put a
     folder of modules on the path); ``state`` (:func:`lead_state` when the pool starts) makes
-    them the lead's of now, as a freshly spawned interpreter would have them.
+    them the lead's of now, as a freshly spawned interpreter would have them, with Python's
+    usual Ctrl-C handler.
     """
+    import signal
+
     env, path, folder = state
+    # a server started by start_process_server ignores Ctrl-C, and its children inherit that
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ.clear()
     os.environ.update(env)
     sys.path[:] = path

@@ -109,6 +109,34 @@ def test_cli_list(capsys):
     assert "performer-mse" in out and "cexp-adaptive" in out
 
 
+def test_ctrl_c_in_a_terminal_while_the_worker_server_imports_prints_no_traceback(tmp_path):
+    """A terminal's Ctrl-C reaches every process of the command, the process server of the figure
+    workers too, which ``rfkit run`` starts first thing and which imports matplotlib for about a
+    second: it starts with SIGINT ignored, so only rfkit's own message is printed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from rfkit.cli import main\n"
+        f"sys.exit(main(['run', 'performer-mse', '--out', {str(tmp_path / 'o')!r}, '--no-progress']))\n"
+    )
+    env = {**os.environ, "RFKIT_NUM_THREADS": "2"}
+    for delay in (0.5, 0.9):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+        )
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole process group
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and "interrupted" in err, err
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_resume_completes(tmp_path):
     """SIGINT mid-run: exit 130, finished cells kept, a hint to --resume; resuming completes the run."""
