@@ -14,12 +14,15 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
+import warnings
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from .._parallel import adopt_lead_state, lead_state, process_context, resolve_threads, start_process_server
+from ..exceptions import RFKitWarning
 from ..plots import paper_size, save_figure, set_paper_size
 from ..study import Design
 from ..study.outputs import Record, ensure_dir, file_record, write_error
@@ -139,8 +142,11 @@ class FiguresInWorkers:
     """Figures being drawn in worker processes while the lead goes on (a context manager).
 
     On entry the figures of ``names`` are handed to ``workers`` processes; :meth:`result` waits
-    for them and gives the PNG paths in order and every file's record. Leaving the block before
-    (an error in the lead's own work) cancels the figures not yet started and waits for the rest.
+    for them and gives the PNG paths in order and every file's record. Where the pool breaks (a
+    worker killed, or one that cannot start: a script without a ``__main__`` guard, which each
+    worker re-runs), the figures it did not draw are drawn in the calling process, with an
+    :class:`~rfkit.exceptions.RFKitWarning` that says why. Leaving the block before (an error in
+    the lead's own work) cancels the figures not yet started and waits for the rest.
     """
 
     def __init__(self, design: Any, out: Path, names: list[tuple[str, str]], workers: int) -> None:
@@ -165,10 +171,25 @@ class FiguresInWorkers:
     def result(self) -> tuple[list[Path], dict[str, Record]]:
         files: dict[str, Record] = {}
         pngs = []
-        for future in self._futures:
-            png, recs = future.result()
+        broken: BaseException | None = None
+        for task, future in zip(self._tasks, self._futures):
+            try:
+                png, recs = future.result()
+            except BrokenProcessPool as exc:  # a worker died or could not start: this process draws
+                broken = broken or exc
+                png, recs = _draw_one(task)  # the same files (a figure's bytes do not depend on its process)
             pngs.append(Path(png))
             files.update(recs)
+        if broken is not None:
+            warnings.warn(
+                f"the report's figure worker processes failed ({broken}); the figures they had not "
+                "drawn were drawn in this process instead. A script that runs rfkit (rfkit.cli.main, "
+                "or write_report with workers > 1) must start it under `if __name__ == \"__main__\":`, "
+                "as Python's multiprocessing requires; --workers 1 or RFKIT_NUM_THREADS=1 draws every "
+                "figure in the calling process.",
+                RFKitWarning,
+                stacklevel=2,
+            )
         return pngs, files
 
     def __exit__(self, *exc: Any) -> None:

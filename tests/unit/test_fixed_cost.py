@@ -264,6 +264,41 @@ def test_cli_run_draws_figures_in_as_many_processes_as_threads(tmp_path, monkeyp
             ).read_bytes()
 
 
+def test_unguarded_script_gets_its_figures_drawn_in_the_lead_with_a_warning(tmp_path):
+    """A script that calls ``rfkit.cli.main`` at module level, without a ``__main__`` guard: each
+    figure worker re-runs the script while it starts (Python's multiprocessing rule) and dies. The
+    pool breaks; the lead draws the figures itself, warns why, and the run succeeds."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "o"
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys\n"
+        "from rfkit.cli import main\n"
+        f"sys.exit(main(['run', 'performer-mse', '--quick', '--trials', '20', '--no-progress', '--out', {str(out)!r}]))\n"
+    )
+    env = {**os.environ, "RFKIT_NUM_THREADS": "2", "PYTHONPATH": str(root)}
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "figure worker processes failed" in r.stderr and "__main__" in r.stderr
+    # the workers re-running the script say so, instead of an "unexpected error"
+    assert "not run in this worker process" in r.stderr and "unexpected error" not in r.stderr
+    assert len(list((out / "figures").iterdir())) == 4
+    import rfkit.study as st
+
+    assert st.verify_run(out).ok
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text(
+        "import sys\n"
+        "from rfkit.cli import main\n"
+        "if __name__ == '__main__':\n"
+        f"    sys.exit(main(['run', 'performer-mse', '--quick', '--trials', '20', '--no-progress', '--out', {str(tmp_path / 'g')!r}]))\n"
+    )
+    r = subprocess.run([sys.executable, str(guarded)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "warning" not in r.stderr and "not run" not in r.stderr, r.stderr
+
+
 def test_worker_server_preload_is_the_figure_workers_and_starts_early():
     import multiprocessing.forkserver as forkserver
 
