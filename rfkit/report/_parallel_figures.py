@@ -184,7 +184,7 @@ class FiguresInWorkers:
             warnings.warn(
                 f"the report's figure worker processes failed ({broken}); the figures they had not "
                 "drawn were drawn in this process instead. A script that runs rfkit (rfkit.cli.main, "
-                "or write_report with workers > 1) must start it under `if __name__ == \"__main__\":`, "
+                'or write_report with workers > 1) must start it under `if __name__ == "__main__":`, '
                 "as Python's multiprocessing requires; --workers 1 or RFKIT_NUM_THREADS=1 draws every "
                 "figure in the calling process.",
                 RFKitWarning,
