@@ -179,10 +179,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``rfkit`` command; returns the exit status (0 ok, 1 failed, 2 user error, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     mp_main = sys.modules.get("__mp_main__")
-    if mp_main is not None and sys.modules.get("__main__") is not mp_main:
-        # a worker process of multiprocessing re-runs the main script as __mp_main__ while it starts
-        # (it becomes __main__ after): a script that calls main() at module level, without a guard,
-        # would run rfkit again here
+    if (
+        mp_main is not None
+        and getattr(mp_main, "__name__", None) == "__mp_main__"
+        and sys.modules.get("__main__") is not mp_main
+    ):
+        # a worker process of multiprocessing re-runs the main script under the name __mp_main__
+        # while it starts (it becomes __main__ after; in any other process __mp_main__ is __main__
+        # itself, or an older __main__ named so): a script that calls main() at module level,
+        # without a guard, would run rfkit again here
         print(
             "rfkit: not run in this worker process, which is re-running the script that started rfkit "
             '(Python\'s multiprocessing does so): call rfkit.cli.main() under `if __name__ == "__main__":`.',

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._parallel import adopt_lead_state, lead_state, process_context, resolve_threads, start_process_server
+from .._parallel import adopt_lead_state, lead_state, process_context, resolve_threads
 from ..exceptions import RFKitWarning
 from ..plots import paper_size, save_figure, set_paper_size
 from ..study import Design
@@ -45,16 +45,13 @@ PRELOAD = ["rfkit.report._worker_warmup"]
 MIN_PARALLEL = 2
 
 
-def preload_for_workers(*, start: bool = False) -> None:
+def preload_for_workers() -> None:
     """Ask rfkit's fork server to import the plotting code when it starts (before the first pool).
 
-    With ``start=True`` the server starts now, so that its imports overlap the caller's work
-    (the command line does this before a study runs).
+    ``rfkit run`` starts the server itself, first thing (:func:`rfkit._parallel.start_process_server`
+    with the same module), so that its imports overlap the command's.
     """
-    if start:
-        start_process_server(PRELOAD)
-    else:
-        process_context(PRELOAD)
+    process_context(PRELOAD)
 
 
 def figure_workers(workers: int | None) -> int:

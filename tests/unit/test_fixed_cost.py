@@ -299,6 +299,21 @@ def test_unguarded_script_gets_its_figures_drawn_in_the_lead_with_a_warning(tmp_
     assert r.returncode == 0 and "warning" not in r.stderr and "not run" not in r.stderr, r.stderr
 
 
+def test_cli_runs_where_an_older_main_module_is_registered_as_mp_main(tmp_path, monkeypatch):
+    """``multiprocessing`` registers ``__main__`` as ``__mp_main__`` when it is imported; a program
+    that replaces ``__main__`` later (IPython does) leaves an older module there. Only a module
+    *named* ``__mp_main__`` that is not yet ``__main__`` (a worker re-running the script) stops
+    ``rfkit.cli.main``."""
+    import types
+
+    from rfkit.cli import main as cli_main
+
+    monkeypatch.setitem(sys.modules, "__mp_main__", types.ModuleType("__main__"))
+    assert cli_main(["list"]) == 0
+    monkeypatch.setitem(sys.modules, "__mp_main__", types.ModuleType("__mp_main__"))
+    assert cli_main(["list"]) == 2
+
+
 def test_worker_server_preload_is_the_figure_workers_and_starts_early():
     import multiprocessing.forkserver as forkserver
 
