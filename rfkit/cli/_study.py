@@ -19,7 +19,7 @@ from typing import Any
 
 from ..exceptions import DamagedResultWarning, RFKitError
 from ..plots import set_paper_size
-from ..report import figure_workers, preload_for_workers, write_report
+from ..report import figure_workers, write_report
 from ..study import builtin_study_dirs, find_study, load_design, run
 from ..study.outputs import RunLock, units_done
 from ..study.summaries import heavy_tailed, not_ok
@@ -119,14 +119,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         executor = "dask"
     rng = args.seed if args.seed is not None else None
     # the report's figures are drawn in worker processes: --workers of them, else as many as
-    # rfkit's threads (all CPUs unless RFKIT_NUM_THREADS says otherwise)
-    # (the fork server they come from was started before the harness was imported, with the
-    # plotting code: see _study_args; this process then never imports matplotlib)
+    # rfkit's threads (all CPUs unless RFKIT_NUM_THREADS says otherwise), forked from the server
+    # that _study_args started, with the plotting code, before the harness was imported
     drawers = figure_workers(workers)
     if workers is None and not getattr(args, "worker_server", True):
         drawers = 1  # no process server could start: the default draws the figures here
-    if executor == "processes" or drawers > 1:
-        preload_for_workers()
     t0 = time.perf_counter()
     try:
         # one writer per folder: held across the run and its report (run() re-enters it)
