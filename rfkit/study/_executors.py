@@ -122,6 +122,18 @@ def _died(tasks: list[tuple[Any, ...]], unit: tuple[Any, ...], left: int, hint: 
     )
 
 
+def _shutdown(pool: Any, futs: list[Any]) -> None:
+    """Cancel the pool's pending tasks, then wait for its workers to end.
+
+    The tasks are cancelled here rather than by ``shutdown(cancel_futures=True)``: on Python 3.11
+    and earlier that call can wait forever once a task could not be pickled for its workers
+    (CPython issue 116685), so a run whose work units cannot be sent would hang instead of raising.
+    """
+    for f in futs:
+        f.cancel()
+    pool.shutdown(wait=True)
+
+
 def _iter_results(
     fn: Callable[..., Any],
     tasks: list[tuple[Any, ...]],
@@ -156,10 +168,11 @@ def _iter_results(
                 initializer=_init_worker,
                 initargs=(env, os.getpid(), lead_state()),
             )
+            futs: list[Any] = []
             try:
-                futs = [pool.submit(fn, *t) for t in tasks]
+                futs.extend(pool.submit(fn, *t) for t in tasks)
             except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
+                _shutdown(pool, futs)
                 raise
         unit_of = dict(zip(futs, tasks))
         left = len(futs)
@@ -172,7 +185,7 @@ def _iter_results(
                 left -= 1
                 yield res
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            _shutdown(pool, futs)
         return
     # dask: a Client, a scheduler address, or a local cluster
     try:

@@ -438,3 +438,31 @@ def test_compare_loose_lists_the_differences_instead_of_refusing(reference):
     assert same.attrs["differences"] == [] and same["paired"].all()
     with pytest.raises(InvalidParameterError, match="`strict`"):
         st.compare(reference, reference, strict="no")
+
+
+def test_a_work_unit_that_cannot_be_sent_to_a_worker_raises_and_never_hangs():
+    """A task that cannot be pickled for the worker processes raises its pickling error, every time.
+
+    ``ProcessPoolExecutor.shutdown(cancel_futures=True)`` waits forever after such an error on
+    Python 3.11 (CPython issue 116685; with 64 units the first pool already hangs): the harness cancels
+    the pending units itself. Run in a fresh interpreter so that a hang fails the test (timeout)
+    instead of stopping the suite.
+    """
+    import subprocess
+
+    code = (
+        "from rfkit.study._executors import _iter_results\n"
+        "if __name__ == '__main__':\n"
+        "    for attempt in range(5):\n"
+        "        try:\n"
+        "            list(_iter_results(callable, [(lambda: 1,)] * 64, 'processes', 2, None))\n"
+        "        except Exception as exc:\n"
+        "            print(attempt, type(exc).__name__, flush=True)\n"
+    )
+    root = Path(rk.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split()
+    assert lines[0::2] == ["0", "1", "2", "3", "4"]
+    assert set(lines[1::2]) <= {"PicklingError", "AttributeError", "TypeError"}, proc.stdout
