@@ -224,8 +224,8 @@ def test_a_nan_error_is_no_coverage_outcome(monkeypatch):
 
 
 def test_attention_tables_of_finite_outputs_equal_the_nan_aware_reductions(monkeypatch):
-    """Cells whose outputs are all finite use the plain reductions: the tables are bit for bit those
-    of the NaN-aware ones (the same sums and divisions)."""
+    """Cells whose outputs are all finite take the plain path (each moment once, no masked copies):
+    the tables are bit for bit those of the general path with the NaN-aware reductions."""
     import rfkit.study._eval_attention as ea
 
     d = attention_trig_design(
@@ -236,13 +236,64 @@ def test_attention_tables_of_finite_outputs_equal_the_nan_aware_reductions(monke
         ],
         trials=7,
     )
+    plain_calls = []
+    real_plain = ea._error_tables_plain
+    monkeypatch.setattr(ea, "_error_tables_plain", lambda *a: plain_calls.append(1) or real_plain(*a))
     plain = st.run(d)
+    assert len(plain_calls) == 3  # every estimator's outputs were finite
     used = []
+    monkeypatch.setattr(ea, "_error_tables_plain", ea._error_tables_general)
     monkeypatch.setattr(
         ea, "_reductions", lambda all_finite: used.append(all_finite) or (np.nanmean, np.nanmax, np.nanvar)
     )
     nan_aware = st.run(d)
-    assert used and all(used)  # every estimator's outputs were finite: the plain path was the one replaced
+    assert used and all(used)  # the general path ran, with the NaN-aware reductions
     pd.testing.assert_frame_equal(plain.trials, nan_aware.trials, check_exact=True)
     pd.testing.assert_frame_equal(plain.summary(), nan_aware.summary(), check_exact=True)
     pd.testing.assert_frame_equal(plain.pairs, nan_aware.pairs, check_exact=True)
+
+
+@pytest.mark.parametrize("trials", [1, 2, 5])
+def test_plain_error_tables_equal_the_general_path_bit_for_bit(trials):
+    """The plain path's shared moments (one pass for the deviations, one square of the errors) give
+    the general path's numbers bit for bit, one trial (no variance) included."""
+    import rfkit.study._eval_attention as ea
+
+    rng = np.random.default_rng(11)
+    outs = rng.standard_normal((trials, 40, 3)) * np.array([1e-3, 1.0, 1e3])
+    exact = rng.standard_normal((40, 3))
+    status, nonpos = np.full(trials, "ok"), np.zeros(trials)
+    a_trials, a_queries = ea._error_tables_plain(outs.copy(), status, nonpos, exact)
+    b_trials, b_queries = ea._error_tables_general(outs.copy(), status, nonpos, exact)
+    for a, b in ((a_trials, b_trials), (a_queries, b_queries)):
+        assert list(a) == list(b)
+        for key in a:
+            x, y = np.asarray(a[key]), np.asarray(b[key])
+            assert x.dtype == y.dtype, key
+            if x.dtype.kind == "f":
+                assert np.array_equal(x.view(np.uint64), y.view(np.uint64)), key
+            else:
+                assert np.array_equal(x, y), key
+
+
+def test_a_repeated_estimators_tables_are_its_first_ones_and_a_near_repeat_is_not():
+    """Outputs equal bit for bit to an earlier estimator's reuse its error tables; outputs that agree
+    on the fingerprint (statuses, first values) but differ later are computed on their own."""
+    import rfkit.study._eval_attention as ea
+
+    rng = np.random.default_rng(5)
+    outs = rng.standard_normal((3, 4, 50, 2))
+    outs[1] = outs[0]
+    outs[2] = outs[0]
+    outs[2, -1, -1, -1] += 1e-12  # the same fingerprint, other numbers
+    status = np.full((3, 4), "ok")
+    nonpos = np.zeros((3, 4))
+    seen: dict = {}
+    assert ea._repeat_of(0, outs, status, nonpos, seen) is None
+    assert ea._repeat_of(1, outs, status, nonpos, seen) == 0
+    assert ea._repeat_of(2, outs, status, nonpos, seen) is None
+    other = status.copy()
+    other[1, 0] = "error:ValueError"  # the same outputs, another status
+    seen = {}
+    assert ea._repeat_of(0, outs, other, nonpos, seen) is None
+    assert ea._repeat_of(1, outs, other, nonpos, seen) is None
