@@ -340,7 +340,9 @@ def attention_finalize(
     Per trial: the mean signed and squared error over all (query, value-dimension) entries,
     the mean and maximum absolute error, and the number of rows with a non-positive
     normaliser (NaN output, never clipped). Per query: bias, variance and MSE over trials.
-    The median wall time per call is kept apart (``timings``): it is not reproducible.
+    The median wall time per call is kept apart (``timings``): it is not reproducible. An
+    estimator whose outputs equal an earlier one's bit for bit takes its error tables
+    (:func:`_repeat_of`); metrics of your own are computed for each.
     """
     exact2 = np.asarray(parts[0]["exact"])
     n, dv = exact2.shape
