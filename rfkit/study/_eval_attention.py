@@ -349,7 +349,9 @@ def attention_finalize(
     T = design.trials
     all_outs, all_status = concat_chunks(parts, "outs"), concat_chunks(parts, "status")
     all_nonpos, all_seconds = concat_chunks(parts, "nonpos"), concat_chunks(parts, "seconds")
-    trial_frames, query_frames, timing_rows = [], [], []
+    trial_frames: list[dict[str, Any]] = []
+    query_frames: list[dict[str, Any]] = []
+    timing_rows: list[dict[str, Any]] = []
     own_metrics = computed_metrics(design)
     costs = parts[0].get("cost")  # None in parts saved before the cost column existed
     seen: dict[bytes, list[int]] = {}  # estimators by a fingerprint of their outputs and statuses
