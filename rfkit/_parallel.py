@@ -43,6 +43,7 @@ __all__ = [
     "start_process_server",
     "lead_state",
     "adopt_lead_state",
+    "shutdown_pool",
 ]
 
 ENV_VAR = "RFKIT_NUM_THREADS"
@@ -292,3 +293,16 @@ def adopt_lead_state(state: tuple[dict[str, str], list[str], str]) -> None:
     sys.path[:] = path
     with contextlib.suppress(OSError):
         os.chdir(folder)
+
+
+def shutdown_pool(pool: Any, futures: Sequence[Any], *, cancel: bool = True) -> None:
+    """End a process pool: cancel its ``futures`` not yet started (``cancel``), then wait for its workers.
+
+    The futures are cancelled here rather than by ``shutdown(cancel_futures=True)``: on Python 3.11
+    and earlier that call can wait forever once a task could not be pickled for the workers
+    (CPython issue 116685), so a pool whose tasks cannot be sent would hang instead of raising.
+    """
+    if cancel:
+        for f in futures:
+            f.cancel()
+    pool.shutdown(wait=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._parallel import adopt_lead_state, lead_state, process_context, resolve_threads
+from .._parallel import adopt_lead_state, lead_state, process_context, resolve_threads, shutdown_pool
 from ..exceptions import RFKitWarning
 from ..plots import paper_size, save_figure, set_paper_size
 from ..study import Design
@@ -191,4 +191,4 @@ class FiguresInWorkers:
 
     def __exit__(self, *exc: Any) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
+            shutdown_pool(self._pool, self._futures, cancel=exc[0] is not None)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .._parallel import adopt_lead_state, lead_state, process_context
+from .._parallel import adopt_lead_state, lead_state, process_context, shutdown_pool
 from ..exceptions import InvalidParameterError, StudyError
 
 __all__ = ["THREAD_ENV", "worker_env"]
@@ -122,18 +122,6 @@ def _died(tasks: list[tuple[Any, ...]], unit: tuple[Any, ...], left: int, hint: 
     )
 
 
-def _shutdown(pool: Any, futs: list[Any]) -> None:
-    """Cancel the pool's pending tasks, then wait for its workers to end.
-
-    The tasks are cancelled here rather than by ``shutdown(cancel_futures=True)``: on Python 3.11
-    and earlier that call can wait forever once a task could not be pickled for its workers
-    (CPython issue 116685), so a run whose work units cannot be sent would hang instead of raising.
-    """
-    for f in futs:
-        f.cancel()
-    pool.shutdown(wait=True)
-
-
 def _iter_results(
     fn: Callable[..., Any],
     tasks: list[tuple[Any, ...]],
@@ -172,7 +160,7 @@ def _iter_results(
             try:
                 futs.extend(pool.submit(fn, *t) for t in tasks)
             except BaseException:
-                _shutdown(pool, futs)
+                shutdown_pool(pool, futs)
                 raise
         unit_of = dict(zip(futs, tasks))
         left = len(futs)
@@ -185,7 +173,7 @@ def _iter_results(
                 left -= 1
                 yield res
         finally:
-            _shutdown(pool, futs)
+            shutdown_pool(pool, futs)
         return
     # dask: a Client, a scheduler address, or a local cluster
     try:

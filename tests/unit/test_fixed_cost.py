@@ -478,3 +478,34 @@ def test_save_figure_keeps_alpha_of_a_transparent_figure(tmp_path):
             modes.append((im.mode, np.asarray(im)[0, 0].tolist(), round(im.info["dpi"][0])))
     assert modes[0] == ("RGB", [255, 255, 255], 200)
     assert modes[1] == ("RGBA", [255, 255, 255, 0], 200)
+
+
+def test_figures_that_cannot_be_sent_to_their_workers_raise_and_never_hang():
+    """A figure task that cannot be pickled (a design holding an object of the user's that does not
+    pickle) raises its error from ``result``; leaving the block then cancels the other figures
+    without ``shutdown(cancel_futures=True)``, which waits forever there on Python 3.11 (CPython
+    issue 116685). Run in a fresh interpreter, so that a hang fails the test instead of the suite.
+    """
+    code = (
+        "import pathlib, tempfile, types\n"
+        "from rfkit.report._parallel_figures import FiguresInWorkers\n"
+        "if __name__ == '__main__':\n"
+        "    design = types.SimpleNamespace(to_dict=lambda: {'x': lambda: 1}, source='python')\n"
+        "    out = pathlib.Path(tempfile.mkdtemp())\n"
+        "    names = [('kind', f'figure{i}') for i in range(64)]\n"
+        "    for attempt in range(3):\n"
+        "        try:\n"
+        "            with FiguresInWorkers(design, out, names, 2) as figures:\n"
+        "                figures.result()\n"
+        "        except Exception as exc:\n"
+        "            print(attempt, type(exc).__name__, flush=True)\n"
+    )
+    import rfkit
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rfkit.__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split()
+    assert lines[0::2] == ["0", "1", "2"]
+    assert set(lines[1::2]) <= {"PicklingError", "AttributeError", "TypeError"}, proc.stdout
