@@ -5,6 +5,9 @@ Run (each checkout in a fresh process, alternating, so both see the same machine
     .venv/bin/python benchmarks/bench_hot_paths.py --before /path/to/old/checkout --rounds 2 \
         --out benchmarks/results/hot-paths.md
 
+``--out`` adds the measurement as a dated section on top of that file (newest first), naming
+both commits and the machine.
+
 Cases (CPU, NumPy, float64; n = 8192 queries and keys, d = d_v = 64 unless said): RFA with
 Positive(256, orthogonal), bidirectional and causal, float64 and float32; SNIS (S = 256); LARA
 (C = 16 proposals, 16 samples each); causal RA (S = 128) on 16 heads of 64 tokens, the shape of
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -88,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         "--after", type=Path, default=ROOT, help="checkout measured as 'after' (default: this one)"
     )
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
-    ap.add_argument("--out", type=Path, default=None, help="Markdown table to write")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="Markdown results file to add a dated section to (newest first)",
+    )
     args = ap.parse_args(argv)
     runs: list[tuple[str, dict[str, float]]] = []
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -97,10 +106,11 @@ def main(argv: list[str] | None = None) -> int:
             runs.append((f"{label}, run {r + 1}", measure(path.resolve())))
             print(runs[-1][0], json.dumps({k: round(v, 1) for k, v in runs[-1][1].items()}), flush=True)
     names = list(runs[0][1])
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [
-        f"# Hot paths: {_commit(args.before)} (before) and {_commit(args.after)} (after)",
+        f"## {when}: {_commit(args.before)} (before) and {_commit(args.after)} (after)",
         "",
-        f"`benchmarks/bench_hot_paths.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"`benchmarks/bench_hot_paths.py`, {when}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs, load average {load} at start; medians of 7 calls in ms, each checkout in a "
         "fresh process, alternating. Cases: see the script's docstring.",
         "",
@@ -115,8 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        _add_section(args.out, text)
     return 0
+
+
+def _add_section(path: Path, section: str) -> None:
+    """Put ``section`` above the newest section of the results file ``path`` (newest first)."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    at = old.find("\n## ")
+    if at >= 0:
+        text = old[: at + 1] + section + "\n" + old[at + 1 :]
+    elif old.strip():
+        text = old.rstrip("\n") + "\n\n" + section
+    else:
+        text = "# Hot paths\n\n" + section
+    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
