@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..exceptions import InvalidParameterError
 from ._style import (
     WIDE_LEGEND_MAX,
     dodged,
@@ -22,34 +23,94 @@ from ._style import (
 __all__ = ["prepare_mse_vs_features", "plot_mse_vs_features"]
 
 
+#: columns of a study's summary / theory table that hold values, not settings: every other column
+#: (but ``metric``) is a key of the point, a grid axis or the ``cell`` that stands for them all
+_VALUE_COLUMNS = frozenset(
+    {
+        "estimate",
+        "mcse",
+        "ci_low",
+        "ci_high",
+        "n_trials",
+        "n_failed",
+        "n_nonfinite",
+        "n_nan_rows",
+        "status",
+        "cost",
+        "predicted",
+        "measured",
+        "z",
+    }
+)
+
+
+def _keys(frame: pd.DataFrame) -> list[str]:
+    """The columns of ``frame`` that say which point a row is (estimator, cell, grid axes)."""
+    return [c for c in frame.columns if c != "metric" and c not in _VALUE_COLUMNS]
+
+
 def prepare_mse_vs_features(
     summary: pd.DataFrame, theory: pd.DataFrame | None = None, metric: str = "mse", x: str = "n_features"
 ) -> pd.DataFrame:
     """The frame drawn by :func:`plot_mse_vs_features`.
 
-    Columns: ``estimator``, ``x``, ``estimate``, ``lower``, ``upper`` (the ±2 MCSE interval of
-    the log, :func:`log_interval`, drawn on log axes) and ``predicted`` (the closed form; NaN
-    without theory).
+    One row per summary row of ``metric``. Columns: ``estimator``, then every other grid axis
+    whose value varies among those rows (e.g. ``dim``; each value is a series of its own), ``x``,
+    ``estimate``, ``lower``, ``upper`` (the ±2 MCSE interval of the log, :func:`log_interval`,
+    drawn on log axes) and ``predicted`` (the closed form; NaN without theory).
+
+    Theory is joined on every key column the two tables share (the estimator, the cell and each
+    grid axis), so a point only ever meets the prediction for its own setting. A ``theory`` with
+    more than one prediction for a point raises
+    :class:`~rfkit.exceptions.InvalidParameterError` (a ``ValueError``).
     """
     s = summary[summary["metric"] == metric]
     if s.empty:
         raise ValueError(f"summary has no rows for metric {metric!r}")
     if x not in s.columns:
         raise ValueError(f"summary has no column {x!r} to put on the x axis")
+    keys = _keys(s)
+    axes = [c for c in keys if c not in ("cell", "estimator", x) and s[c].nunique(dropna=False) > 1]
+    lower, upper = log_interval(s["estimate"], s["mcse"])
     frame = pd.DataFrame(
         {
             "estimator": s["estimator"].to_numpy(),
+            **{a: s[a].to_numpy() for a in axes},
             "x": s[x].to_numpy(),
             "estimate": s["estimate"].to_numpy(),
-            "lower": log_interval(s["estimate"], s["mcse"])[0],
-            "upper": log_interval(s["estimate"], s["mcse"])[1],
+            "lower": lower,
+            "upper": upper,
+            "predicted": np.nan,
         }
     )
-    frame["predicted"] = np.nan
     if theory is not None and not theory.empty:
-        t = theory[theory["metric"] == metric][["estimator", x, "predicted"]].rename(columns={x: "x"})
-        frame = frame.drop(columns="predicted").merge(t, on=["estimator", "x"], how="left")
-    return frame.sort_values(["estimator", "x"], kind="stable").reset_index(drop=True)
+        on = [c for c in keys if c in theory.columns]
+        if "estimator" not in on or x not in on:
+            raise InvalidParameterError(
+                f"theory must have the columns 'estimator' and {x!r} to pair its predictions with the "
+                f"summary's points; got columns {list(theory.columns)}"
+            )
+        t = theory[theory["metric"] == metric]
+        if t.duplicated(on).any():
+            raise InvalidParameterError(
+                f"theory must hold at most one prediction per point (key columns {on}); "
+                f"got {int(t.duplicated(on).sum())} repeated rows for metric {metric!r}"
+            )
+        pred = s[on].merge(t[[*on, "predicted"]], on=on, how="left", validate="many_to_one")
+        frame["predicted"] = pred["predicted"].to_numpy(dtype=float)
+    return frame.sort_values(["estimator", *axes, "x"], kind="stable").reset_index(drop=True)
+
+
+def _series(frame: pd.DataFrame) -> pd.Series:
+    """A label per row: the estimator, with the values of the other grid axes where the frame has any."""
+    axes = [
+        c for c in frame.columns if c not in ("estimator", "x", "estimate", "lower", "upper", "predicted")
+    ]
+    labels = frame["estimator"].astype(str)
+    if not axes:
+        return labels
+    setting = frame[axes].astype(str).apply(lambda r: ", ".join(f"{a}={v}" for a, v in zip(axes, r)), axis=1)
+    return labels + " (" + setting + ")"
 
 
 def plot_mse_vs_features(
@@ -67,7 +128,10 @@ def plot_mse_vs_features(
     Each estimator has its own colour, marker and line style (:func:`series_styles`); its
     closed form, where it has one, is a line in that style, and its simulated points are
     markers shifted slightly sideways (by at most a tenth of an octave) so that estimators
-    with equal values do not hide each other.
+    with equal values do not hide each other. Where another grid axis varies among the rows
+    (e.g. ``dim``), each (estimator, value) is a series of its own, labelled
+    ``"positive (dim=4)"``, with its own theory line: settings are never pooled into one line
+    (:func:`prepare_mse_vs_features`).
 
     Parameters
     ----------
@@ -90,20 +154,21 @@ def plot_mse_vs_features(
     from matplotlib.lines import Line2D
 
     frame = prepare_mse_vs_features(summary, theory, metric=metric, x=x)
+    frame = frame.assign(series=_series(frame))  # the estimator, and the other axes' values where they vary
+    order = [lab for lab in dict.fromkeys(summary["estimator"]) if lab in set(frame["estimator"])]
+    labels = [ser for lab in order for ser in dict.fromkeys(frame.loc[frame["estimator"] == lab, "series"])]
     with paper_style(size) as st:
         if ax is None:
             w, h = st["figsize"]
-            n_series = frame["estimator"].nunique()
             if st["size"] == "one-column":  # the legend goes below: room for it
-                h = 2.5 + legend_height(frame["estimator"].unique(), title_lines=3)
-            elif n_series > WIDE_LEGEND_MAX:  # many series: the legend goes below, in columns
-                h = 2.6 + wide_legend_height(frame["estimator"].unique(), title_lines=3)
+                h = 2.5 + legend_height(labels, title_lines=3)
+            elif len(labels) > WIDE_LEGEND_MAX:  # many series: the legend goes below, in columns
+                h = 2.6 + wide_legend_height(labels, title_lines=3)
             _, ax = plt.subplots(figsize=(w, h))
-        labels = [lab for lab in dict.fromkeys(summary["estimator"]) if lab in set(frame["estimator"])]
         styles = series_styles(labels)
         handles = []
-        for i, lab in enumerate(labels):  # in the study's order
-            g = frame[frame["estimator"] == lab]
+        for i, lab in enumerate(labels):  # in the study's order, then by the other axes' values
+            g = frame[frame["series"] == lab]
             sty = styles[lab]
             yerr = np.vstack([g["estimate"] - g["lower"], g["upper"] - g["estimate"]])
             ax.errorbar(

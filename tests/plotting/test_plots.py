@@ -43,6 +43,52 @@ def test_mse_vs_features_frame_and_render(kernel_result):
     plt.close("all")
 
 
+@pytest.fixture(scope="module")
+def two_dim_result():
+    """A kernel study whose grid has two dims: theory differs by dim at every feature count."""
+    d = st.Design(
+        name="two-dims",
+        estimators=[{"label": "positive", "map": "Positive"}, {"label": "trig", "map": "Trig"}],
+        grid={"dim": [4, 8], "n_features": [4, 8, 16, 32]},
+        data={"source": "pairs", "n_pairs": 4, "norm": 0.5},
+        trials=50,
+        seed=3,
+        metrics=["mse"],
+    )
+    return st.run(d)
+
+
+def test_mse_vs_features_pairs_theory_on_every_grid_axis(two_dim_result):
+    """Each simulated point meets the theory of its own cell (its dim too), never another dim's."""
+    summ, cmp = two_dim_result.summary(), two_dim_result.compare_theory()
+    frame = rkp.prepare_mse_vs_features(summ, cmp)
+    assert len(frame) == len(summ[summ.metric == "mse"]) == 2 * 2 * 4  # one row per point
+    assert list(frame.columns) == ["estimator", "dim", "x", "estimate", "lower", "upper", "predicted"]
+    want = cmp[cmp.metric == "mse"].set_index(["estimator", "dim", "n_features"])["predicted"]
+    got = frame.set_index(["estimator", "dim", "x"])["predicted"]
+    np.testing.assert_array_equal(got.to_numpy(), want.reindex(got.index).to_numpy())
+    assert frame["predicted"].notna().all()
+    # theory that does not identify one prediction per point is refused, not paired at random
+    with pytest.raises(ValueError, match="theory"):
+        rkp.prepare_mse_vs_features(summ, pd.concat([cmp, cmp]))
+
+
+def test_mse_vs_features_draws_each_dim_as_its_own_series(two_dim_result):
+    """The figure tells the dims apart: one labelled series and one theory line per (estimator, dim)."""
+    ax = rkp.plot_mse_vs_features(two_dim_result.summary(), two_dim_result.compare_theory())
+    labels = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert labels == {f"{e} (dim={d})" for e in ("positive", "trig") for d in (4, 8)}
+    points = {c.get_label(): c.lines[0] for c in ax.containers}
+    assert set(points) == labels and all(len(p.get_xdata()) == 4 for p in points.values())
+    drawn_by_errorbar = {ln for c in ax.containers for ln in (c.lines[0], *c.lines[1])}  # points, caps
+    theory_lines = [ln for ln in ax.lines if ln not in drawn_by_errorbar]
+    assert len(theory_lines) == 4 and all(len(ln.get_xdata()) == 4 for ln in theory_lines)
+    cmp = two_dim_result.compare_theory()
+    want = {tuple(g["predicted"]) for _, g in cmp[cmp.metric == "mse"].groupby(["estimator", "dim"])}
+    assert {tuple(ln.get_ydata()) for ln in theory_lines} == want  # each line is one dim's theory
+    plt.close("all")
+
+
 def test_slopes_are_minus_one_for_unbiased_estimators(kernel_result):
     slopes = rkp.fit_slopes(kernel_result.summary()[lambda s: s.dataset == 0])
     assert set(slopes["estimator"]) == {"positive", "trig"}
