@@ -16,8 +16,9 @@ Run::
 that checkout first on ``PYTHONPATH``), to put numbers before and after a change side by side;
 ``--before PATH --before-label NAME`` times a second checkout alternately with it, study by
 study (the machine's speed drifts by several per cent over minutes: compare such pairs only);
-results accumulate in ``benchmarks/results/studies.json`` keyed by label and are rendered to
-``benchmarks/results/studies.md``.
+results accumulate in ``benchmarks/results/studies.json`` keyed by label (name the commit and
+the change in it, e.g. ``--label "24bc175: attention tables once"``) and are rendered to
+``benchmarks/results/studies.md``, one dated section per label, newest first.
 """
 
 from __future__ import annotations
@@ -97,13 +98,13 @@ def render(db: dict) -> str:
         "",
         "`rfkit run NAME [--quick]` in a fresh process (imports, run, report and figures), median and",
         "range over interleaved repeats; written by `benchmarks/bench_studies.py` (`make bench-studies`).",
-        "Each label is one checkout of rfkit measured on the machine named with it; compare labels",
-        "only where the machine and the load are alike.",
+        "Each section is one checkout of rfkit (its commit in the label), measured at the date and on the",
+        "machine named with it, newest first; compare sections only where the machine and the load are alike.",
         "",
     ]
-    for label, entry in db.items():
+    for label, entry in sorted(db.items(), key=lambda item: item[1]["when"], reverse=True):
         lines += [
-            f"## {label}",
+            f"## {entry['when']}: {label}",
             "",
             f"{entry['when']}, {entry['machine']}, load average {entry['load_start']} at start, "
             f"{entry['load_end']} at end; rfkit {entry['commit']}"
