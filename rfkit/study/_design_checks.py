@@ -51,6 +51,7 @@ __all__ = [
     "PROBE_ENTROPY",
     "VALUE_RULES",
     "MAX_NAME_LENGTH",
+    "MAX_NAME_BYTES",
 ]
 
 #: seed entropy of the data on which attention estimators are checked when a design is built
@@ -73,10 +74,16 @@ INTEGER_AXES = (
     "d_v",
 )
 
-#: the longest study name or estimator label (a file name must stay under 255 bytes)
+#: the longest study name or estimator label, in characters
 MAX_NAME_LENGTH = 100
+#: ... and in bytes of UTF-8: a file name holds at most 255 bytes on most file systems, and rfkit
+#: makes file names of two of them (the run folder ``<study>-<profile>``: 120 + 1 + 120 bytes)
+MAX_NAME_BYTES = 120
+#: device names Windows reserves, in any case and with any extension (``nul.txt``); its digits
+#: include the superscripts ¹ ² ³ (``COM¹`` is a serial port)
 _WINDOWS_RESERVED = frozenset(
-    {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
+    {"con", "prn", "aux", "nul", "conin$", "conout$"}
+    | {f"{port}{digit}" for port in ("com", "lpt") for digit in "0123456789\u00b9\u00b2\u00b3"}
 )
 _NOT_IN_NAMES = '/\\:*?"<>|'
 
@@ -155,24 +162,37 @@ def check_file_name(name: Any, source: str, key: str, *, spaces: bool = True) ->
 
     Refused: a non-string, empty or blank text, ``.`` and ``..``, path separators and the
     characters Windows forbids (``/ \\ : * ? " < > |``), control characters, leading or trailing
-    spaces, names reserved on Windows (``con``, ``nul``, ``com1``, ...) and more than
-    :data:`MAX_NAME_LENGTH` characters; a study name (``spaces=False``) has no spaces either.
+    spaces, a trailing dot (Windows drops it), the device names Windows reserves in any case and
+    with any extension (``CON``, ``PRN``, ``AUX``, ``NUL``, ``COM0``-``COM9``, ``COM¹``-``COM³``,
+    ``LPT0``-``LPT9``, ``LPT¹``-``LPT³``, ``CONIN$``, ``CONOUT$``; ``nul.txt`` too), more than
+    :data:`MAX_NAME_LENGTH` characters and more than :data:`MAX_NAME_BYTES` bytes of UTF-8; a
+    study name (``spaces=False``) has no spaces either.
     """
     rule = (
-        f"must be a safe file name: 1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without path "
-        f"separators, {_NOT_IN_NAMES[2:]!s} or control characters" + ("" if spaces else " or spaces")
+        f"must be a safe file name: 1 to {MAX_NAME_LENGTH} characters and at most {MAX_NAME_BYTES} bytes "
+        f"of UTF-8, not '.' or '..', without path separators, {_NOT_IN_NAMES[2:]!s} or control characters"
+        + ("" if spaces else " or spaces")
+        + ", not ending in a dot or space, not a device name Windows reserves (CON, PRN, AUX, NUL, "
+        "COM0-COM9, COM¹-COM³, LPT0-LPT9, LPT¹-LPT³, CONIN$, CONOUT$, in any case, with or without "
+        "an extension)"
     )
     if not isinstance(name, str):
         raise _err(source, key, rule, name)
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise _err(source, key, f"{rule}; this one is {size} bytes", name)
+    stem = name.split(".")[0].rstrip(" ").lower()  # Windows ignores an extension and trailing spaces
+    if stem in _WINDOWS_RESERVED:
+        raise _err(source, key, f"{rule}; {stem.upper()!r} is reserved", name)
     bad = (
         not name.strip()
         or name in (".", "..")
         or len(name) > MAX_NAME_LENGTH
         or name != name.strip()
+        or name.endswith(".")
         or any(c in _NOT_IN_NAMES for c in name)
         or any(unicodedata.category(c).startswith("C") for c in name)
         or (not spaces and any(c.isspace() for c in name))
-        or name.split(".")[0].strip().lower() in _WINDOWS_RESERVED
     )
     if bad:
         raise _err(source, key, rule, name)

@@ -284,6 +284,67 @@ CASES: list[Bad] = [
         "label`",
         "'pppp",
     ),
+    # Windows reserves these device names in any case and with any extension ("nul.txt"); the
+    # superscript digits count as digits there (COM¹ is a serial port)
+    *(
+        Bad(
+            f"Design-name-reserved-{n}",
+            lambda t, n=n: _design(name=n),
+            InvalidParameterError,
+            "`name`",
+            repr(n),
+        )
+        for n in (
+            "COM0",
+            "COM¹",
+            "com²",
+            "COM³",
+            "LPT0",
+            "LPT¹",
+            "lpt²",
+            "LPT³",
+            "CONIN$",
+            "conout$",
+            "nul.txt",
+        )
+    ),
+    Bad(
+        "Design-label-reserved-CONOUT$",
+        lambda t: _design(estimators=[{"map": "Positive", "label": "CONOUT$.log"}]),
+        InvalidParameterError,
+        "label`",
+        "'CONOUT$.log'",
+    ),
+    Bad("Design-name-trailing-dot", lambda t: _design(name="t."), InvalidParameterError, "`name`", "'t.'"),
+    Bad(
+        "Design-label-trailing-dot",
+        lambda t: _design(estimators=[{"map": "Positive", "label": "pos."}]),
+        InvalidParameterError,
+        "label`",
+        "'pos.'",
+    ),
+    Bad(
+        "Design-label-trailing-space",
+        lambda t: _design(estimators=[{"map": "Positive", "label": "pos "}]),
+        InvalidParameterError,
+        "label`",
+        "'pos '",
+    ),
+    # 100 characters but 400 bytes in UTF-8: too long for a file name (255 bytes) on most systems
+    Bad(
+        "Design-name-400-bytes",
+        lambda t: _design(name="\U0001f600" * 100),
+        InvalidParameterError,
+        "`name`",
+        "400 bytes",
+    ),
+    Bad(
+        "Design-label-400-bytes",
+        lambda t: _design(estimators=[{"map": "Positive", "label": "\U0001f600" * 100}]),
+        InvalidParameterError,
+        "label`",
+        "400 bytes",
+    ),
     Bad(
         "Design-grid-dim-negative",
         lambda t: _design(data={"source": "pairs", "n_pairs": 3}, grid={"n_features": [2], "dim": [2, -1]}),
@@ -366,6 +427,24 @@ CASES: list[Bad] = [
 
 CLI_CASES: list[Cli] = [
     Cli("run-out-empty", _run_argv("--out", ""), 2, "--out", "''"),
+    Cli(
+        "run-name-400-bytes",
+        lambda t: [
+            "run",
+            str(_file(t, 'name = "t"', 'name = "' + "\U0001f600" * 100 + '"')),
+            "--no-progress",
+        ],
+        2,
+        "`name`",
+        "400 bytes",
+    ),
+    Cli(
+        "run-name-COM-superscript",
+        lambda t: ["run", str(_file(t, 'name = "t"', 'name = "COM\u00b9"')), "--no-progress"],
+        2,
+        "`name`",
+        "'COM\u00b9'",
+    ),
     Cli(
         "run-name-dotdot",
         lambda t: ["run", str(_file(t, 'name = "t"', 'name = ".."')), "--no-progress"],

@@ -10,6 +10,8 @@ from bad_input_kit import GOOD_TOML, _design
 
 import rfkit.study as st
 from rfkit.cli import main
+from rfkit.exceptions import InvalidParameterError
+from rfkit.study._design_checks import MAX_NAME_BYTES
 from rfkit.study._design_limits import MAX_WORK, estimate_size
 
 
@@ -64,3 +66,15 @@ def test_cli_allow_large_is_passed_on(tmp_path: Path, capsys: pytest.CaptureFixt
     argv = ["run", str(path), "--allow-large", "--out", str(tmp_path / "o"), "--no-progress"]
     assert main(argv) == 0
     assert "x 4 trials" in capsys.readouterr().out
+
+
+def test_the_longest_names_make_a_run_folder_of_name_and_profile(tmp_path: Path) -> None:
+    """Names are capped in bytes of UTF-8 so that ``<study>-<profile>`` is still a file name."""
+    name = "é" * (MAX_NAME_BYTES // 2)  # 60 characters, 120 bytes: accepted
+    d = _design(name=name, profiles={name: {"trials": 2}})
+    assert d.name == name and len(name.encode("utf-8")) == MAX_NAME_BYTES
+    with pytest.raises(InvalidParameterError, match="122 bytes"):
+        _design(name=name + "é")
+    folder = tmp_path / f"{d.name}-{name}"  # the folder `rfkit run --profile NAME` makes
+    folder.mkdir()
+    (folder / ".write-test-12345-140000000000000.rfkit-tmp").write_text("ok")
