@@ -7,7 +7,9 @@ Registering the arguments imports nothing of the study harness, so ``rfkit --hel
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .._parallel import resolve_threads, start_process_server
@@ -66,9 +68,30 @@ def _integer(name: str, low: int) -> Callable[[str], int]:
 
 
 def _out_dir(text: str) -> str:
-    """``--out``: a folder name that is not empty or blank."""
+    """``--out``: a folder name that is not empty or blank, and a folder or a path where one can be made.
+
+    Refused before anything runs (exit status 2): a path that is a file, one that lies under a
+    file, and a symbolic link to nothing (the link itself, or a folder above it).
+    """
     if not text.strip() or "\0" in text:
         raise argparse.ArgumentTypeError(f"must be a folder name (not empty); got {text!r}")
+    rule = "must be a folder, or a path where one can be made"
+    path = Path(text)
+    try:
+        for p in (path, *path.parents):
+            if p.is_symlink() and not p.exists():
+                where = "is" if p == path else f"lies under {str(p)!r}, which is"
+                raise argparse.ArgumentTypeError(
+                    f"{rule}; got {text!r}, which {where} a symbolic link to {os.readlink(p)!r}, which does "
+                    "not exist"
+                )
+            if p.exists():
+                if not p.is_dir():
+                    where = "is a file" if p == path else f"lies under {str(p)!r}, which is a file"
+                    raise argparse.ArgumentTypeError(f"{rule}; got {text!r}, which {where}, not a folder")
+                break
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise argparse.ArgumentTypeError(f"{rule}; got {text!r}: {exc.strerror or exc}") from None
     return text
 
 

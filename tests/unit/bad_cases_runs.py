@@ -45,6 +45,12 @@ def _with_foreign(tmp: Path, name: str = "notes.txt") -> Path:
     return out
 
 
+def _dangling(tmp: Path) -> Path:
+    link = tmp / "link"
+    link.symlink_to(tmp / "nowhere")
+    return link
+
+
 def _summary_dir_then_resume(tmp: Path) -> Any:
     out, _ = _finished(tmp)
     (out / "summary.csv").unlink()
@@ -359,9 +365,29 @@ CLI_CASES = [
             str(_toml(t, "x", "file.txt")),
             "--no-progress",
         ],
-        1,
-        "output directory",
-        "file.txt",
+        2,  # a usage error: nothing was run
+        "--out",
+        "file.txt', which is a file",
+    ),
+    Cli(
+        "run-out-under-a-file",
+        lambda t: [
+            "run",
+            str(_toml(t, FIGURE_TOML)),
+            "--out",
+            str(_toml(t, "x", "file.txt") / "o"),
+            "--no-progress",
+        ],
+        2,
+        "--out",
+        "file.txt', which is a file",
+    ),
+    Cli(
+        "run-out-dangling-symlink",
+        lambda t: ["run", str(_toml(t, FIGURE_TOML)), "--out", str(_dangling(t)), "--no-progress"],
+        2,
+        "--out",
+        "symbolic link",
     ),
 ]
 
