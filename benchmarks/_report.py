@@ -1,4 +1,4 @@
-"""Targets of issue 8 and the Markdown report of ``run_all.py``."""
+"""The benchmark targets and the Markdown report of ``run_all.py``."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"(other jobs share the {m['cpus']} cores; times are medians, ratios are taken in-process)\n"
     )
 
-    add("## Targets (issue 8)\n")
+    add("## Targets\n")
     add("| target | status | measured |")
     add("|---|---|---|")
     for t in res["targets"]:

@@ -1,4 +1,4 @@
-"""Speed of ``draw.kernel`` against this machine's float64 matrix-multiply rate (issue 2).
+"""Speed of ``draw.kernel`` against this machine's float64 matrix-multiply rate.
 
 Target: ``draw.kernel`` for 4096 x 4096 points, d = 64, m = 256 runs at no less than half the
 float64 matrix-multiply rate reached in the same process. The work counted is the floating-point

@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python benchmarks/bench_minilm.py [--repeats N]``
 
-Target (issue 7): extracting q, k, v and attention of 16 passages x 64 tokens, all 6
+Target: extracting q, k, v and attention of 16 passages x 64 tokens, all 6
 layers and 12 heads, takes under 2 s on this machine. Reported:
 
 1. cold start: the first call in the process (reads the 91 MB weights file, checks its

@@ -1,4 +1,4 @@
-"""How the work put on rfkit's thread pool in issue 23's session 30 scales with threads. Not a test.
+"""How the projection draws and model products on rfkit's thread pool scale with threads. Not a test.
 
 Two paths, each timed at every thread count of ``--threads`` (``rk.threads(n)``), medians of
 ``--repeats`` calls after one warm-up, in one process:

@@ -1,4 +1,4 @@
-"""Cost and variance of randomised Sobol' directions (issue 14, part 4; not a test).
+"""Cost and variance of randomised Sobol' directions (not a test).
 
 Run: ``.venv/bin/python benchmarks/bench_qmc.py [--draws 2000] [--repeats 5]``
 

@@ -1,6 +1,6 @@
 """Time ``write_report`` of a finished study run in fresh processes, as ``rfkit run`` writes it.
 
-Issue 23's fixed-cost target: the report and figures of performer-mse (full profile) in 0.6 s.
+The fixed-cost target: the report and figures of performer-mse (full profile) in 0.6 s.
 Each timing is one fresh process: the imports happen first and are excluded, then the report is
 written into a copy of the run folder. Two ways are timed, alternately:
 

@@ -1,4 +1,4 @@
-"""Scaling benchmarks (issue 11): threads, GPUs and study workers. Not a test.
+"""Scaling benchmarks: threads, GPUs and study workers. Not a test.
 
 Run (``make bench`` calls it through ``run_all.py``; alone)::
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device measurements of issue 23 (and Hybrid on a GPU), in parts that each fit one call of the
+# The device measurements of studies, threads and the GPU (and Hybrid on a GPU), in parts that each fit one call of the
 # device tool: bash benchmarks/device_run.sh A|B. Run from the repository root on a machine with
 # CUDA PyTorch; writes to $OUT (the tool's output folder). Wheels of what the machine lacks
 # (array-api-compat, array-api-strict, performer-pytorch and its small dependencies) are in .whl/.

@@ -21,7 +21,7 @@ Writes ``OUT/bench.md`` and ``OUT/bench.json`` (default OUT: ``benchmarks/result
 4. Would a multithreaded exp pay (``_elementwise.py``)?
 5. Peers, when installed (``_peers.py``): performer-pytorch FastAttention, scikit-learn
    RBFSampler. Missing peers are skipped with a message.
-6. Scaling (``bench_scale.py``, issue 11): RFA at 1, 2 and all cores against performer-pytorch
+6. Scaling (``bench_scale.py``): RFA at 1, 2 and all cores against performer-pytorch
    at equal threads and the per-thread-count floor; when PyTorch sees a CUDA device, rfkit on
    torch/CuPy against performer-pytorch on the GPU and exact SDPA. Also written alone as
    ``scale-<device>.md``.
