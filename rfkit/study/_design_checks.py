@@ -45,6 +45,7 @@ __all__ = [
     "check_design",
     "design_error",
     "check_file_name",
+    "check_scalars",
     "ESTIMATOR_AXES",
     "BOUND_AXES",
     "INTEGER_AXES",
@@ -151,6 +152,7 @@ def check_design(d: Design) -> None:
     _check_grid(d)
     _check_values(d)
     _check_quick(d)
+    _check_profile_grids(d)
     check_size(d, d.allow_large)  # before any map is built: a huge n_features must not allocate
     _check_estimators(d)
     if d.kind == "drop-in":
@@ -255,10 +257,46 @@ def _check_quick(d: Design) -> None:
             for axis, values in value.items():
                 if not isinstance(values, list) or not values:
                     raise _err(src, f"{where}.{axis}", "must be a non-empty list of values", values)
+                check_scalars(src, f"{where}.{axis}", values)
                 low = 0 if axis in ("degree", "dataset") else 1
                 rule = (True, low, math.inf, False, True) if axis in INTEGER_AXES else VALUE_RULES.get(axis)
                 for v in values:
                     _check_value(src, f"{where}.{axis}", v, rule)
+
+
+def check_scalars(src: str, key: str, values: list[Any]) -> None:
+    """The values of a grid axis: one value per cell, never a list, table or array.
+
+    No axis takes vectors: a cell's values label the rows of the result tables, and a vector
+    there cannot be a table key (a mean or covariance is a ``[data]`` value, fixed for the study).
+    """
+    for v in values:
+        if isinstance(v, (list, tuple, set, frozenset, Mapping, np.ndarray)):
+            raise _err(
+                src,
+                key,
+                "must hold one scalar value per cell (a number, string or boolean), not a list or table "
+                "(no grid axis takes vectors; give a vector in [data])",
+                v,
+            )
+
+
+def _check_profile_grids(d: Design) -> None:
+    """The grid of every ``[profiles.NAME]`` table (and of its ``quick``) holds scalars, checked
+    when the file is read; its other values are checked when the profile is applied."""
+    if not isinstance(d.profiles, Mapping):
+        return  # refused by the profile checks, naming the key
+    for name, over in d.profiles.items():
+        if not isinstance(over, Mapping):
+            continue
+        quick = over.get("quick")
+        for where, grid in (
+            ("grid", over.get("grid")),
+            ("quick.grid", quick.get("grid") if isinstance(quick, Mapping) else None),
+        ):
+            for axis, values in grid.items() if isinstance(grid, Mapping) else ():
+                if isinstance(values, list):
+                    check_scalars(d.source, f"profiles.{name}.{where}.{axis}", values)
 
 
 def _check_values(d: Design) -> None:
@@ -348,6 +386,7 @@ def _check_grid(d: Design) -> None:
             raise _err(src, f"grid.{axis}", f"is not a known axis (allowed: {sorted(allowed)})", axis)
         if not isinstance(values, list) or not values:
             raise _err(src, f"grid.{axis}", "must be a non-empty list of values", values)
+        check_scalars(src, f"grid.{axis}", values)
         if axis in INTEGER_AXES:
             for v in values:
                 if (

@@ -345,6 +345,71 @@ CASES: list[Bad] = [
         "label`",
         "400 bytes",
     ),
+    # grid axes hold one value per cell (scalars): a list or table as a value was built, then
+    # broke the result tables (pandas: unhashable type: 'list')
+    Bad(
+        "Design-grid-mean_q-vectors",
+        lambda t: _design(
+            data={"source": "gaussian", "n_pairs": 3, "dim": 2},
+            grid={"n_features": [2], "mean_q": [[0.1, 0.2], [0.3, 0.1]]},
+        ),
+        InvalidParameterError,
+        "`grid.mean_q`",
+        "[0.1, 0.2]",
+    ),
+    Bad(
+        "load_design-grid-scale_q-vectors",
+        lambda t: st.load_design(
+            _toml(
+                t,
+                GOOD_TOML.replace('"pairs"', '"gaussian"').replace(
+                    "n_features = [2]", "n_features = [2]\nscale_q = [[1, 2], [3]]"
+                ),
+            )
+        ),
+        InvalidParameterError,
+        "`grid.scale_q`",
+        "[1, 2]",
+    ),
+    Bad(
+        "load_design-grid-table-value",
+        lambda t: st.load_design(
+            _toml(
+                t,
+                GOOD_TOML.replace('"pairs"', '"gaussian"').replace(
+                    "n_features = [2]", 'n_features = [2]\nmean_k = [{ name = "x" }]'
+                ),
+            )
+        ),
+        InvalidParameterError,
+        "`grid.mean_k`",
+        "{'name': 'x'}",
+    ),
+    Bad(
+        "load_design-quick-grid-vectors",
+        lambda t: st.load_design(
+            _toml(
+                t,
+                GOOD_TOML.replace('"pairs"', '"gaussian"') + "\n[quick]\ngrid = { mean_k = [[0.5, 0.5]] }\n",
+            )
+        ),
+        InvalidParameterError,
+        "`quick.grid.mean_k`",
+        "[0.5, 0.5]",
+    ),
+    Bad(
+        "load_design-profile-grid-vectors",
+        lambda t: st.load_design(
+            _toml(
+                t,
+                GOOD_TOML.replace('"pairs"', '"gaussian"')
+                + "\n[profiles.wide]\ngrid = { cov_q = [[1.0, 0.5], [0.5, 1.0]] }\n",
+            )
+        ),
+        InvalidParameterError,
+        "`profiles.wide.grid.cov_q`",
+        "[1.0, 0.5]",
+    ),
     Bad(
         "Design-grid-dim-negative",
         lambda t: _design(data={"source": "pairs", "n_pairs": 3}, grid={"n_features": [2], "dim": [2, -1]}),
