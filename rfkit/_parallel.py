@@ -300,7 +300,7 @@ def shutdown_pool(pool: Any, futures: Sequence[Any], *, cancel: bool = True) -> 
 
     The futures are cancelled here rather than by ``shutdown(cancel_futures=True)``: on Python 3.11
     and earlier that call can wait forever once a task could not be pickled for the workers
-    (CPython issue 116685), so a pool whose tasks cannot be sent would hang instead of raising.
+    (https://github.com/python/cpython/issues/116685), so a pool whose tasks cannot be sent would hang instead of raising.
     """
     if cancel:
         for f in futures:

@@ -1,4 +1,4 @@
-"""Fuzzing the kernel and attention entry points with shapes, dtypes and values (issue 15).
+"""Fuzzing the kernel and attention entry points with shapes, dtypes and values.
 
 The only allowed outcomes: a named rfkit error (or an rfkit warning, which the test escalates),
 or a finite result of the right shape, dtype and namespace. A raw NumPy warning (overflow,

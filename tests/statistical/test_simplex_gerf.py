@@ -1,4 +1,4 @@
-"""Issue 12 estimators: unbiasedness and closed-form MSE against simulation (z <= 5 MCSE, fixed seeds).
+"""Simplex and GERF estimators: unbiasedness and closed-form MSE against simulation (z <= 5 MCSE, fixed seeds).
 
 Estimators: the simplex projection with every map family, the hyperbolic OPRF, GERF (s = +1 and
 s = -1) and SADERF, with data-fitted parameters. One vectorised call per setting:

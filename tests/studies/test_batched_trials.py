@@ -1,4 +1,4 @@
-"""Batched trials (issue 23): a work unit evaluates its trials as stacked arrays, one draw tensor for
+"""Batched trials: a work unit evaluates its trials as stacked arrays, one draw tensor for
 all of them, and every trial's numbers equal the trial-by-trial computation from its own stream
 (same seeds, same numbers to round-off), for every built-in feature map, in kernel cells and in
 RFA attention cells."""

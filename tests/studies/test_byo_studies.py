@@ -1,4 +1,4 @@
-"""Bring your own estimator (issue 13): user maps and attention estimators in studies, under every
+"""Bring your own estimator: user maps and attention estimators in studies, under every
 executor and through an interruption; the example study through `rfkit run` and the notebook API;
 reopening, plotting and comparing results."""
 

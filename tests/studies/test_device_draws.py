@@ -1,4 +1,4 @@
-"""``draws = "backend"`` (issue 23): directions drawn by the backend's own generator on its device.
+"""``draws = "backend"``: directions drawn by the backend's own generator on its device.
 
 Statistically equivalent to NumPy's draws (every MSE within 5 combined MCSE of the NumPy run's,
 on CPU PyTorch), reproducible for one backend and device, independent of the number of workers,

@@ -1,4 +1,4 @@
-"""Run folders (issue 15): work units, verified parts, one writer per folder, crash and damage recovery.
+"""Run folders: work units, verified parts, one writer per folder, crash and damage recovery.
 
 Crash tests stop a real ``rfkit run`` process at a named point (``RFKIT_STUDY_HOOK``) and
 kill it with SIGKILL, so they do not depend on timing.

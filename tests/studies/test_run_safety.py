@@ -444,7 +444,7 @@ def test_a_work_unit_that_cannot_be_sent_to_a_worker_raises_and_never_hangs():
     """A task that cannot be pickled for the worker processes raises its pickling error, every time.
 
     ``ProcessPoolExecutor.shutdown(cancel_futures=True)`` waits forever after such an error on
-    Python 3.11 (CPython issue 116685; with 64 units the first pool already hangs): the harness cancels
+    Python 3.11 (https://github.com/python/cpython/issues/116685; with 64 units the first pool already hangs): the harness cancels
     the pending units itself. Run in a fresh interpreter so that a hang fails the test (timeout)
     instead of stopping the suite.
     """

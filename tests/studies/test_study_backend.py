@@ -1,4 +1,4 @@
-"""Studies on an array backend (issue 11 part 2): `backend`/`device` in designs, `--backend` on the
+"""Studies on an array backend: `backend`/`device` in designs, `--backend` on the
 command line, tables equal to NumPy's within round-off, provenance, and the errors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""rk.attention on array backends and threads (issue 11): namespaces, agreement, bad input, bit-identity.
+"""rk.attention on array backends and threads: namespaces, agreement, bad input, bit-identity.
 
 Every estimator (exact softmax; RFA bidirectional and causal with exponential, trig and generic
 maps; RA; SNIS and LARA, bidirectional and causal; with and without a key padding mask) is run

@@ -1,4 +1,4 @@
-"""Key padding masks for every estimator, causal SNIS and LARA, and their bad input (issue 14 part 2).
+"""Key padding masks for every estimator, causal SNIS and LARA, and their bad input.
 
 * A key padding mask equals dropping the masked keys: each slice is compared, to round-off,
   with the estimator run on its unmasked keys alone with the same ``rng`` (the draws do not

@@ -1,4 +1,4 @@
-"""Array backends (issue 11): namespace discipline, agreement with NumPy, bad input, threads.
+"""Array backends: namespace discipline, agreement with NumPy, bad input, threads.
 
 ``array_api_strict`` (a strict, pure-Python namespace) checks that the estimate paths keep
 to the array API standard; PyTorch on the CPU (when installed) checks a real second

@@ -116,7 +116,7 @@ CASES: list[Bad] = [
         "`K`",
         "(3, 4)",
     ),
-    # ------------------------------------------------------------------ the newer maps (issue 12)
+    # ------------------------------------------------------------------ GERF, DERF, sketch maps
     Bad("GERF-s", lambda t: F.GERF(4, s=2), InvalidParameterError, "`s`", "Got 2"),
     Bad("GERF-A", lambda t: F.GERF(4, A=0.3), InvalidParameterError, "`A`", "Got 0.3"),
     Bad(
@@ -189,7 +189,7 @@ CASES: list[Bad] = [
         "projection=",
         "'simplex-plus'",
     ),
-    # ------------------------------------------------------------------ backends and threads (issue 11)
+    # ------------------------------------------------------------------ backends and threads
     Bad(
         "softmax_kernel-mixed-libraries",
         lambda t: rk.softmax_kernel(_strict(X), Y),
@@ -235,7 +235,7 @@ CASES: list[Bad] = [
         "`grid.feature_dim`",
         "Got 3",
     ),
-    # ------------------------------------------------------------------ benchmark data (issue 12)
+    # ------------------------------------------------------------------ benchmark data
     Bad(
         "kernel_benchmark_pairs-set",
         lambda t: D.kernel_benchmark_pairs("gauss", 4),

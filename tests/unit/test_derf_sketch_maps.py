@@ -1,4 +1,4 @@
-"""ADERF, SDERF, RandomMaclaurin, TensorSketch (issue 12): construction, identities, optimality, bad input.
+"""ADERF, SDERF, RandomMaclaurin, TensorSketch: construction, identities, optimality, bad input.
 
 Statistical checks (unbiasedness, MSE vs simulation) are in tests/statistical/test_derf_sketch_mse.py;
 mpmath pins in tests/reference/test_derf_sketch_reference.py.

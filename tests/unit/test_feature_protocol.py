@@ -1,4 +1,4 @@
-"""The feature-map extension protocol (issue 13): the batching fallback, the protocol check on every
+"""The feature-map extension protocol: the batching fallback, the protocol check on every
 built-in map and on maps of your own, bad maps with clear errors, and rk.theory.check on user maps."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The small fixed cost of a study (issue 23): statistics without statsmodels, PDF font subsets made
+"""The small fixed cost of a study: statistics without statsmodels, PDF font subsets made
 once, plain-text log tick labels, rewound trial generators, SciPy's stats module not imported for QMC.
 Each replacement is checked against what it replaces."""
 
@@ -483,8 +483,9 @@ def test_save_figure_keeps_alpha_of_a_transparent_figure(tmp_path):
 def test_figures_that_cannot_be_sent_to_their_workers_raise_and_never_hang():
     """A figure task that cannot be pickled (a design holding an object of the user's that does not
     pickle) raises its error from ``result``; leaving the block then cancels the other figures
-    without ``shutdown(cancel_futures=True)``, which waits forever there on Python 3.11 (CPython
-    issue 116685). Run in a fresh interpreter, so that a hang fails the test instead of the suite.
+    without ``shutdown(cancel_futures=True)``, which waits forever there on Python 3.11
+    (https://github.com/python/cpython/issues/116685). Run in a fresh interpreter, so that a hang
+    fails the test instead of the suite.
     """
     code = (
         "import pathlib, tempfile, types\n"
