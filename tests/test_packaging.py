@@ -185,7 +185,7 @@ def test_misspelt_name_did_you_mean(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StudyNotFoundError, match=r"did you mean 'performer-mse'\?"):
         find_study("performr-mse")
-    with pytest.raises(FileNotFoundError, match="performer-mse"):  # what builtin_study raised before
+    with pytest.raises(FileNotFoundError, match="performer-mse"):  # StudyNotFoundError is a FileNotFoundError
         builtin_study("performer_mse")
     with pytest.raises(
         StudyNotFoundError, match=r"cannot read study file 'cexp-adaptiv.toml'.*'cexp-adaptive'"

@@ -26,7 +26,7 @@ def _softmax_rows(bk: Backend, L: Any) -> Any:
 #: The samples' work arrays (queries, samples, keys) of one pass hold about this many elements
 #: (512 KiB in float64), so they stay in a core's cache between the passes over them: a chunk's
 #: queries are computed in sub-blocks of that size. The draws and the mixture components are made
-#: per chunk (``chunk_size``) as before, and each query's row is computed alone, so the sub-blocks
+#: per chunk (``chunk_size``), not per sub-block, and each query's row is computed alone, so the sub-blocks
 #: move results by round-off only.
 _CACHE_ELEMS = 1 << 16
 

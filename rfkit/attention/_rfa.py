@@ -50,8 +50,8 @@ def fit_and_sample(
     """Resolve data-dependent parameters on (Q, K) and draw once, or once per head.
 
     The fit runs on the pairs the map's ``fit_pairs`` selects (:func:`rfkit.features.fit_to_pairs`):
-    ``"all"`` (the default, also for causal attention) pools the slices' queries and unpadded
-    keys as before; ``"causal"`` weights the pairs ``j <= i`` of each slice (the pairs causal
+    ``"all"`` (the default, also for causal attention) pools the queries and unpadded keys of
+    all slices; ``"causal"`` weights the pairs ``j <= i`` of each slice (the pairs causal
     attention uses). Padded keys never count (padding = dropping keys).
     """
     d = x.dim

@@ -24,7 +24,7 @@ __all__ = ["BENCHMARK_SETS", "kernel_benchmark_pairs", "real_pairs"]
 
 #: Pair sets of :func:`kernel_benchmark_pairs`.
 BENCHMARK_SETS: tuple[str, ...] = ("norm-0.5", "norm-1.0", "norm-1.5", "anisotropic", "minilm")
-#: Former names of pair sets, still accepted (study designs written with them keep their meaning).
+#: Other names of pair sets, accepted as aliases (study designs written with them keep their meaning).
 BENCHMARK_SET_ALIASES: dict[str, str] = {"seed004": "anisotropic"}
 
 
@@ -85,7 +85,7 @@ def kernel_benchmark_pairs(
         Gaussian (uniformly random) directions with :math:`\|x\| = \|y\| = r`
         (:func:`pairs_with_norms`): the estimators' textbook regime, from easy to hard
         (:math:`\mathbb E\|x+y\|^2 = 2r^2`).
-    ``"anisotropic"`` (former name ``"seed004"``, still accepted)
+    ``"anisotropic"`` (also accepted as ``"seed004"``)
         The anisotropic offset-mean pairs of Blackwelder (2024), Sec. 4 (:func:`hard_qk`, its
         ``"writeup"`` regime): Laplace means, Gamma variances.
     ``"minilm"``

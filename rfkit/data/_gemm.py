@@ -10,7 +10,7 @@ product, in blocks of :data:`ROW_BLOCK` rows; else the columns of ``W``), each b
 one BLAS thread, spread over rfkit's threads (:func:`rfkit.threads`). Every output element is one
 block's product, computed the same way whichever thread runs it and however many there are, so
 the numbers are the same at every thread count and every number of study workers. Outside a work
-unit, BLAS computes the whole product with its own threads, as before (faster there: MiniLM's
+unit, BLAS computes the whole product with its own threads (faster there: MiniLM's
 extraction of 16 x 64 tokens took 0.41 s with BLAS's threads and 0.45 s in row blocks). With
 OpenBLAS a block of the models' shapes gives the very bits of the whole product (tested), so a
 model gives the same numbers inside and outside a study.

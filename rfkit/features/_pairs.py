@@ -371,7 +371,7 @@ def pair_values(
 
     For the objectives that are not functions of moments (the hyperbolic OPRF, GERF ``s=-1``).
     Formed on the data's device one sequence block at a time and brought to the host:
-    :math:`O(nM)` values per sequence (``"all"``: every pair of the pooled sample, as before).
+    :math:`O(nM)` values per sequence (``"all"``: every pair of the pooled sample).
     """
     L = _layout(Q, K, pairs, key_padding_mask, exclude)
     xp = L.bk.xp

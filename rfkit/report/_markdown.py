@@ -136,7 +136,7 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
             figures, recs = drawing.result()
         files.update(recs)
     else:
-        for kind in FIGURE_KINDS:  # drawn in this order, as before
+        for kind in FIGURE_KINDS:  # drawn in this order
             if kind in wanted:
                 figures += [
                     save_report_figure(fig, out, name, files)

@@ -279,7 +279,7 @@ class Design:
         name = str(est.get("map", est.get("estimator")))
         return name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]  # "pkg.mod:Class" -> "Class"
 
-    _label = label  # the former private name
+    _label = label  # the same method under a private name
 
     @property
     def labels(self) -> list[str]:

@@ -252,7 +252,7 @@ def _batched_calls(
         return None
     size = max(1, min(len(streams), budget // (rows * fm.feature_dim(d))))
     if size == 1 and device is None:
-        return None  # large problems: one call per trial, as before
+        return None  # large problems: one call per trial, not stacked
     if device is not None and _on_device(estimator):
         return size, lambda j0, j1: estimator(
             *qkv, draw=fm.from_projection(d, j1 - j0, device.projection(fm, d)[j0:j1])

@@ -63,7 +63,7 @@ def test_regime_overrides_and_errors():
 
 
 def test_benchmark_set_anisotropic_is_hard_qk_and_keeps_its_former_name():
-    """The benchmark set "anisotropic" is hard_qk's paper regime; its former name "seed004" still selects it."""
+    """The benchmark set "anisotropic" is hard_qk's paper regime; its alias "seed004" selects it too."""
     assert "anisotropic" in rk.data.BENCHMARK_SETS and "seed004" not in rk.data.BENCHMARK_SETS
     q, k = rk.data.kernel_benchmark_pairs("anisotropic", 12, 5, rng=7)
     s = rk.data.hard_qk(12, 5, rng=np.random.default_rng(7))
