@@ -24,7 +24,8 @@ TypeError)`` idea)::
     ├── MonteCarloPrecisionWarning(RFKitWarning)
     ├── DegenerateInputWarning(RFKitWarning, RuntimeWarning)
     ├── DamagedResultWarning(RFKitWarning)
-    └── DamagedCacheWarning(RFKitWarning)
+    ├── DamagedCacheWarning(RFKitWarning)
+    └── CacheNotWritableWarning(RFKitWarning)
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "DegenerateInputWarning",
     "DamagedResultWarning",
     "DamagedCacheWarning",
+    "CacheNotWritableWarning",
 ]
 
 
@@ -167,4 +169,15 @@ class DamagedResultWarning(RFKitWarning):
 
 
 class DamagedCacheWarning(RFKitWarning):
-    """A cached array file (real-model extractions) failed its checksum or could not be read; it is rebuilt."""
+    """A cache entry (real-model extractions) is damaged: its arrays cannot be decoded, fail their
+    checksum, or belong to another request (its stored key differs); it is ignored and rebuilt.
+
+    A cache folder that merely cannot be read or written is not damage: see
+    :class:`CacheNotWritableWarning`.
+    """
+
+
+class CacheNotWritableWarning(RFKitWarning):
+    """A cache entry could not be written (read-only or full folder, permission denied, a file
+    where the folder should be); the message names the path and the OS error. The arrays were
+    computed and are returned, but the next call computes them again."""

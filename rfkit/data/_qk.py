@@ -133,9 +133,9 @@ def softmax_(logits: np.ndarray, bias: np.ndarray) -> np.ndarray:
 R = TypeVar("R", bound=TransformerQK)
 
 
-def cache_read(path: Path, cls: type[R], head_dim: int, **fields: Any) -> R | None:
-    """A cached result matching ``fields`` (texts, layers, heads, dtype, ...), or None."""
-    arrays = read_arrays(path, _ARRAYS)
+def cache_read(path: Path, cls: type[R], head_dim: int, key: str, **fields: Any) -> R | None:
+    """A cached result stored under ``key`` and matching ``fields`` (texts, layers, heads, dtype, ...), or None."""
+    arrays = read_arrays(path, _ARRAYS, key=key)
     if arrays is None:
         return None
     texts, layers, heads, dtype = fields["texts"], fields["layers"], fields["heads"], fields.pop("dtype")
@@ -162,12 +162,13 @@ def cache_read(path: Path, cls: type[R], head_dim: int, **fields: Any) -> R | No
     )
 
 
-def cache_write(path: Path, res: TransformerQK) -> None:
+def cache_write(path: Path, res: TransformerQK, key: str) -> None:
     width = max(1, max(len(t) for row in res.tokens for t in row))
     tokens = np.full(res.mask.shape, "", dtype=f"<U{width}")
     for i, row in enumerate(res.tokens):
         tokens[i, : len(row)] = row
-    write_arrays(path, dict(q=res.q, k=res.k, v=res.v, attention=res.attention, mask=res.mask, tokens=tokens))
+    arrays = dict(q=res.q, k=res.k, v=res.v, attention=res.attention, mask=res.mask, tokens=tokens)
+    write_arrays(path, arrays, key=key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +180,7 @@ class Request:
     scale_q: float
     scale_k: float
     file: Path | None  # the cache entry, None without a cache
+    key: str = ""  # the cache entry's full key (stored in it and compared on read)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +233,7 @@ class QKSource:
                 f"The `scale` parameter of {self.owner} must be 'symmetric' or 'query'. Got {scale!r} instead."
             )
         directory = _cache.resolve(cache, self.owner, cache_dir)
-        file = None
+        file, key = None, ""
         if directory is not None:
             key = _cache.cache_key(
                 {
@@ -249,18 +251,18 @@ class QKSource:
         d = self.head_dim
         s_q, s_k = (d**-0.25, d**-0.25) if scale == "symmetric" else (d**-0.5, 1.0)
         fields = dict(texts=texts, layers=layers, heads=heads, max_len=max_len, scale=scale)
-        return Request(fields=fields, dtype=dt, scale_q=s_q, scale_k=s_k, file=file)
+        return Request(fields=fields, dtype=dt, scale_q=s_q, scale_k=s_k, file=file, key=key)
 
     def cached(self, req: Request, cls: type[R]) -> R | None:
         """The cached result of ``req``, or None (no cache, no entry, or an unreadable one)."""
         if req.file is None:
             return None
-        return cache_read(req.file, cls, self.head_dim, dtype=req.dtype, **req.fields)
+        return cache_read(req.file, cls, self.head_dim, req.key, dtype=req.dtype, **req.fields)
 
     def store(self, req: Request, res: TransformerQK) -> None:
         """Write ``res`` to the cache entry of ``req`` (if any)."""
         if req.file is not None:
-            cache_write(req.file, res)
+            cache_write(req.file, res, req.key)
 
     def extract(
         self,
