@@ -8,6 +8,7 @@ measured MSEs compare with their closed forms.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import shutil
@@ -73,6 +74,48 @@ def _resume_command(args: argparse.Namespace, out: Path) -> str:
 def _print_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
     """Warnings during ``rfkit run`` (e.g. a damaged part being recomputed): one plain line on stderr."""
     print(f"rfkit run: warning: {message}", file=sys.stderr)
+
+
+def process_seconds() -> float | None:
+    """Seconds since this process started, from Linux's ``/proc``; None where that cannot be read."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        start_ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def timing_line(run_s: float, units_s: float, report_s: float, whole_s: float | None) -> str:
+    """The spans of one ``rfkit run``, each named: the run, its work units, the report, the whole command.
+
+    Parameters
+    ----------
+    run_s : float
+        Seconds in :func:`rfkit.study.run`: the work units plus loading the data, merging and
+        writing the tables (and any wait for the folder's lock).
+    units_s : float
+        Seconds computing the work units only (the run's recorded ``seconds``, which ``report.md``
+        prints).
+    report_s : float
+        Seconds writing ``report.md``, its tables and figures.
+    whole_s : float or None
+        Seconds from the start of the process (interpreter start-up and imports included) to now,
+        or None where the platform does not say.
+
+    Returns
+    -------
+    str
+        E.g. ``"run 13.1 s (work units 12.9 s), report + figures 4.2 s, whole command 17.7 s
+        (process start to here)"``.
+    """
+    whole = (
+        f"whole command {whole_s:.1f} s (process start to here)"
+        if whole_s is not None
+        else "whole command not measured (no process start time on this platform)"
+    )
+    return f"run {run_s:.1f} s (work units {units_s:.1f} s), report + figures {report_s:.1f} s, {whole}"
 
 
 def check_device(backend: str, device: str | None) -> None:
@@ -146,6 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 device=args.device,
                 draws=args.draws,
             )
+            t_run = time.perf_counter()
             set_paper_size(args.paper_size)
             report = write_report(result, out, workers=drawers)
     except KeyboardInterrupt:
@@ -155,7 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    dt = time.perf_counter() - t0
+    t_report = time.perf_counter()
     taken = getattr(lock, "taken_over", None) or result.provenance.get("lock_taken_over")
     if taken:
         if isinstance(taken, dict):
@@ -167,8 +211,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     ran = result.design  # what really ran: --profile, --quick and --trials applied
     which = f" (profile {ran.applied_profile})" if getattr(ran, "applied_profile", None) else ""
     print(
-        f"{ran.name}{which}: {len(ran.cells())} cells x {len(ran.estimators)} estimators x {ran.trials} trials "
-        f"in {dt:.1f} s"
+        f"{ran.name}{which}: {len(ran.cells())} cells x {len(ran.estimators)} estimators x {ran.trials} trials; "
+        + timing_line(
+            t_run - t0,
+            float(result.provenance.get("seconds", float("nan"))),
+            t_report - t_run,
+            process_seconds(),
+        )
     )
     theory = result.compare_theory()
     if not theory.empty:

@@ -53,14 +53,15 @@ def metric_description(metric: str, kind: str) -> str:
 
 
 def provenance_line(result: StudyResult) -> str:
-    """One line: trials, cells, seed entropy, design hash, time, executor, versions."""
+    """One line: trials, cells, seed entropy, design hash, the work units' time, executor, versions."""
     d, prov = result.design, result.provenance
     machine = prov.get("machine", {})
     versions = prov.get("versions", {})
     return (
         f"Trials per cell: {d.trials}; cells: {prov.get('cells', len(d.cells()))} "
         f"({prov.get('cells_resumed', 0)} resumed); seed entropy {prov.get('entropy')}; design hash "
-        f"`{prov.get('design_hash', d.hash())}`; {float(prov.get('seconds', float('nan'))):.1f} s on "
+        f"`{prov.get('design_hash', d.hash())}`; work units {float(prov.get('seconds', float('nan'))):.1f} s "
+        "(this run's computation only; start-up, writing the tables, this report and its figures not included) on "
         f"{machine.get('cpus', '?')} CPUs with executor `{prov.get('executor', '?')}`; "
         f"backend {prov.get('backend', 'numpy')}"
         + (

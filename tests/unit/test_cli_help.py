@@ -88,6 +88,27 @@ def test_trials_printed_are_the_trials_run(tmp_path: Path, capsys: pytest.Captur
     assert "x 3 trials" in out, out
 
 
+def test_console_and_report_name_the_span_each_time_measures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run, several times: each is labelled with its span, and the spans nest."""
+    study = tmp_path / "s.toml"
+    study.write_text(textwrap.dedent(STUDY))
+    assert main(["run", str(study), "--quick", "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    m = re.search(
+        r"trials; run (\d+\.\d) s \(work units (\d+\.\d) s\), report \+ figures (\d+\.\d) s, "
+        r"whole command (\d+\.\d) s \(process start to here\)",
+        out,
+    )
+    assert m, out
+    run_s, units_s, report_s, whole_s = map(float, m.groups())
+    assert units_s <= run_s + 0.1 and run_s + report_s <= whole_s + 0.1, out
+    report = (tmp_path / "o" / "report.md").read_text()
+    # the report states the work units' span, the same number as the console, and says what it leaves out
+    assert f"work units {units_s:.1f} s (this run's computation only" in report, report
+
+
 def test_resume_hint_reproduces_the_command(tmp_path: Path) -> None:
     argv = ["run", "my study.toml", "--quick", "--trials", "7", "--seed", "3"]
     hint = _resume_command(argparse.Namespace(argv=argv), tmp_path / "o")
