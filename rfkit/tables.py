@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from .exceptions import InvalidParameterError
 from .study._mcse import format_interval, format_mcse
 from .study._metric_sources import metric_is_proportion
 
@@ -34,6 +35,54 @@ __all__ = [
 ]
 
 
+#: columns of a study summary that hold statistics of a row, not the settings it was measured at
+#: (``cell`` numbers the grid points, which the grid axes name; ``cost`` follows from them)
+_NOT_AXES = frozenset(
+    {
+        "cell",
+        "cost",
+        "metric",
+        "estimate",
+        "mcse",
+        "ci_low",
+        "ci_high",
+        "n",
+        "n_trials",
+        "n_failed",
+        "n_nonfinite",
+        "n_nan_rows",
+        "nonfinite",
+        "overflow",
+        "status",
+        "value",
+    }
+)
+
+
+def _check_frame(frame: object, name: str, func: str, required: Sequence[str] = ()) -> pd.DataFrame:
+    """``frame`` if it is a DataFrame with the ``required`` columns, else InvalidParameterError naming ``name``."""
+    if not isinstance(frame, pd.DataFrame):
+        raise InvalidParameterError(
+            f"The `{name}` parameter of {func} must be a pandas DataFrame. Got {type(frame).__name__} instead."
+        )
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise InvalidParameterError(
+            f"The `{name}` parameter of {func} must be a study summary with the columns {list(required)}; "
+            f"it lacks {missing}. Got a DataFrame with the columns {list(frame.columns)} instead."
+        )
+    return frame
+
+
+def _check_columns(frame: pd.DataFrame, names: list[str], name: str) -> None:
+    unknown = [c for c in names if c not in frame.columns]
+    if unknown:
+        raise InvalidParameterError(
+            f"The `{name}` parameter of summary_table must name columns of the summary "
+            f"({list(frame.columns)}). Got {unknown[0]!r} instead."
+        )
+
+
 def summary_values(summary: pd.DataFrame, *, latex: bool = False) -> list[str]:
     """The display text of each summary row: ``estimate ± MCSE`` (:func:`format_mcse`), the count of
     non-finite trial values where there are any, and the Wilson interval of a proportion.
@@ -44,6 +93,7 @@ def summary_values(summary: pd.DataFrame, *, latex: bool = False) -> list[str]:
     >>> summary_values(s)
     ['1 [0.912, 1]', 'inf (39 of 40 non-finite)']
     """
+    summary = _check_frame(summary, "summary", "summary_values", ("estimate", "mcse"))
     out = []
     for r in summary.to_dict("records"):
         n_bad = r.get("n_nonfinite", 0)
@@ -62,7 +112,7 @@ def summary_table(
     summary: pd.DataFrame,
     metric: str,
     *,
-    rows: Sequence[str] = ("estimator",),
+    rows: str | Sequence[str] = ("estimator",),
     columns: str | None = "n_features",
     latex: bool = False,
 ) -> pd.DataFrame:
@@ -74,24 +124,67 @@ def summary_table(
         Tidy summary (columns ``metric``, ``estimate``, ``mcse`` and the design columns).
     metric : str
         Which metric to show.
-    rows : sequence of str
-        Columns forming the row index.
+    rows : str or sequence of str
+        Columns forming the row index. Every grid axis that varies among the metric's rows and
+        is neither here nor ``columns`` is added after them, so no cell of the summary is left
+        out (``rows=("estimator",)`` on a summary over ``dim`` and ``n_features`` gives the rows
+        ``estimator, dim``). The grid axes are the summary's columns other than ``cell``,
+        ``cost`` and the statistics (``metric``, ``estimate``, ``mcse``, ``ci_low``,
+        ``ci_high``, ``n_trials``, ``n_failed``, ``n_nonfinite``, ``n_nan_rows``, ``status``).
     columns : str or None
         Column spread across the table (``None``: one value column).
     latex : bool
         Format cells for LaTeX (math mode).
+
+    Returns
+    -------
+    DataFrame
+        One row per combination of the row columns, strings in the value columns; a cell the
+        summary does not have is the empty string.
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``summary`` is not a DataFrame with the columns ``metric``, ``estimate`` and ``mcse``,
+        has no rows for ``metric``, ``rows`` or ``columns`` name a column it does not have, or
+        two of its rows share every setting (a summary concatenated with itself).
     """
+    summary = _check_frame(summary, "summary", "summary_table", ("metric", "estimate", "mcse"))
+    rows = [rows] if isinstance(rows, str) else list(rows)
+    _check_columns(summary, rows, "rows")
+    if columns is not None:
+        _check_columns(summary, [columns], "columns")
     s = summary[summary["metric"] == metric].copy()
     if s.empty:
-        raise KeyError(
-            f"summary has no rows for metric {metric!r}; available: {sorted(summary['metric'].unique())}"
+        raise InvalidParameterError(
+            f"The `metric` parameter of summary_table must be a metric of the summary, but the summary has "
+            f"no rows for metric {metric!r}; available: {sorted(map(str, summary['metric'].unique()))}."
         )
+    named = {*rows, columns}
+    axes = [c for c in s.columns if c not in _NOT_AXES and c not in named and s[c].nunique(dropna=False) > 1]
+    keys = [*rows, *axes] + ([] if columns is None else [columns])
+    _check_unique(s, keys, metric)
     s["value"] = summary_values(s, latex=latex)
     if columns is None:
-        return s[[*rows, "value"]].reset_index(drop=True)
-    piv = s.pivot_table(index=list(rows), columns=columns, values="value", aggfunc="first", sort=False)
+        return s[[*rows, *axes, "value"]].reset_index(drop=True)
+    index = [*rows, *axes]
+    piv = s.set_index([*index, columns])["value"].unstack(columns, fill_value="", sort=False)
     piv.columns = [f"{columns}={c}" for c in piv.columns]
     return piv.reset_index()
+
+
+def _check_unique(s: pd.DataFrame, keys: list[str], metric: str) -> None:
+    """Refuse rows of ``metric`` that share every setting: a table cell would have to drop one of them."""
+    dup = s.duplicated(subset=keys, keep=False) if keys else pd.Series(len(s) > 1, index=s.index)
+    if dup.any():
+        first = s.loc[dup, keys].iloc[0].tolist() if keys else []
+        shared = ", ".join(f"{k}={v!r}" for k, v in zip(keys, first)) or "no settings"
+        raise InvalidParameterError(
+            f"The `summary` parameter of summary_table must have one row per setting of metric {metric!r}, "
+            f"so that no table cell drops a value; {int(dup.sum())} rows share {shared} "
+            f"(columns compared: {keys}). Got a summary with repeated rows instead "
+            "(concatenated runs? add the column that tells them apart to `rows`)."
+        )
 
 
 #: Markdown's active characters; ``_`` inside a word (``n_features``) is not emphasis and stays
@@ -109,8 +202,20 @@ def md_escape(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", _LINE_BREAK.sub(" ", str(text)))
 
 
+def _check_table(table: object, func: str) -> pd.DataFrame:
+    """``table`` if it is a DataFrame with at least one column, else InvalidParameterError naming ``table``."""
+    frame = _check_frame(table, "table", func)
+    if frame.shape[1] == 0:
+        raise InvalidParameterError(
+            f"The `table` parameter of {func} must have at least one column. Got a DataFrame with "
+            f"0 columns and {len(frame)} rows instead."
+        )
+    return frame
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     """GitHub-flavoured Markdown table (no extra dependency); every cell and header is escaped (:func:`md_escape`)."""
+    table = _check_table(table, "to_markdown")
     cols = [md_escape(c) for c in table.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in table.itertuples(index=False):
@@ -157,6 +262,7 @@ def to_latex(table: pd.DataFrame, *, caption: str | None = None, label: str | No
     Cells written by :func:`format_mcse` (``$0.100 \\pm 0.010$``) are kept; every other cell,
     header, the caption and the label are escaped (a label ``$x$`` is shown as ``$x$``).
     """
+    table = _check_table(table, "to_latex")
     cols = list(table.columns)
     align = "l" * 1 + "r" * (len(cols) - 1)
     lines = [

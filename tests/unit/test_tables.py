@@ -1,6 +1,7 @@
 import pandas as pd
 import pytest
 
+from rfkit.exceptions import InvalidParameterError
 from rfkit.tables import format_mcse, summary_table, to_latex, to_markdown
 
 
@@ -41,7 +42,7 @@ def test_summary_table_markdown_latex():
     tex = to_latex(summary_table(s, "mse", latex=True), caption="MSE", label="tab:mse")
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"b\_1" in tex and r"$0.100 \pm 0.010$" in tex
     assert r"\caption{MSE}" in tex and r"\label{tab:mse}" in tex
-    with pytest.raises(KeyError, match="no rows for metric 'bias'"):
+    with pytest.raises(InvalidParameterError, match="no rows for metric 'bias'"):
         summary_table(s, "bias")
 
 
@@ -128,3 +129,74 @@ def test_one_format_for_non_finite_and_proportions():
     ]
     tex = summary_values(s, latex=True)
     assert tex[2] == "inf (99 of 100 non-finite)"
+
+
+def _two_axis_summary():
+    """A study summary over two grid axes, ``dim`` and ``n_features`` (what ``StudyResult.summary()`` gives)."""
+    return pd.DataFrame(
+        {
+            "cell": [0, 1, 2, 3] * 2,
+            "estimator": ["a"] * 4 + ["b"] * 4,
+            "dim": [4, 4, 8, 8] * 2,
+            "n_features": [8, 16, 8, 16] * 2,
+            "cost": [8.0, 16.0, 8.0, 16.0] * 2,
+            "metric": "mse",
+            "estimate": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
+            "mcse": 0.01,
+            "ci_low": 0.0,
+            "ci_high": 1.0,
+            "n_trials": 10,
+            "n_failed": 0,
+            "n_nonfinite": 0,
+            "status": "ok",
+        }
+    )
+
+
+def test_summary_table_keeps_every_grid_axis():
+    """A grid axis left out of ``rows`` is added to them: no cell of the summary is dropped."""
+    s = _two_axis_summary()
+    t = summary_table(s, "mse", rows=("estimator",))
+    assert list(t.columns) == ["estimator", "dim", "n_features=8", "n_features=16"]
+    assert t[["estimator", "dim"]].values.tolist() == [["a", 4], ["a", 8], ["b", 4], ["b", 8]]
+    cells = t[["n_features=8", "n_features=16"]].to_numpy().ravel().tolist()
+    assert cells == [f"{v:.3f} ± 0.010" for v in s["estimate"]]  # all eight, each once
+    # the axes named are kept in the order given; an axis that does not vary is not added
+    t = summary_table(s[s["dim"] == 8], "mse")
+    assert list(t.columns) == ["estimator", "n_features=8", "n_features=16"] and len(t) == 2
+    t = summary_table(s, "mse", rows=["dim", "estimator"], columns="n_features")
+    assert list(t.columns) == ["dim", "estimator", "n_features=8", "n_features=16"] and len(t) == 4
+
+
+def test_summary_table_one_value_column_keeps_every_grid_axis():
+    s = _two_axis_summary()
+    t = summary_table(s, "mse", rows="estimator", columns=None)
+    assert list(t.columns) == ["estimator", "dim", "n_features", "value"] and len(t) == 8
+    t = summary_table(s, "mse", columns="dim")
+    assert list(t.columns) == ["estimator", "n_features", "dim=4", "dim=8"] and len(t) == 4
+
+
+def test_summary_table_missing_cells_stay_empty_and_nan_axes_stay():
+    """A cell missing from the summary is an empty table cell; a NaN axis value keeps its row."""
+    s = _two_axis_summary().iloc[1:]
+    t = summary_table(s, "mse")
+    assert len(t) == 4 and t.loc[0, "n_features=8"] == ""
+    s = _two_axis_summary().astype({"dim": float})
+    s.loc[s["dim"] == 8, "dim"] = float("nan")
+    t = summary_table(s, "mse")
+    assert len(t) == 4 and t[["n_features=8", "n_features=16"]].ne("").all().all()
+
+
+def test_summary_table_empty_metric_rows_are_refused():
+    s = _two_axis_summary()
+    with pytest.raises(InvalidParameterError, match=r"`metric`.*'bias'.*\['mse'\]"):
+        summary_table(s, "bias")
+    with pytest.raises(InvalidParameterError, match=r"`summary`.*\['metric', 'estimate', 'mcse'\]"):
+        summary_table(pd.DataFrame(), "mse")
+
+
+def test_markdown_and_latex_of_an_empty_table():
+    t = pd.DataFrame({"estimator": [], "value": []})
+    assert to_markdown(t) == "| estimator | value |\n|---|---|\n"
+    tex = to_latex(t)
+    assert "estimator & value \\\\\n\\midrule\n\\bottomrule" in tex
