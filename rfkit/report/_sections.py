@@ -52,8 +52,8 @@ def nonfinite_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         f"{len(bad)} of {len(summary)} summary rows are not `ok` ({n_nf} non-finite trial values in all). "
         "A non-finite trial value (an estimate that overflowed, a NaN output row) is kept: the row's "
         "estimate is the mean of every trial, so it is inf or NaN, and its MCSE is NaN; failed trials are "
-        "left out and counted; `inf_mcse`: finite values whose squares overflow, so the MCSE is "
-        f"infinite. {undrawn} rows with a non-finite estimate or MCSE are not drawn in the figures.",
+        "left out and counted; `inf_mcse`: the MCSE is infinite (finite values, computed scaled, "
+        f"never give one). {undrawn} rows with a non-finite estimate or MCSE are not drawn in the figures.",
         "",
         md_table(
             bad[["estimator", *[c for c in grid_cols if c in bad], "metric", "estimate", *counts, "status"]]

@@ -14,6 +14,7 @@ values is returned beside them (docs page *Studies*, section "Non-finite trials"
 from __future__ import annotations
 
 import numbers
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any
 
 import numpy as np
@@ -82,9 +83,21 @@ def mcse_summary(values: np.ndarray, confidence: float = 0.95, *, proportion: bo
     dict
         ``estimate``, ``mcse``, ``ci_low``, ``ci_high`` (the t interval on ``n - 1`` degrees of
         freedom, the numbers of ``statsmodels``' ``DescrStatsW(values).tconfint_mean``, or Wilson's), ``n`` (all values),
-        ``n_nonfinite`` (NaN or infinite values among them) and ``nonfinite`` (``n_nonfinite > 0``).
+        ``n_nonfinite`` (NaN or infinite values among them), ``nonfinite`` (``n_nonfinite > 0``)
+        and ``overflow`` (every value is finite but a bound of the interval lies beyond the
+        largest float, and is given as ``-inf`` or ``inf``).
         With non-finite values the estimate is the plain mean of all values (inf, -inf or NaN,
         never the mean of a filtered subset) and the MCSE and interval are NaN.
+
+    Notes
+    -----
+    The statistics are computed on the values divided by a power of two near their largest
+    magnitude, then scaled back. The division is exact, so ordinary values give the plain mean
+    and standard deviation bit for bit, while values near the largest float (whose sum
+    overflows), huge values (whose squares overflow) and subnormal ones (whose squares
+    underflow) get the right estimate and MCSE. The estimate and the MCSE of finite values are
+    always finite (the MCSE is at most half their range); only a bound of the t interval can
+    exceed the float range, and ``overflow`` says so.
 
     Examples
     --------
@@ -103,43 +116,66 @@ def mcse_summary(values: np.ndarray, confidence: float = 0.95, *, proportion: bo
     n = v.size
     n_bad = int(n - np.count_nonzero(np.isfinite(v)))
     out: dict[str, Any] = {"estimate": np.nan, "mcse": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": n}
-    flags = {"n_nonfinite": n_bad, "nonfinite": n_bad > 0}
+    flags = {"n_nonfinite": n_bad, "nonfinite": n_bad > 0, "overflow": False}
     if n == 0:
         return {**out, **flags}
     if n_bad:
         with np.errstate(invalid="ignore", over="ignore"):
             out["estimate"] = float(v.mean())  # inf, -inf or NaN: honest, not a filtered mean
         return {**out, **flags}
-    mean = float(v.mean())
-    out["estimate"] = mean
+    # statistics of w = v / 2**e with max |w| in [0.5, 1): a power of two scales exactly, so ordinary
+    # values give the plain numbers bit for bit, while sums of values near the largest float and
+    # squares of huge or subnormal values neither overflow nor underflow
+    e = int(np.frexp(np.max(np.abs(v)))[1])
+    w = np.ldexp(v, -e)
+    mean_w = float(w.mean())
+    out["estimate"] = float(np.ldexp(mean_w, e))  # |mean| <= max |v|: always finite
     wilson = _proportion_interval(v, confidence) if proportion else None
     if wilson is not None:
         out["ci_low"], out["ci_high"] = wilson
     if n < 2:
         return {**out, **flags}
-    with np.errstate(over="ignore", invalid="ignore"):  # finite values whose squares overflow: an inf MCSE
-        se = float(v.std(ddof=1) / np.sqrt(n))
-    out["mcse"] = se
+    se_w = float(w.std(ddof=1) / np.sqrt(n))
+    out["mcse"] = float(np.ldexp(se_w, e))  # at most half the range of the values: always finite
     if wilson is None:
-        if se == 0.0:
-            lo = hi = mean
-        elif not np.isfinite(se):
-            lo = hi = np.nan
+        if se_w == 0.0:
+            lo_w = hi_w = mean_w
         else:
-            half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * se  # Student's t quantile, n - 1 df
-            lo, hi = mean - half, mean + half
-        out["ci_low"], out["ci_high"] = float(lo), float(hi)
+            half_w = float(stdtrit(n - 1, 0.5 + confidence / 2)) * se_w  # Student's t quantile, n - 1 df
+            lo_w, hi_w = mean_w - half_w, mean_w + half_w
+        with np.errstate(over="ignore"):  # a bound beyond the largest float: infinite and flagged
+            out["ci_low"], out["ci_high"] = float(np.ldexp(lo_w, e)), float(np.ldexp(hi_w, e))
+        flags["overflow"] = not (np.isfinite(out["ci_low"]) and np.isfinite(out["ci_high"]))
     return {**out, **flags}
 
 
-def _decimals(mcse: float) -> int:
-    return int(1 - np.floor(np.log10(mcse)))
+def _to_place(value: float | Decimal, place: int) -> Decimal:
+    """``value`` rounded half-even to a multiple of ``10**place``; a rounded zero has no sign."""
+    with localcontext() as ctx:
+        ctx.prec = 60  # enough for any float rounded at an MCSE above 1e-12 of it
+        out = Decimal(value).quantize(Decimal(1).scaleb(place), rounding=ROUND_HALF_EVEN)
+    return out.copy_abs() if out.is_zero() else out
 
 
-def _fixed(value: float, dec: int) -> str:
-    """``value`` to ``dec`` decimals; a value that rounds to zero has no sign (``0.0``, not ``-0.0``)."""
-    text = f"{value:.{dec}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0.0 else text
+def _rounded(estimate: float, mcse: float) -> tuple[Decimal, Decimal, int]:
+    """The estimate and MCSE (> 0) rounded to the place of the MCSE's second significant digit, and that place.
+
+    Decimal arithmetic on the floats' exact values: the same half-even rounding as ``f"{x:.2f}"``,
+    with powers of ten applied exactly (subnormal numbers included). An MCSE that rounds up to the
+    next power of ten keeps 2 significant figures (0.0998 is 0.10, not 0.100).
+    """
+    se = Decimal(mcse)
+    place = se.adjusted() - 1
+    se_r = _to_place(se, place)
+    if se_r.adjusted() > se.adjusted():
+        place += 1
+        se_r = _to_place(se, place)
+    return _to_place(estimate, place), se_r, place
+
+
+def _plain(value: float) -> str:
+    """``value`` to 4 significant figures; zero has no sign."""
+    return f"{0.0 if value == 0 else value:.4g}"
 
 
 def format_mcse(
@@ -188,19 +224,20 @@ def format_mcse(
     pm = r" \pm " if latex else " ± "
     if not np.isfinite(estimate):
         return ("n/a" if np.isnan(estimate) else ("inf" if estimate > 0 else "-inf")) + note
-    if mcse == np.inf:  # finite values whose squares overflow
-        return (f"${estimate:.4g}{pm}\\infty$" if latex else f"{estimate:.4g}{pm}inf") + note
+    if mcse == np.inf:  # an infinite MCSE (summaries saved before MCSEs were computed scaled)
+        return (f"${_plain(estimate)}{pm}\\infty$" if latex else f"{_plain(estimate)}{pm}inf") + note
     if not np.isfinite(mcse) or mcse <= 1e-12 * abs(estimate):  # zero, or round-off of an exact value
-        return f"{estimate:.4g}" + note
-    mag = max(abs(estimate), mcse)
-    if mag >= 1e4 or mag < 1e-3:
-        exp = int(np.floor(np.log10(mag)))
-        scale = 10.0**exp
-        dec = max(0, _decimals(mcse / scale))
-        body = f"{_fixed(estimate / scale, dec)}{pm}{mcse / scale:.{dec}f}"
+        return _plain(estimate) + note
+    est, se, place = _rounded(float(estimate), float(mcse))
+    exp = max(
+        est.copy_abs(), se
+    ).adjusted()  # of the rounded numbers: 9.99996e-5 ± 1e-6 is (1.000 ± 0.010)e-4
+    if exp >= 4 or exp < -3:
+        body = f"{est.scaleb(-exp):f}{pm}{se.scaleb(-exp):f}"
         return (f"$({body}) \\times 10^{{{exp}}}$" if latex else f"({body})e{exp}") + note
-    dec = max(0, _decimals(mcse))
-    body = f"{_fixed(estimate, dec)}{pm}{mcse:.{dec}f}"
+    if place > 0:  # an MCSE of 100 or more: whole numbers
+        est, se = _to_place(float(estimate), 0), _to_place(float(mcse), 0)
+    body = f"{est:f}{pm}{se:f}"
     return (f"${body}$" if latex else body) + note
 
 

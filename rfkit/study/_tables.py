@@ -24,7 +24,7 @@ def row_status(n_failed: int, n_nonfinite: int, n_nan_rows: int = 0, inf_mcse: b
     ``"failed"``: some trials raised (counted in ``n_failed``, left out); ``"nonfinite"``: some
     trial values are NaN or infinite (``n_nonfinite``, kept: the estimate is then non-finite);
     ``"nan_rows"``: attention outputs with NaN rows (``n_nan_rows``, summed over trials);
-    ``"inf_mcse"``: finite values whose squares overflow, so the MCSE is infinite.
+    ``"inf_mcse"``: the MCSE is infinite (finite values never give one: :func:`mcse_summary` scales them).
 
     >>> row_status(0, 0), row_status(2, 3), row_status(0, 0, 31), row_status(0, 0, inf_mcse=True)
     ('ok', 'failed,nonfinite', 'nan_rows', 'inf_mcse')

@@ -121,17 +121,39 @@ def test_format_exponent_from_the_error(est, se, expected):
     assert format_mcse(est, se) == expected
 
 
-def test_infinite_mcse_gives_no_z_and_the_report_says_so(tmp_path):
-    """At norm 14 the trig squared errors are finite but their squares overflow: the MCSE is inf,
-    and z = (measured - predicted) / inf = 0 would read as perfect agreement."""
+def test_huge_finite_errors_get_a_finite_mcse_and_a_z(tmp_path):
+    """At norm 14 the trig squared errors (about 1e170) are finite but their squares overflow: the
+    MCSE, computed on scaled values, is finite, so z tests the closed form."""
     from rfkit.report import write_report
 
     d = overflow_design(14, estimators=[{"map": "Trig"}], outputs={"figures": ["mse_vs_features"]})
     res = st.run(d, out=tmp_path / "o")
+    row = res.summary().query("metric == 'mse'").iloc[0]
+    assert row["status"] == "ok" and 0 < row["mcse"] < np.inf
     t = res.compare_theory()
-    assert t["z"].isna().all()
+    assert np.isfinite(t["z"]).all()
     text = write_report(res, tmp_path / "o").read_text()
-    assert "have no z-score" in text
+    assert "have no z-score" not in text
+
+
+def test_nonfinite_measurement_gives_no_z_and_the_report_says_so():
+    """A measured MSE that is inf (MCSE NaN) has no z-score, and the theory section says how many."""
+    from rfkit.report._markdown import _theory_section
+
+    t = pd.DataFrame(
+        {
+            "estimator": ["Trig", "Positive"],
+            "n_features": [8, 8],
+            "metric": "mse",
+            "predicted": [1e200, 0.5],
+            "measured": [np.inf, 0.49],
+            "mcse": [np.nan, 0.01],
+            "z": [np.nan, -1.0],
+            "n_trials": 20,
+        }
+    )
+    text = "\n".join(_theory_section(t, ["n_features"]))
+    assert "1 have no z-score" in text and "1 of the 1 unflagged ones within 5 MCSE" in text
 
 
 def test_all_nonfinite_cell_with_theory_report(tmp_path):
