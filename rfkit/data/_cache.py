@@ -27,6 +27,7 @@ import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,8 @@ def checksum_path(path: Path) -> Path:
 def _stacklevel() -> int:
     """The ``stacklevel`` of a warning that points at the first caller outside rfkit."""
     package = str(Path(__file__).resolve().parents[1])
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package):
         frame, level = frame.f_back, level + 1
     return level
