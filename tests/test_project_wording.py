@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SELF = Path(__file__).resolve()
 TEXT_SUFFIXES = {".md", ".py", ".toml", ".json", ".txt", ".rst", ".cfg", ".ini", ".yml", ".yaml", ".sh"}
 TEXT_NAMES = {"Makefile"}
 
@@ -48,6 +49,8 @@ def _tracked_text_files() -> list[Path]:
     files = []
     for name in out.split("\0"):
         path = ROOT / name
+        if path == SELF:  # this file quotes the words it looks for
+            continue
         if name and (path.suffix in TEXT_SUFFIXES or path.name in TEXT_NAMES) and path.is_file():
             files.append(path)
     return files
