@@ -25,7 +25,8 @@ TypeError)`` idea)::
     ├── DegenerateInputWarning(RFKitWarning, RuntimeWarning)
     ├── DamagedResultWarning(RFKitWarning)
     ├── DamagedCacheWarning(RFKitWarning)
-    └── CacheNotWritableWarning(RFKitWarning)
+    ├── CacheNotWritableWarning(RFKitWarning)
+    └── RFKitDeprecationWarning(RFKitWarning, DeprecationWarning)
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = [
     "DamagedResultWarning",
     "DamagedCacheWarning",
     "CacheNotWritableWarning",
+    "RFKitDeprecationWarning",
 ]
 
 
@@ -181,3 +183,8 @@ class CacheNotWritableWarning(RFKitWarning):
     """A cache entry could not be written (read-only or full folder, permission denied, a file
     where the folder should be); the message names the path and the OS error. The arrays were
     computed and are returned, but the next call computes them again."""
+
+
+class RFKitDeprecationWarning(RFKitWarning, DeprecationWarning):
+    """A name or extension hook kept for one release under its old spelling; the message names
+    the new one. Code using the old name still works meanwhile."""

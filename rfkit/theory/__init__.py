@@ -7,7 +7,7 @@ Kernel estimators (docs page *Theory*, sections 1, 1a-1c)
     :func:`mse`, :func:`log_mse`, :func:`relative_mse`, :func:`bias`,
     :func:`performer_orthogonal_bound`, :func:`expected_mse`, :func:`check`.
     GERF, SADERF, ADERF, SDERF, RandomMaclaurin and TensorSketch plug into :func:`mse` and
-    friends through :func:`register_closed_form`.
+    friends through :func:`register_mse_formula`.
 Deterministic maps (section 2)
     :func:`truncated_kernel`, :func:`relative_truncation_error`,
     :func:`truncation_error_bound`, :func:`deterministic_feature_dim`,
@@ -27,7 +27,8 @@ from . import (
     bounds,
 )
 from ._check import CheckResult, check
-from ._closed_form import CLOSED_FORM_PROJECTIONS, register_closed_form
+from ._closed_form import CLOSED_FORM_PROJECTIONS, register_mse_formula
+from ._closed_form import register_closed_form as register_closed_form  # deprecated alias, not in __all__
 from ._deterministic import *  # noqa: F403  (the names of its __all__)
 from ._expected import EXPECTED_MSE_THRESHOLDS, expected_mse
 from ._hybrid import HybridSplit, hybrid_budget_split, hybrid_delta_method
@@ -44,7 +45,7 @@ __all__ = [
     "expected_mse",
     "EXPECTED_MSE_THRESHOLDS",
     "CLOSED_FORM_PROJECTIONS",
-    "register_closed_form",
+    "register_mse_formula",
     "check",
     "CheckResult",
     "rfa_delta_method",

@@ -10,7 +10,7 @@ With :math:`K=\sum_b k_b(k_b-1)` ordered same-block pairs (0 for iid directions)
     + (\mathbb E F - \mathrm{SM})^2
 
 (docs page *Theory*, section 1). This module holds what the formulas of the map families
-share: the registry of closed forms of other map classes (:func:`register_closed_form`), the
+share: the registry of closed forms of other map classes (:func:`register_mse_formula`), the
 plan of a built-in map (:class:`_Plan`: family, projection, parameter, transform), the
 relative parts :class:`_Parts` (:math:`\mathrm{Var}F/\mathrm{SM}^2`, :math:`\mathrm{Cov}/\mathrm{SM}^2`,
 :math:`\mathrm{bias}/\mathrm{SM}`, in log space) and their sum :func:`_log_relative`. The parts
@@ -20,17 +20,18 @@ of the built-in families are computed in :mod:`rfkit.theory._prf_parts`.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .._validation import check_broadcast, check_int, check_same_dim, host_float_array
-from ..exceptions import InvalidParameterError, NumericalOverflowError
+from ..exceptions import InvalidParameterError, NumericalOverflowError, RFKitDeprecationWarning
 from ..features import CEXP, HCEXP, OPRF, Hyperbolic, Limit, Positive, Taylor, Trig
 from ._special import orf_pair_count, signed_logsumexp
 
-__all__ = ["CLOSED_FORM_PROJECTIONS", "register_closed_form"]
+__all__ = ["CLOSED_FORM_PROJECTIONS", "register_mse_formula"]
 
 #: Projections with an exact closed form.
 CLOSED_FORM_PROJECTIONS = ("iid", "orthogonal", "orthogonal-fixed", "simplex")
@@ -42,12 +43,16 @@ _REGISTRY: dict[
 ] = {}
 
 
-def register_closed_form(
+def register_mse_formula(
     cls: type,
     log_relative: Callable[..., np.ndarray],
     bias: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> None:
     r"""Register the closed-form MSE of a feature-map class with :func:`log_mse` and friends.
+
+    This is the theory-side registry, keyed by class, that :func:`mse`, :func:`log_mse`,
+    :func:`relative_mse` and :func:`bias` dispatch on. A study's record of a closed form, keyed
+    by the map's name, is :func:`rfkit.study.register_closed_form`.
 
     Parameters
     ----------
@@ -62,6 +67,28 @@ def register_closed_form(
         ``bias(fm, X, Y, d) -> (sign, log|bias/SM|)``; omitted for unbiased estimators.
     """
     _REGISTRY[cls] = (log_relative, bias)
+
+
+def register_closed_form(
+    cls: type,
+    log_relative: Callable[..., np.ndarray],
+    bias: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None,
+) -> None:
+    """Deprecated alias of :func:`register_mse_formula` (same arguments), kept for one release.
+
+    Warns
+    -----
+    RFKitDeprecationWarning
+        Always; the message names :func:`register_mse_formula`.
+    """
+    warnings.warn(
+        "rfkit.theory.register_closed_form(cls, log_relative, bias) is deprecated and will be removed "
+        "in the next release; call rfkit.theory.register_mse_formula(cls, log_relative, bias) instead "
+        "(rfkit.study.register_closed_form, which takes a ClosedFormRecord, is unchanged).",
+        RFKitDeprecationWarning,
+        stacklevel=2,
+    )
+    register_mse_formula(cls, log_relative, bias)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError, ShapeError
 from ..features import ADERF, SDERF, sderf_eig
-from ._closed_form import CLOSED_FORM_PROJECTIONS, _log_relative, _Plan, register_closed_form
+from ._closed_form import CLOSED_FORM_PROJECTIONS, _log_relative, _Plan, register_mse_formula
 from ._prf_parts import _parts
 from ._special import log_expm1
 
@@ -123,5 +123,5 @@ def _sderf_bias(fm: SDERF, X: np.ndarray, Y: np.ndarray, d: int) -> tuple[np.nda
     raise InvalidParameterError(f"{_OWNER}: projection={fm.projection!r} has no closed-form bias for SDERF.")
 
 
-register_closed_form(ADERF, _aderf_log_relative, _aderf_bias)
-register_closed_form(SDERF, _sderf_log_relative, _sderf_bias)
+register_mse_formula(ADERF, _aderf_log_relative, _aderf_bias)
+register_mse_formula(SDERF, _sderf_log_relative, _sderf_bias)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 from ..features import GERF, SADERF
-from ._closed_form import CLOSED_FORM_PROJECTIONS, _log_relative, _Plan, register_closed_form
+from ._closed_form import CLOSED_FORM_PROJECTIONS, _log_relative, _Plan, register_mse_formula
 from ._prf_parts import _parts
 
 __all__: list[str] = []
@@ -77,5 +77,5 @@ def _bias_gerf(fm: Any, X: np.ndarray, Y: np.ndarray, d: int) -> tuple[np.ndarra
     return parts.bias
 
 
-register_closed_form(GERF, _log_relative_gerf, _bias_gerf)
-register_closed_form(SADERF, _log_relative_gerf, _bias_gerf)
+register_mse_formula(GERF, _log_relative_gerf, _bias_gerf)
+register_mse_formula(SADERF, _log_relative_gerf, _bias_gerf)

@@ -26,7 +26,7 @@ from ._closed_form import (
     _pair_iv,
     _plan,
     _registered_relative,
-    register_closed_form,
+    register_mse_formula,
 )
 from ._prf_parts import _parts
 
@@ -37,7 +37,7 @@ __all__ = [
     "relative_mse",
     "performer_orthogonal_bound",
     "CLOSED_FORM_PROJECTIONS",
-    "register_closed_form",
+    "register_mse_formula",
 ]
 
 

@@ -35,7 +35,7 @@ from math import comb, factorial, lgamma
 import numpy as np
 
 from ..features import RandomMaclaurin, TensorSketch, slog_taylor_polynomial
-from ._closed_form import register_closed_form
+from ._closed_form import register_mse_formula
 from ._special import log_abs_expm1, scipy_special, signed_logsumexp
 
 __all__ = ["maclaurin_kappa", "tensorsketch_variance_terms"]
@@ -166,5 +166,5 @@ def _tensorsketch_bias(
     return _log_rel_truncation_bias(np.sum(X * Y, axis=-1), fm.degree)
 
 
-register_closed_form(RandomMaclaurin, _maclaurin_log_relative, _maclaurin_bias)
-register_closed_form(TensorSketch, _tensorsketch_log_relative, _tensorsketch_bias)
+register_mse_formula(RandomMaclaurin, _maclaurin_log_relative, _maclaurin_bias)
+register_mse_formula(TensorSketch, _tensorsketch_log_relative, _tensorsketch_bias)

@@ -304,3 +304,44 @@ def test_no_nan_anywhere(d):
                 )
                 if scale <= 1.0:
                     assert not np.any(np.isnan(th.bias(fm, x, y)))
+
+
+# ----------------------------------------------------------------------------- formulas of other map classes
+def _halved_log_relative(fm, X, Y, d, m):
+    """Half the PRF's relative MSE: a made-up formula, only to see that dispatch reaches it."""
+    return (
+        th.log_mse(F.Positive(int(fm.n_features)), X, Y, n_features=m)
+        - 2.0 * np.sum(X * Y, axis=-1)
+        - np.log(2.0)
+    )
+
+
+def _register_fresh_class():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class HalfPositive(F.Positive):
+        pass
+
+    return HalfPositive
+
+
+def test_register_mse_formula_plugs_a_class_into_mse_and_relative_mse():
+    cls = _register_fresh_class()
+    th.register_mse_formula(cls, _halved_log_relative)
+    np.testing.assert_allclose(
+        th.relative_mse(cls(8), X4, Y4), th.relative_mse(F.Positive(8), X4, Y4) / 2.0, rtol=1e-12
+    )
+    np.testing.assert_allclose(th.mse(cls(8), X4, Y4), th.mse(F.Positive(8), X4, Y4) / 2.0, rtol=1e-12)
+    np.testing.assert_array_equal(th.bias(cls(8), X4, Y4), 0.0)  # no bias function: unbiased
+
+
+def test_theory_register_closed_form_is_a_deprecated_alias_of_register_mse_formula():
+    cls = _register_fresh_class()
+    with pytest.warns(DeprecationWarning, match=r"rfkit\.theory\.register_mse_formula") as rec:
+        th.register_closed_form(cls, _halved_log_relative)
+    assert rec[0].filename == __file__  # points at the caller's line
+    np.testing.assert_allclose(
+        th.relative_mse(cls(8), X4, Y4), th.relative_mse(F.Positive(8), X4, Y4) / 2.0, rtol=1e-12
+    )
+    assert "register_mse_formula" in th.__all__ and "register_closed_form" not in th.__all__
