@@ -17,7 +17,10 @@ Kinds
     Householder QR gives non-uniform directions and a biased estimator); rows of
     :math:`Q^\top` are rescaled by independent :math:`\chi(d)` norms. Marginally
     :math:`\omega_i \sim \mathcal N(0, I_d)`, so estimators stay **unbiased**;
-    rows are orthogonal within a block, blocks are independent.
+    rows are orthogonal within a block, blocks are independent. A last block of
+    :math:`k = m \bmod d` rows in :math:`d >` :data:`FULL_BLOCK_MAX_DIM` is the reduced
+    QR of a :math:`d \times k` Gaussian block with the same sign fix (the same Haar rows in
+    :math:`O(dk^2)`); up to that dim it is cut from a :math:`d \times d` draw, as it always was.
 ``"orthogonal-fixed"``
     The same directions with every norm equal to :math:`\sqrt d` (Performer's
     "regularized" SMREG). **Biased for SM by design**: the positive estimator is
@@ -121,6 +124,7 @@ __all__ = [
     "sample_projection_streams",
     "sample_projection_on",
     "block_sizes",
+    "FULL_BLOCK_MAX_DIM",
 ]
 
 ProjectionKind = Literal[
@@ -159,6 +163,18 @@ def block_sizes(n_features: int, dim: int) -> list[int]:
     return [dim] * full + ([rest] if rest else [])
 
 
+#: largest dim whose partial block (``m % d`` rows) is still cut from a full d x d Haar draw. Above
+#: it the partial block is the reduced QR of a d x (m % d) Gaussian block (O(d (m % d)^2) instead of
+#: a d x d QR: d = 4096, m = 8 took over a minute). Both give the same distribution; keeping the d x d
+#: draw up to 64 keeps every result drawn before (all built-in studies: dims 4 to 64) bit for bit.
+FULL_BLOCK_MAX_DIM = 64
+
+
+def _reduced_partial(kind: str, m: int, d: int) -> bool:
+    """Whether the last, partial orthogonal block is drawn as a d x (m % d) Gaussian block."""
+    return kind in ("orthogonal", "orthogonal-fixed") and m % d != 0 and d > FULL_BLOCK_MAX_DIM
+
+
 def _check_kind(kind: str, n_features: int, dim: int, owner: str) -> tuple[str, int, int]:
     kind = check_option(kind, "projection", owner, PROJECTIONS)
     m = check_n_features(n_features, owner)
@@ -181,7 +197,10 @@ def _check_memory(kind: str, T: int, m: int, d: int, owner: str) -> None:
     Estimate: twice the float64 directions ``(T, m', d)`` (ingredients and assembly), where
     ``m'`` rounds ``m`` up to whole blocks for the block-structured kinds.
     """
-    rows = m if kind in ("iid", "qmc") else -(-m // d) * d
+    if kind in ("iid", "qmc") or _reduced_partial(kind, m, d):
+        rows = m
+    else:
+        rows = -(-m // d) * d
     check_allocation(
         (2, T, rows, d),
         8,
@@ -323,17 +342,17 @@ def _stream_ingredients(
             g.standard_normal(out=W[t])
         return {"W": W}
     if kind in ("orthogonal", "orthogonal-fixed", "simplex", "simplex-plus"):
-        nb = -(-m // d)
-        G = np.empty((T, nb, d, d))
-        if kind == "orthogonal-fixed":
-            for t, g in enumerate(gens):
-                g.standard_normal(out=G[t])
-            return {"G": G}
+        sizes = _gaussian_blocks(kind, m, d)
+        flat = np.empty((T, sum(sizes)))
         norms = np.empty((T, m))
         for t, g in enumerate(gens):
-            g.standard_normal(out=G[t])
-            norms[t] = g.chisquare(d, size=m)
-        return {"G": G, "norms": np.sqrt(norms)}
+            g.standard_normal(out=flat[t])
+            if kind != "orthogonal-fixed":
+                norms[t] = g.chisquare(d, size=m)
+        out = _split_blocks(flat, kind, m, d)
+        if kind != "orthogonal-fixed":
+            out["norms"] = np.sqrt(norms)
+        return out
     if kind == "qmc":
         shape = (_sobol_log2(m) + 1, d)
         R = np.empty((T, *shape), dtype=np.int64)
@@ -364,8 +383,7 @@ def _ingredients(
     if kind == "iid":
         return {"W": gen.standard_normal((T, m, d))}
     if kind in ("orthogonal", "orthogonal-fixed", "simplex", "simplex-plus"):
-        nb = -(-m // d)
-        out = {"G": gen.standard_normal((T, nb, d, d))}
+        out = _split_blocks(gen.standard_normal((T, sum(_gaussian_blocks(kind, m, d)))), kind, m, d)
         if kind != "orthogonal-fixed":
             out["norms"] = np.sqrt(gen.chisquare(d, size=(T, m)))
         return out
@@ -381,14 +399,44 @@ def _ingredients(
     return {"signs": signs, "norms": norms}
 
 
+def _gaussian_blocks(kind: str, m: int, d: int) -> tuple[int, int]:
+    """Gaussians per draw of the block kinds: ``(in the d x d blocks, in the partial d x k block)``.
+
+    One d x d block per started block of d rows, except a partial block above
+    :data:`FULL_BLOCK_MAX_DIM`, which is the d x (m % d) Gaussian block of a reduced QR.
+    """
+    full, rest = divmod(m, d)
+    if _reduced_partial(kind, m, d):
+        return full * d * d, d * rest
+    return -(-m // d) * d * d, 0
+
+
+def _split_blocks(flat: np.ndarray, kind: str, m: int, d: int) -> dict[str, np.ndarray]:
+    """``{"G": (T, nb, d, d)}`` and, for a reduced partial block, ``"P": (T, d, m % d)`` from the
+    Gaussians of each draw in the order the generator gives them (blocks in row order)."""
+    n_full, n_part = _gaussian_blocks(kind, m, d)
+    T = flat.shape[0]
+    out = {"G": flat[:, :n_full].reshape(T, n_full // (d * d), d, d)}
+    if n_part:
+        out["P"] = flat[:, n_full:].reshape(T, d, n_part // d)
+    return out
+
+
+def _orthogonal_rows(ing: dict[str, np.ndarray], m: int, d: int) -> np.ndarray:
+    """The unit rows (T, m, d): Haar rows of the d x d blocks, then those of the reduced partial block."""
+    T, nb = ing["G"].shape[:2]
+    rows = _haar_rows(ing["G"]).reshape(T, nb * d, d) if nb else np.empty((T, 0, d))
+    if "P" in ing:
+        rows = np.concatenate([rows, _haar_rows(ing["P"])], axis=1)
+    return rows[:, :m]
+
+
 def _assemble(kind: str, ing: dict[str, np.ndarray], m: int, d: int) -> np.ndarray:
     """Directions (T, m, d) from the random ingredients (vectorised over the batch)."""
     if kind == "iid":
         return ing["W"]
     if kind in ("orthogonal", "orthogonal-fixed"):
-        rows = _haar_rows(ing["G"])
-        T, nb = rows.shape[:2]
-        rows = rows.reshape(T, nb * d, d)[:, :m]
+        rows = _orthogonal_rows(ing, m, d)
         if kind == "orthogonal-fixed":
             return rows * np.sqrt(d)
         return rows * ing["norms"][..., None]
@@ -407,7 +455,11 @@ def _assemble(kind: str, ing: dict[str, np.ndarray], m: int, d: int) -> np.ndarr
 
 
 def _haar_rows(G: np.ndarray) -> np.ndarray:
-    """Rows of Haar-distributed orthogonal matrices from Gaussian stacks ``G`` (..., d, d)."""
+    """Rows of Haar-distributed orthogonal matrices from Gaussian stacks ``G`` (..., d, d).
+
+    For a d x k stack (k < d) the (reduced) QR gives the k rows of a Haar matrix: the first k
+    columns of Q depend on the first k columns of G only, with the same sign fix.
+    """
     Q, R = np.linalg.qr(G)
     s = np.sign(np.diagonal(R, axis1=-2, axis2=-1))
     s[s == 0] = 1.0  # probability zero; keeps Q orthogonal

@@ -31,8 +31,12 @@ def device_ingredients(kind: str, gen: BackendGenerator, T: int, m: int, d: int,
         return {"W": gen.standard_normal((T, m, d))}
     xp = gen.backend.xp
     if kind in ("orthogonal", "orthogonal-fixed", "simplex", "simplex-plus"):
-        nb = -(-m // d)
-        out = {"G": gen.standard_normal((T, nb, d, d))}
+        from . import _reduced_partial  # the NumPy draw's block layout, decided in one place
+
+        if _reduced_partial(kind, m, d):  # full d x d blocks, then the d x (m % d) partial block
+            out = {"G": gen.standard_normal((T, m // d, d, d)), "P": gen.standard_normal((T, d, m % d))}
+        else:
+            out = {"G": gen.standard_normal((T, -(-m // d), d, d))}
         if kind != "orthogonal-fixed":
             out["norms"] = xp.sqrt(gen.chisquare(d, (T, m)))
         return out
@@ -52,9 +56,12 @@ def assemble_on(bk: Backend, kind: str, ing: dict[str, Any], m: int, d: int) -> 
     if kind == "iid":
         return ing["W"]
     if kind in ("orthogonal", "orthogonal-fixed"):
-        rows = _haar_rows(bk, ing["G"])
-        T, nb = int(rows.shape[0]), int(rows.shape[1])
-        rows = xp.reshape(rows, (T, nb * d, d))[:, :m, :]
+        G = ing["G"]
+        T, nb = int(G.shape[0]), int(G.shape[1])
+        blocks = [xp.reshape(_haar_rows(bk, G), (T, nb * d, d))] if nb else []
+        if "P" in ing:  # the reduced partial block: k Haar rows from a d x k QR
+            blocks.append(_haar_rows(bk, ing["P"]))
+        rows = (blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=1))[:, :m, :]
         if kind == "orthogonal-fixed":
             return rows * math.sqrt(d)
         return rows * ing["norms"][..., None]
@@ -70,7 +77,8 @@ def assemble_on(bk: Backend, kind: str, ing: dict[str, Any], m: int, d: int) -> 
 
 
 def _haar_rows(bk: Backend, G: Any) -> Any:
-    """Rows of Haar orthogonal matrices from Gaussian stacks: QR with ``Q diag(sign R_ii)`` (Mezzadri 2007)."""
+    """Rows of Haar orthogonal matrices from Gaussian stacks (d x d, or d x k for k of their rows): QR
+    with ``Q diag(sign R_ii)`` (Mezzadri 2007)."""
     xp = bk.xp
     Q, R = xp.linalg.qr(G)
     s = xp.sign(xp.linalg.diagonal(R))
