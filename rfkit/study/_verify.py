@@ -9,10 +9,73 @@ from typing import Any
 
 from ..exceptions import InvalidParameterError, StudyError
 from ._atomic import check_file
+from ._design import Design
 from ._lock import describe_holder, lock_holder
 from ._manifest import RESULT_MANIFEST, RUN_MANIFEST, ManifestDamagedError, read_run_manifest
 
-__all__ = ["RunReport", "verify_run", "verify_result_folder"]
+__all__ = ["RunReport", "verify_run", "verify_result_folder", "result_manifest_problems"]
+
+#: keys of which a result manifest written by rfkit (run or save) has at least one; a JSON object
+#: with none of them is another program's file
+_RESULT_MARKS = ("design", "design_hash", "files")
+#: the tables :meth:`StudyResult.load` reads, which ``files`` must record
+_LOADED_TABLES = ("trials.parquet", "pairs.parquet")
+#: the fields of a recorded design without which it cannot be rebuilt: those with no default, and
+#: the metrics (an empty list is not what was computed)
+_DESIGN_KEYS = tuple(
+    f.name
+    for f in dataclasses.fields(Design)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+) + ("metrics",)
+
+
+def result_manifest_problems(body: dict[str, Any]) -> list[str]:
+    """What a result manifest (``manifest.json``) lacks for its result to be reopened.
+
+    Parameters
+    ----------
+    body : dict
+        The parsed manifest.
+
+    Returns
+    -------
+    list of str
+        One line per missing or malformed entry (the design, its required fields, ``files`` and
+        the records of the tables :meth:`StudyResult.load` reads); empty when nothing is missing.
+    """
+    out = []
+    design = body.get("design")
+    if "design" not in body:
+        out.append("`design` is missing (the study design, needed to reopen the result)")
+    elif not isinstance(design, dict):
+        out.append(f"`design` must be a JSON object of the design's fields. Got {design!r} instead")
+    else:
+        out += [
+            f"`design.{k}` is missing (a field of the study design)" for k in _DESIGN_KEYS if k not in design
+        ]
+    files = body.get("files")
+    if "files" not in body:
+        out.append("`files` is missing (the size and SHA-256 of each table)")
+    elif not isinstance(files, dict):
+        out.append(f"`files` must be a JSON object of file records. Got {files!r} instead")
+    else:
+        out += [
+            f"`files` has no record of {t} (a table the result is read from)"
+            for t in _LOADED_TABLES
+            if t not in files
+        ]
+    return out
+
+
+def _not_a_run(out: Path, why: list[str]) -> StudyError:
+    return StudyError(
+        f"The `out` folder {str(out)!r} is not a study run: {'; '.join(why)}. A run folder is written by "
+        "rfkit.study.run(..., out=...) (`rfkit run --out`) or StudyResult.save; nothing was checked."
+    )
+
+
+def _keys(body: dict[str, Any]) -> str:
+    return ", ".join(map(repr, sorted(body))) or "none"
 
 
 @dataclasses.dataclass
@@ -70,48 +133,94 @@ def verify_run(out: str | Path) -> RunReport:
     Returns
     -------
     RunReport
-        ``report.ok`` is True when no recorded file is missing, truncated or altered.
+        ``report.ok`` is True when no recorded file is missing, truncated or altered. A result
+        manifest that lacks what :meth:`StudyResult.load` needs (the design and its fields,
+        ``files`` and the records of the tables) is reported as damaged, with each missing key.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``out`` is not an existing folder.
+    StudyError
+        ``out`` is not a run folder: it holds neither ``run.json`` nor ``manifest.json``, or each
+        one it holds is another program's file (a JSON object with none of rfkit's keys); the
+        message names the folder and what is missing.
     """
     out = Path(out)
     if not out.is_dir():
         raise InvalidParameterError(
             f"The `out` parameter must be an existing folder. Got {str(out)!r} instead."
         )
-    problems: list[tuple[str, str]] = []
     done, total = 0, None
-    mpath = out / RUN_MANIFEST
+    mpath, rpath = out / RUN_MANIFEST, out / RESULT_MANIFEST
+    if not mpath.exists() and not rpath.exists():
+        raise _not_a_run(
+            out,
+            [
+                f"it holds neither {RUN_MANIFEST} (the work units of a run) nor {RESULT_MANIFEST} (the "
+                "tables of a finished run or a saved result)"
+            ],
+        )
+    foreign: dict[str, str] = {}  # manifest -> why it is another program's file
+    run_problems: list[tuple[str, str]] = []
     if mpath.exists():
         try:
             old = read_run_manifest(mpath)
         except ManifestDamagedError as exc:
-            problems.append((str(mpath), f"damaged run manifest: {exc}"))
+            run_problems.append((str(mpath), f"damaged run manifest: {exc}"))
         else:
             if "format" in old:
-                total = int(old["n_cells"]) * int(old["n_chunks"])
+                try:
+                    total = int(old["n_cells"]) * int(old["n_chunks"])
+                except (KeyError, TypeError, ValueError):
+                    run_problems.append(
+                        (
+                            str(mpath),
+                            "damaged run manifest: `n_cells` or `n_chunks` is missing or not an integer",
+                        )
+                    )
                 for entry in old["units"].values():
                     done += 1
-                    for rel, rec in entry.get("files", {}).items():
-                        _, problem = check_file(out / rel, rec)
+                    recs = entry.get("files", {}) if isinstance(entry, dict) else {}
+                    for rel, rec in recs.items() if isinstance(recs, dict) else ():
+                        _, problem = check_file(out / rel, rec if isinstance(rec, dict) else {})
                         if problem is not None:
-                            problems.append((str(out / rel), problem))
-    rpath = out / RESULT_MANIFEST
+                            run_problems.append((str(out / rel), problem))
+            elif "design_hash" not in old:  # every run.json rfkit wrote, of any version, has it
+                foreign[RUN_MANIFEST] = (
+                    f"its {RUN_MANIFEST} is not an rfkit run manifest (no `format` or `design_hash`; keys "
+                    f"found: {_keys(old)})"
+                )
+                run_problems.append((str(mpath), f"damaged run manifest: {foreign[RUN_MANIFEST]}"))
     finished = rpath.exists()
+    result_problems: list[tuple[str, str]] = []
     if finished:
         try:
             prov = json.loads(rpath.read_text(encoding="utf-8"))
-            if not isinstance(prov, dict):
-                raise ValueError(f"it holds a {type(prov).__name__}, not a JSON object")
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            problems.append((str(rpath), f"damaged result manifest: cannot be parsed ({exc})"))
+            result_problems.append((str(rpath), f"damaged result manifest: cannot be parsed ({exc})"))
         else:
-            files = prov.get("files", {})
-            if not isinstance(files, dict):
-                problems.append((str(rpath), "damaged result manifest: `files` is not a table"))
-                files = {}
-            for rel, rec in files.items():
-                _, problem = check_file(out / rel, rec if isinstance(rec, dict) else {})
-                if problem is not None:
-                    problems.append((str(out / rel), problem))
+            if not isinstance(prov, dict):
+                why = f"it holds a JSON {type(prov).__name__}, not an object"
+                foreign[RESULT_MANIFEST] = f"its {RESULT_MANIFEST} is not an rfkit result manifest ({why})"
+                result_problems.append((str(rpath), f"damaged result manifest: {why}"))
+            elif not any(k in prov for k in _RESULT_MARKS):
+                why = f"none of `design`, `design_hash`, `files`; keys found: {_keys(prov)}"
+                foreign[RESULT_MANIFEST] = f"its {RESULT_MANIFEST} is not an rfkit result manifest ({why})"
+                result_problems.append((str(rpath), f"damaged result manifest: {why}"))
+            else:
+                for why in result_manifest_problems(prov):
+                    result_problems.append((str(rpath), f"damaged result manifest: {why}"))
+                files = prov.get("files")
+                for rel, rec in files.items() if isinstance(files, dict) else ():
+                    _, problem = check_file(out / rel, rec if isinstance(rec, dict) else {})
+                    if problem is not None:
+                        result_problems.append((str(out / rel), problem))
+    present = [m for m, there in ((RUN_MANIFEST, mpath.exists()), (RESULT_MANIFEST, finished)) if there]
+    if all(m in foreign for m in present):  # each manifest there is another program's file
+        missing = [f"it has no {m}" for m in (RUN_MANIFEST, RESULT_MANIFEST) if m not in present]
+        raise _not_a_run(out, list(foreign.values()) + missing)
+    problems = run_problems + result_problems
     return RunReport(out, problems, done, total, finished, lock_holder(out))
 
 
@@ -128,6 +237,8 @@ def verify_result_folder(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_dir():
         raise StudyError(f"{str(p)!r} is not a study result folder: no such directory.")
+    if not (p / RUN_MANIFEST).exists() and not (p / RESULT_MANIFEST).exists():
+        raise StudyError(f"{p} is not a study result folder: {RESULT_MANIFEST} is missing.")
     report = verify_run(p)
     busy = f"A run is writing it now: {describe_holder(report.holder)}. " if report.holder else ""
     if not report.finished:
