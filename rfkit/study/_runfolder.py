@@ -24,8 +24,9 @@ A run touches only files it wrote and recorded (and its own temporary files, nam
 ``.NAME.<pid>-<thread>.rfkit-tmp``): anything else in the folder is left alone, and a fresh run
 into a folder holding files it did not write refuses. The run's identity includes the SHA-256
 of the source of every module of yours the design names (``module:Class`` maps and estimators,
-registered records, ``imports``), so a resume after that code changed refuses instead of mixing
-results of two versions.
+registered records, ``imports``) and of every module of yours those import, transitively
+(:mod:`rfkit.study._code_identity`), so a resume after that code changed refuses instead of
+mixing results of two versions.
 
 Atomic writes and checksums: :mod:`rfkit.study._atomic`; the lock: :mod:`rfkit.study._lock`;
 the manifests: :mod:`rfkit.study._manifest`; checking a folder: :mod:`rfkit.study._verify`.
@@ -36,9 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib.util
 import io
-import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,6 +49,7 @@ import pandas as pd
 from .._version import __version__
 from ..exceptions import DamagedResultWarning, StudyError
 from ._atomic import TMP_SUFFIX, check_file, ensure_dir, hook, npy_bytes, parquet_bytes, write_atomic
+from ._code_identity import user_code_hashes
 from ._lock import GUARD, LOCK, RunLock
 from ._manifest import (
     PARTS,
@@ -96,11 +96,14 @@ def rfkit_code() -> str:
 
 
 def code_hashes(design: Any) -> dict[str, str]:
-    """SHA-256 of the source file of every module of yours a design names, by module name.
+    """SHA-256 of the source file of every module of yours a design names or those import, by module name.
 
     The modules of ``"module:Class"`` maps and estimators, of registered records the design
-    names by name (when they are not rfkit's own), and of ``imports``. A module without a
-    source file (a notebook's ``__main__``) is recorded as ``"no source file"``.
+    names by name (when they are not rfkit's own), and of ``imports``; then every module of
+    yours (outside the standard library, installed packages and rfkit) that those import,
+    directly or through one another, found by reading their source
+    (:func:`rfkit.study._code_identity.user_code_hashes`). A module without a source file (a
+    notebook's ``__main__``) is recorded as ``"no source file"``.
     """
     names: list[str] = list(getattr(design, "imports", []) or [])
     for est in design.estimators:
@@ -117,20 +120,7 @@ def code_hashes(design: Any) -> dict[str, str]:
                 mod = None
             if mod:
                 names.append(mod)
-    out: dict[str, str] = {}
-    for name in dict.fromkeys(names):
-        origin = getattr(sys.modules.get(name), "__file__", None)
-        if origin is None and name != "__main__":
-            with contextlib.suppress(ImportError, ValueError):
-                spec = importlib.util.find_spec(name)
-                origin = spec.origin if spec is not None else None
-        try:
-            out[name] = (
-                hashlib.sha256(Path(str(origin)).read_bytes()).hexdigest() if origin else "no source file"
-            )
-        except OSError:
-            out[name] = "no source file"
-    return out
+    return user_code_hashes(names)
 
 
 class RunFolder:

@@ -22,6 +22,7 @@ import pytest
 import rfkit.study as st
 from rfkit.cli import main as cli_main
 from rfkit.exceptions import DamagedResultWarning, InvalidParameterError, StudyError
+from rfkit.study import _runfolder
 from rfkit.study._lock import RunLock, lock_holder
 from rfkit.study._manifest import units_done
 from rfkit.study._runner import _iter_results, worker_env
@@ -80,9 +81,9 @@ def _start_run(study, out, *args, **env):
     )
 
 
-def _stop_at(study, out, point, marker, *args):
+def _stop_at(study, out, point, marker, *args, **env):
     """Start ``rfkit run`` paused at ``point`` (test hook); return the process once it is there."""
-    proc = _start_run(study, out, *args, RFKIT_STUDY_HOOK=point, RFKIT_STUDY_HOOK_FILE=str(marker))
+    proc = _start_run(study, out, *args, RFKIT_STUDY_HOOK=point, RFKIT_STUDY_HOOK_FILE=str(marker), **env)
     deadline = time.time() + 120
     while not marker.exists():
         if proc.poll() is not None:
@@ -129,6 +130,67 @@ def test_kill9_then_resume_gives_the_uninterrupted_tables(study, reference, tmp_
     assert res.provenance["lock_taken_over"]["pid"] == proc.pid
     assert not (out / "run.lock").exists()
     _assert_complete_and_equal(out, reference)
+
+
+# ---------------------------------------------------------------------- code the estimator imports
+MYEST = """
+import dataclasses
+
+from helper import SCALE
+from rescaled import RescaledPositive
+
+
+@dataclasses.dataclass(frozen=True)
+class MyEstimator(RescaledPositive):
+    scale: float = SCALE
+"""
+
+# 4 cells x 2 chunks = 8 work units
+MYEST_STUDY = """
+name = "mine"
+trials = 20
+chunk_trials = 10
+seed = 5
+[data]
+source = "pairs"
+n_pairs = 4
+dim = 3
+norm = 0.8
+[grid]
+n_features = [4, 8, 16, 32]
+[[estimators]]
+map = "myest:MyEstimator"
+"""
+
+
+def test_resume_after_a_module_the_estimator_imports_changed_refuses_naming_it(tmp_path, monkeypatch):
+    """myest.py (named by the design) takes a constant from helper.py beside it: killed after 2 of 8
+    units, helper.py edited, a resume must refuse (else the tables mix both versions)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "myest.py").write_text(MYEST)
+    (code / "helper.py").write_text("SCALE = 0.5\n")
+    study = tmp_path / "mine.toml"
+    study.write_text(MYEST_STUDY)
+    path = os.pathsep.join([str(ROOT), str(code), str(ROOT / "studies" / "examples")])
+    out = tmp_path / "out"
+    _kill9(_stop_at(study, out, "after-unit:2", tmp_path / "marker", PYTHONPATH=path))
+    assert units_done(out) == 2
+    recorded = json.loads((out / "run.json").read_text())["code"]
+    assert set(recorded) == {"myest", "helper", "rescaled"}  # not rfkit, numpy or dataclasses
+    (code / "helper.py").write_text("SCALE = 0.25\n")
+    # resumed here, with rfkit's own code identity pinned to the recorded one: only the user's code differs
+    monkeypatch.setattr(_runfolder, "rfkit_code", lambda: json.loads((out / "run.json").read_text())["rfkit"])
+    monkeypatch.syspath_prepend(str(ROOT / "studies" / "examples"))
+    monkeypatch.syspath_prepend(str(code))
+    try:
+        with pytest.raises(StudyError, match=r"source of module\(s\) 'helper' changed since the run began"):
+            st.run(study, out=out, resume=True)
+    finally:
+        for name in ("myest", "helper"):
+            sys.modules.pop(name, None)
+    assert units_done(out) == 2  # nothing recomputed, nothing mixed
+    assert not (out / "trials.parquet").exists()
 
 
 # ---------------------------------------------------------------------- damaged parts
@@ -211,6 +273,37 @@ def test_load_errors_name_the_problem(tmp_path):
         st.StudyResult.load(tmp_path / "empty")
     with pytest.raises(InvalidParameterError, match="must be an existing folder"):
         st.verify_run(tmp_path / "nope")
+
+
+def test_verify_run_tells_a_folder_that_is_not_a_run_from_a_damaged_one(reference, tmp_path):
+    """A folder with neither manifest, or only another program's JSON, is not a run (a named error, never
+    ``ok``); an rfkit manifest that lacks what reopening needs is a damaged run (``ok`` is False)."""
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(
+        StudyError, match=r"'.*empty' is not a study run: it holds neither run.json .* nor manifest.json"
+    ):
+        st.verify_run(tmp_path / "empty")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "manifest.json").write_text('{"name": "app", "version": "2"}')
+    with pytest.raises(
+        StudyError, match=r"manifest.json is not an rfkit result manifest .*'name', 'version'"
+    ):
+        st.verify_run(tmp_path / "app")
+    out = reference.save(tmp_path / "saved")
+    assert st.verify_run(out).ok
+    body = json.loads((out / "manifest.json").read_text())
+    del body["design"], body["files"]["pairs.parquet"]
+    (out / "manifest.json").write_text(json.dumps(body))
+    report = st.verify_run(out)
+    assert not report.ok and report.finished
+    assert [why for _, why in report.problems] == [
+        "damaged result manifest: `design` is missing (the study design, needed to reopen the result)",
+        "damaged result manifest: `files` has no record of pairs.parquet (a table the result is read from)",
+    ]
+    with pytest.raises(
+        StudyError, match=r"(?s)is damaged; nothing was loaded.*manifest.json.*`design` is missing"
+    ):
+        st.load(out)
 
 
 # ---------------------------------------------------------------------- one writer per folder

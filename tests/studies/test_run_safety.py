@@ -228,6 +228,78 @@ def test_code_hashes_name_imports_and_module_paths(tmp_path, monkeypatch):
     assert list(hashes) == ["rescaled"] and len(hashes["rescaled"]) == 64
 
 
+def _write(root, files):
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+# a user module importing user code every way a module can: a package (relative imports), a chain,
+# an import inside a function, a literal import_module; and stdlib, installed and rfkit modules
+CHAIN = {
+    "top_w.py": "import json\nimport numpy as np\nimport rfkit as rk\nfrom pkg_w.sub import VALUE\n"
+    "try:\n    import absent_w\nexcept ImportError:\n    pass\n"
+    "def late():\n    import late_w\n    return importlib.import_module('dyn_w')\n",
+    "pkg_w/__init__.py": "from . import sub\n",
+    "pkg_w/sub.py": "from .deep import X as VALUE\n",
+    "pkg_w/deep.py": "import chain_w\nX = chain_w.Y\n",
+    "chain_w.py": "import os\nY = 1\n",
+    "late_w.py": "",
+    "dyn_w.py": "",
+    "unused_w.py": "",
+}
+CHAIN_NAMES = ["pkg_w", "pkg_w.sub", "pkg_w.deep", "chain_w", "late_w", "dyn_w"]
+
+
+def test_code_identity_follows_the_user_modules_imported_transitively(tmp_path, monkeypatch):
+    """Every module of the user's that a named module imports, through any number of others, is hashed;
+    stdlib, installed packages and rfkit are not, nothing is imported to find them, and the identity is
+    the same whether or not the modules were imported before."""
+    from rfkit.study._code_identity import user_code_hashes
+
+    _write(tmp_path, CHAIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = user_code_hashes(["top_w"])
+    assert list(before) == ["top_w", *sorted(CHAIN_NAMES)]
+    assert all(len(h) == 64 for h in before.values())
+    assert not any(m in sys.modules for m in ["top_w", *CHAIN_NAMES])  # found, not imported
+    try:
+        __import__("top_w")
+        assert user_code_hashes(["top_w"]) == before  # imported or not: the same identity
+    finally:
+        for m in ["top_w", *CHAIN_NAMES]:
+            sys.modules.pop(m, None)
+    (tmp_path / "chain_w.py").write_text("import os\nY = 2\n")  # three imports away
+    after = user_code_hashes(["top_w"])
+    assert {m for m in after if after[m] != before[m]} == {"chain_w"}
+
+
+def test_a_resume_after_a_module_imported_through_another_changed_refuses(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _write(tmp_path, {"deepmaps_w.py": MAP.replace("import dataclasses", "import dataclasses\nimport pkg_w")})
+    _write(tmp_path, {k: v for k, v in CHAIN.items() if k.startswith(("pkg_w", "chain_w"))})
+    design = small(estimators=[{"map": "deepmaps_w:Mine", "scale": 0.5}])
+    out = tmp_path / "o"
+    try:
+        first = st.run(design, out=out)
+        assert set(read_run_manifest(out / "run.json")["code"]) == {
+            "deepmaps_w",
+            "rescaled",
+            "pkg_w",
+            "pkg_w.sub",
+            "pkg_w.deep",
+            "chain_w",
+        }
+        _same(st.run(design, out=out, resume=True), first)  # unchanged code: resumes
+        (tmp_path / "chain_w.py").write_text("import os\nY = 2\n")
+        with pytest.raises(StudyError, match="source of module.*'chain_w' changed"):
+            st.run(design, out=out, resume=True)
+    finally:
+        for m in ["deepmaps_w", *CHAIN_NAMES]:
+            sys.modules.pop(m, None)
+
+
 # ----------------------------------------------------------------------------- verified outputs
 def test_every_output_is_recorded_and_a_truncated_figure_is_detected_and_rerendered(study, tmp_path):
     out = tmp_path / "o"
@@ -380,10 +452,10 @@ from rescaled import RescaledPositive
 
 @dataclasses.dataclass(frozen=True)
 class Killer(RescaledPositive):
-    def _sample_one(self, dim, rng):
+    def sample_one(self, dim, *, rng):
         if os.environ.get("RFKIT_TEST_KILL") and multiprocessing.parent_process() is not None:
             os.kill(os.getpid(), signal.SIGKILL)
-        return super()._sample_one(dim, rng)
+        return super().sample_one(dim, rng=rng)
 """
 
 
