@@ -550,7 +550,8 @@ def get_backend(*named: tuple[str, Any]) -> Backend:
         An array of an unsupported library (the message names the argument and the
         library), arrays of two libraries in one call, or arrays on two devices (e.g.
         ``Q`` on the GPU and ``K`` on the CPU): rfkit never copies between devices
-        silently.
+        silently. PyTorch tensors on the ``meta`` device (shapes only, no data) are
+        refused too: there is nothing to estimate from.
     """
     arrays: list[tuple[str, str, Any]] = []
     for name, value in named:
@@ -580,6 +581,12 @@ def get_backend(*named: tuple[str, Any]) -> Backend:
                 f"`{first_name}` is on device {first.device!s} but `{name}` is on device {bk.device!s}: rfkit "
                 "never copies between devices silently. Move them to one device explicitly."
             )
+    if first.name == "torch" and getattr(first.device, "type", None) == "meta":
+        raise BackendError(
+            f"`{first_name}` is on the meta device (shape {tuple(first_value.shape)}, dtype {first_value.dtype}): "
+            "meta tensors hold no data, and rfkit estimates from data, so the arrays must be on a device "
+            "that holds it (cpu, cuda, mps). Move the arrays to one explicitly, e.g. `.to('cpu')`."
+        )
     return first
 
 

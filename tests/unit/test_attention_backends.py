@@ -177,6 +177,27 @@ def test_torch_mask_dtype_and_device_are_checked():
         att.LARA(n_proposals=2)(tq, tk, tv, rng=0, key_padding_mask=meta)
 
 
+META_CALLS = {  # call, and the name of its first array argument
+    "rfa": (lambda Q, K, V: att.RFA(rk.features.Positive(8))(Q, K, V, rng=0), "Q"),
+    "rfa-causal": (lambda Q, K, V: att.RFA(rk.features.Positive(8), causal=True)(Q, K, V, rng=0), "Q"),
+    "softmax": (lambda Q, K, V: att.softmax(Q, K, V), "Q"),
+    "ra": (lambda Q, K, V: att.RA(n_samples=4)(Q, K, V, rng=0), "Q"),
+    "draw.kernel": (lambda Q, K, V: rk.features.Positive(8).sample(dim=5, rng=0).kernel(Q, K), "X"),
+    "softmax_kernel": (lambda Q, K, V: rk.softmax_kernel(Q, K), "X"),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("call", META_CALLS)
+def test_torch_meta_tensors_are_refused_with_the_device_error(call):
+    """Shape-only (meta) tensors hold no data to estimate from: a BackendError naming the argument,
+    the rule and the device, at backend resolution (not a raw NotImplementedError on a copy)."""
+    Q, K, V = (torch.empty((2, 20, 5), dtype=torch.float64, device="meta") for _ in range(3))
+    fn, arg = META_CALLS[call]
+    with pytest.raises(BackendError, match=rf"`{arg}` is on the meta device .*no data.* Move the arrays to"):
+        fn(Q, K, V)
+
+
 # --------------------------------------------------------------------------- threads
 THREAD_CASES = {
     "softmax": lambda Q, K, V, m, nt: att.softmax(Q, K, V, key_padding_mask=m, chunk_size=40, n_threads=nt),
