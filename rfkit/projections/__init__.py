@@ -416,7 +416,7 @@ def _split_blocks(flat: np.ndarray, kind: str, m: int, d: int) -> dict[str, np.n
     Gaussians of each draw in the order the generator gives them (blocks in row order)."""
     n_full, n_part = _gaussian_blocks(kind, m, d)
     T = flat.shape[0]
-    out = {"G": flat[:, :n_full].reshape(T, n_full // (d * d), d, d)}
+    out: dict[str, np.ndarray] = {"G": flat[:, :n_full].reshape(T, n_full // (d * d), d, d)}
     if n_part:
         out["P"] = flat[:, n_full:].reshape(T, d, n_part // d)
     return out
