@@ -181,7 +181,7 @@ def test_draws_are_validated():
 @pytest.mark.parametrize("kind", P.PROJECTIONS)
 def test_device_assembly_equals_numpys_for_the_same_random_numbers(kind):
     bk = backend_for("torch", "cpu")
-    for m, d in [(5, 4), (16, 16), (40, 16), (7, 8)]:
+    for m, d in [(5, 4), (16, 16), (40, 16), (7, 8), (5, 96), (101, 96)]:  # d = 96: reduced partial block
         ing = P._ingredients(kind, np.random.default_rng(3), 4, m, d, 3)
         host = P._assemble(kind, {k: v.copy() for k, v in ing.items()}, m, d)
         dev = assemble_on(bk, kind, {k: torch.as_tensor(v) for k, v in ing.items()}, m, d)
