@@ -25,7 +25,7 @@ map                       estimator                                            c
 ========================  ==================================================  =========
 
 A map of your own subclasses :class:`FeatureMap` (``feature_dim`` and the hook
-``_sample_one(dim, rng)``) with a :class:`FeatureDraw` implementing ``_log_features``;
+``sample_one(dim, *, rng)``) with a :class:`FeatureDraw` implementing ``_log_features``;
 :func:`check_feature_map` checks it, :class:`StackedDraw` batches its draws (docs page
 "Bring your own estimator"). What a draw exposes to attention code (``features``,
 ``log_features``, ``param_on``, ``exp_form`` returning an :class:`ExpForm`) is documented on

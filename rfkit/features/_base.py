@@ -2,19 +2,20 @@ r"""The feature-map base class: hyperparameters, ``fit`` and the ways to draw.
 
 A :class:`FeatureMap` is a frozen specification; ``sample`` draws its random part and
 returns a :class:`~rfkit.features.FeatureDraw` (:mod:`rfkit.features._draw`), which holds
-the scaled-feature numerics. Maps of your own draw through the ``_sample_one`` hook and are
-batched by :mod:`rfkit.features._stacked`.
+the scaled-feature numerics. Maps of your own draw through the public hook
+:meth:`FeatureMap.sample_one` and are batched by :mod:`rfkit.features._stacked`.
 """
 
 from __future__ import annotations
 
 import abc
+import warnings
 from typing import Any
 
 import numpy as np
 
 from .._validation import check_int
-from ..exceptions import NotFittedError, ShapeError
+from ..exceptions import NotFittedError, RFKitDeprecationWarning, ShapeError
 from ..projections import sample_projection_on
 from ._draw import FeatureDraw, Features
 from ._stacked import sample_with_hook, stack_draws, streams_with_hook
@@ -30,8 +31,8 @@ class FeatureMap(abc.ABC):
     ``sample`` draws the random part and returns a :class:`FeatureDraw`.
 
     A map of your own (see the "Bring your own estimator" page of the docs) implements
-    :meth:`feature_dim` and the extension hook :meth:`_sample_one` (one draw, every random
-    number from the Generator it is given), and returns a :class:`FeatureDraw` subclass that
+    :meth:`feature_dim` and the extension hook :meth:`sample_one` (one draw, every random
+    number from the Generator ``rng`` it is given), and returns a :class:`FeatureDraw` subclass that
     implements ``_log_features``. ``sample(dim, n_draws=T)`` and :meth:`sample_streams` then
     work without more code: ``T`` single draws, each from its own stream, stacked along a
     leading axis (:class:`rfkit.features.StackedDraw`). Override :meth:`_sample_many` for a
@@ -52,6 +53,28 @@ class FeatureMap(abc.ABC):
     #: (:meth:`projection_on` and :meth:`from_projection` with an array of another library):
     #: a study with ``draws = "backend"`` draws them there. Other maps draw with NumPy.
     device_draws: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        legacy = cls.__dict__.get("_sample_one")
+        if legacy is None or "sample_one" in cls.__dict__:
+            return
+        # A map written against the private hook ``_sample_one(dim, rng)``: it keeps working for
+        # one release through this adapter, and its author is told the public name once, here.
+        warnings.warn(
+            f"{cls.__qualname__} defines the feature-map hook _sample_one(dim, rng), which is "
+            "deprecated and will stop being called in the next release; rename it to the public "
+            "hook sample_one(self, dim, *, rng) (the same body; rng becomes keyword-only).",
+            RFKitDeprecationWarning,
+            stacklevel=3,  # this frame, ABCMeta.__new__, then the class statement
+        )
+
+        def sample_one(self: FeatureMap, dim: int, *, rng: Any) -> FeatureDraw:
+            return self._sample_one(dim, rng)  # type: ignore[attr-defined, no-any-return]
+
+        sample_one.__doc__ = FeatureMap.sample_one.__doc__
+        sample_one.__qualname__ = f"{cls.__qualname__}.sample_one"
+        cls.sample_one = sample_one  # type: ignore[method-assign]
 
     @property
     def name(self) -> str:
@@ -175,7 +198,7 @@ class FeatureMap(abc.ABC):
         Draw ``t`` uses ``rngs[t]`` alone. Together with :meth:`from_projection` this lets a
         harness draw directions once and build the features of several maps (or several
         chunks of trials) around them. Built-in random maps only; maps drawing through the
-        ``_sample_one`` hook raise :class:`NotImplementedError`.
+        :meth:`sample_one` hook raise :class:`NotImplementedError`.
         """
         return self._projection_streams(dim, rngs)
 
@@ -215,31 +238,52 @@ class FeatureMap(abc.ABC):
         return self._from_projection(dim, n_draws, W)
 
     # ---------------------------------------------------------------- extension hooks
-    def _sample_one(self, dim: int, rng: np.random.Generator) -> FeatureDraw:
-        """Extension hook: one draw for inputs of dimension ``dim``.
+    def sample_one(self, dim: int, *, rng: Any) -> FeatureDraw:
+        """One draw for inputs of dimension ``dim``: the extension hook of a map of your own.
 
-        Implement this in a map of your own: draw every random number from ``rng`` (a
-        :class:`numpy.random.Generator`; never the global ``np.random`` functions) and return
-        a :class:`FeatureDraw` with ``n_draws=None``. rfkit calls it with a validated ``dim``;
-        batches of ``T`` draws are ``T`` calls with independent streams, stacked, unless
-        :meth:`_sample_many` is overridden. rfkit's built-in maps draw through
-        ``_projection``/``_from_projection`` instead.
+        Override this in a map of your own (with :meth:`feature_dim`); :meth:`sample`,
+        :meth:`sample_streams`, batches of draws and studies then work without more code.
+        rfkit calls it with a validated ``dim`` and a :class:`numpy.random.Generator`; a batch
+        of ``T`` draws is ``T`` calls, each with its own independent stream, stacked
+        (:class:`rfkit.features.StackedDraw`) unless :meth:`_sample_many` is overridden.
+
+        On a map that does not override it (rfkit's built-in maps, which draw through
+        ``_projection``/``_from_projection``) it is ``sample(dim, rng=rng)``.
+
+        Parameters
+        ----------
+        dim : int
+            Input dimension ``d`` (validated, >= 1, when rfkit calls the hook).
+        rng : numpy.random.Generator
+            The only source of randomness of the draw: take every random number from it, never
+            from the global ``np.random`` functions or state kept between draws, so that the
+            same stream gives the same draw. Keyword-only, as ``rng`` everywhere in rfkit.
+
+        Returns
+        -------
+        FeatureDraw
+            A single draw (``n_draws=None``) with ``dim`` equal to the argument.
+
+        Notes
+        -----
+        Maps that define the private ``_sample_one(dim, rng)`` instead still work for one
+        release; defining such a class emits :class:`~rfkit.exceptions.RFKitDeprecationWarning`.
         """
-        raise NotImplementedError  # pragma: no cover - only called when overridden
+        return self.sample(dim, rng=rng)
 
     def _sample_many(self, dim: int, rngs: list[np.random.Generator]) -> FeatureDraw:
         """Optional extension hook: ``len(rngs)`` draws at once, draw ``t`` from ``rngs[t]`` only.
 
         Returns a :class:`FeatureDraw` with ``n_draws=len(rngs)`` whose outputs have that
-        leading axis. The default stacks :meth:`_sample_one` draws
+        leading axis. The default stacks :meth:`sample_one` draws
         (:class:`rfkit.features.StackedDraw`); override it for speed. Draw ``t`` must depend on
         ``rngs[t]`` alone, so that a study's numbers do not depend on how trials are chunked.
         """
         return stack_draws(self, dim, rngs)
 
     def _uses_sample_hook(self) -> bool:
-        """True for maps that implement the extension hook :meth:`_sample_one`."""
-        return type(self)._sample_one is not FeatureMap._sample_one
+        """True for maps that implement the extension hook :meth:`sample_one`."""
+        return type(self).sample_one is not FeatureMap.sample_one
 
     def _projection(self, dim: int, *, rng: Any, n_draws: int | None) -> np.ndarray:
         """The random directions of one (or ``n_draws``) draws (built-in random maps)."""
@@ -255,6 +299,6 @@ class FeatureMap(abc.ABC):
 
     def _no_draw_message(self) -> str:
         return (
-            f"{self.name} implements neither the extension hook _sample_one(dim, rng) nor "
+            f"{self.name} implements neither the extension hook sample_one(dim, *, rng) nor "
             "_projection/_from_projection: it cannot draw features"
         )

@@ -3,7 +3,7 @@ r"""The feature-map extension protocol: the batching fallback and the protocol c
 A feature map of your own subclasses :class:`~rfkit.features.FeatureMap` and implements
 
 * ``feature_dim(dim) -> int``: the number of feature columns ``D`` for inputs of dimension ``d``;
-* ``_sample_one(dim, rng) -> FeatureDraw``: one draw, every random number taken from the
+* ``sample_one(dim, *, rng) -> FeatureDraw``: one draw, every random number taken from the
   :class:`numpy.random.Generator` ``rng``;
 
 and its draw subclasses :class:`~rfkit.features.FeatureDraw` and implements
@@ -252,7 +252,7 @@ def check_feature_map(
     if not isinstance(fm, FeatureMap):
         raise InvalidParameterError(
             "The `fm` parameter of check_feature_map must be an rk.features.FeatureMap (a subclass "
-            f"implementing feature_dim and _sample_one; {DOCS}). Got {type(fm).__name__} {fm!r:.80} instead."
+            f"implementing feature_dim and sample_one; {DOCS}). Got {type(fm).__name__} {fm!r:.80} instead."
         )
     if data is not None:
         QF, KF = (np.asarray(a, dtype=np.float64) for a in data)
@@ -282,7 +282,7 @@ def check_feature_map(
         raise violation(
             spec,
             "the same seed must give the same features (draw every random number from the `rng` "
-            "Generator passed to _sample_one: no np.random.* global functions, no state kept between draws)",
+            "Generator passed to sample_one: no np.random.* global functions, no state kept between draws)",
             "different features from two draws with the same seed",
         )
     if spec.is_random:

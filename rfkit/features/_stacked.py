@@ -1,4 +1,4 @@
-"""Batches of single draws: the fallback for maps that draw through the ``_sample_one`` hook.
+"""Batches of single draws: the fallback for maps that draw through the ``sample_one`` hook.
 
 Without a vectorised ``_sample_many``, ``sample(dim, rng=g, n_draws=T)`` makes ``T`` single
 draws from the independent child streams ``g.spawn(T)`` and ``sample_streams(dim, rngs)`` one
@@ -53,17 +53,17 @@ def violation(fm: Any, what: str, got: str) -> InvalidParameterError:
 
 # ----------------------------------------------------------------------------- batching fallback
 def _one(fm: FeatureMap, dim: int, gen: np.random.Generator) -> FeatureDraw:
-    draw = fm._sample_one(dim, gen)
+    draw = fm.sample_one(dim, rng=gen)
     if not isinstance(draw, FeatureDraw):
         raise violation(
             fm,
-            "_sample_one(dim, rng) must return one rk.features.FeatureDraw",
+            "sample_one(dim, *, rng) must return one rk.features.FeatureDraw",
             f"{type(draw).__name__} {draw!r:.80}",
         )
     if draw.n_draws is not None or draw.dim != dim:
         raise violation(
             fm,
-            f"_sample_one(dim={dim}, rng) must return a single draw for dim={dim} (n_draws=None)",
+            f"sample_one(dim={dim}, *, rng) must return a single draw for dim={dim} (n_draws=None)",
             f"a draw with dim={draw.dim}, n_draws={draw.n_draws}",
         )
     return draw
@@ -91,7 +91,7 @@ def _many(fm: FeatureMap, dim: int, gens: list[np.random.Generator]) -> FeatureD
 
 
 def sample_with_hook(fm: FeatureMap, dim: int, rng: Any, n_draws: int | None) -> FeatureDraw:
-    """``fm.sample`` for maps with the ``_sample_one`` hook.
+    """``fm.sample`` for maps with the ``sample_one`` hook.
 
     One draw from ``rng``; or ``n_draws=T`` draws from the ``T`` independent child streams
     ``Generator.spawn(T)`` (so the same int seed gives the same batch, and a Generator passed
@@ -104,7 +104,7 @@ def sample_with_hook(fm: FeatureMap, dim: int, rng: Any, n_draws: int | None) ->
 
 
 def streams_with_hook(fm: FeatureMap, dim: int, rngs: list[Any]) -> FeatureDraw:
-    """``fm.sample_streams`` for maps with the ``_sample_one`` hook: draw ``t`` from ``rngs[t]`` only."""
+    """``fm.sample_streams`` for maps with the ``sample_one`` hook: draw ``t`` from ``rngs[t]`` only."""
     return _many(fm, dim, [check_rng(r, "rngs") for r in rngs])
 
 

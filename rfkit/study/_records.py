@@ -84,13 +84,13 @@ class FeatureMapRecord:
         if not (isinstance(self.factory, type) and issubclass(self.factory, features.FeatureMap)):
             raise InvalidParameterError(
                 f"`map` = {self.name!r} must be a subclass of rk.features.FeatureMap (with feature_dim and "
-                f"_sample_one). Got {describe(self.factory)} instead."
+                f"sample_one). Got {describe(self.factory)} instead."
             )
         if inspect.isabstract(self.factory):
             missing = sorted(getattr(self.factory, "__abstractmethods__", ()))
             raise InvalidParameterError(
                 f"`map` = {self.name!r}: {self.factory.__qualname__} does not implement {missing} (the "
-                "feature-map protocol needs feature_dim(dim) and _sample_one(dim, rng)). Got an abstract "
+                "feature-map protocol needs feature_dim(dim) and sample_one(dim, *, rng)). Got an abstract "
                 "class instead."
             )
         if not self.display_name:

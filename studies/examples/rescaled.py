@@ -75,7 +75,7 @@ class RescaledPositive(rk.features.FeatureMap):
     def feature_dim(self, dim: int) -> int:
         return self.n_features
 
-    def _sample_one(self, dim: int, rng: np.random.Generator) -> RescaledPositiveDraw:
+    def sample_one(self, dim: int, *, rng: np.random.Generator) -> RescaledPositiveDraw:
         W = rng.standard_normal((self.n_features, dim))  # every random number from `rng`
         return RescaledPositiveDraw(self, dim, W)
 

@@ -132,7 +132,7 @@ def test_protocol_violations_are_raised_when_the_design_is_loaded(tmp_path, monk
 
             @dataclasses.dataclass(frozen=True)
             class Frozen(RescaledPositive):  # ignores rng: every trial would repeat one draw
-                def _sample_one(self, dim, rng):
+                def sample_one(self, dim, *, rng):
                     return RescaledPositiveDraw(self, dim, np.ones((self.n_features, dim)))
 
             @dataclasses.dataclass(frozen=True)
@@ -144,7 +144,7 @@ def test_protocol_violations_are_raised_when_the_design_is_loaded(tmp_path, monk
             class NoDim(rk.features.FeatureMap):  # lacks feature_dim
                 n_features: int = 4
 
-                def _sample_one(self, dim, rng):
+                def sample_one(self, dim, *, rng):
                     return RescaledPositiveDraw(RescaledPositive(4), dim, rng.standard_normal((4, dim)))
 
             @dataclasses.dataclass(frozen=True)
@@ -205,7 +205,7 @@ class FlakyDraw(RescaledPositiveDraw):
 
 @dataclasses.dataclass(frozen=True)
 class Flaky(RescaledPositive):
-    def _sample_one(self, dim, rng):
+    def sample_one(self, dim, *, rng):
         return FlakyDraw(self, dim, rng.standard_normal((self.n_features, dim)))
 """
 
@@ -316,7 +316,7 @@ class Draw(RescaledPositiveDraw):
 class Buggy(RescaledPositive):
     bug = 1.0  # a class attribute, not a parameter: "a change to the estimator's code"
 
-    def _sample_one(self, dim, rng):
+    def sample_one(self, dim, *, rng):
         return Draw(self, dim, rng.standard_normal((self.n_features, dim)))
 """
 

@@ -85,7 +85,7 @@ def _cuda_missing() -> Any:
 class _NaNAtLargeNorms(F.Positive):
     """A map of one's own that gives NaN features for rows of norm > 2 (the small probe misses it)."""
 
-    def _sample_one(self, dim: int, rng: np.random.Generator) -> Any:
+    def sample_one(self, dim: int, *, rng: np.random.Generator) -> Any:
         return _NaNDraw(F.Positive(self.n_features).sample(dim, rng=rng))
 
 

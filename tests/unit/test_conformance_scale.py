@@ -22,7 +22,7 @@ F, A = rk.features, rk.attention
 class _BreaksAtLargeNorms(RescaledPositive):
     """Fine on the small probe (norms ~0.5); NaN features for rows of norm > 2."""
 
-    def _sample_one(self, dim: int, rng: np.random.Generator) -> Any:
+    def sample_one(self, dim: int, *, rng: np.random.Generator) -> Any:
         return _NaNDraw(self, dim, rng.standard_normal((self.n_features, dim)))
 
 
@@ -34,7 +34,7 @@ class _NaNDraw(RescaledPositiveDraw):
 
 
 class _BreaksInFloat32(RescaledPositive):
-    def _sample_one(self, dim: int, rng: np.random.Generator) -> Any:
+    def sample_one(self, dim: int, *, rng: np.random.Generator) -> Any:
         return _F32Draw(self, dim, rng.standard_normal((self.n_features, dim)))
 
 

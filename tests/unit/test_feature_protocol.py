@@ -134,7 +134,7 @@ class _Base(F.FeatureMap):
     def feature_dim(self, dim):
         return self.n_features
 
-    def _sample_one(self, dim, rng):
+    def sample_one(self, dim, *, rng):
         return _Draw(self, dim, rng.standard_normal((self.n_features, dim)))
 
 
@@ -148,7 +148,7 @@ class _Draw(F.FeatureDraw):
 
 
 class BareArray(_Base):
-    def _sample_one(self, dim, rng):
+    def sample_one(self, dim, *, rng):
         class D(_Draw):
             def _features(self, X, side):
                 return np.exp(self._log_features(X, side)[1])
@@ -162,22 +162,22 @@ class WrongWidth(_Base):
 
 
 class IgnoresRng(_Base):
-    def _sample_one(self, dim, rng):
-        return super()._sample_one(dim, np.random.default_rng(0))
+    def sample_one(self, dim, *, rng):
+        return super().sample_one(dim, rng=np.random.default_rng(0))
 
 
 class GlobalRandom(_Base):
-    def _sample_one(self, dim, rng):
+    def sample_one(self, dim, *, rng):
         return _Draw(self, dim, np.random.standard_normal((self.n_features, dim)))  # noqa: NPY002
 
 
 class NotADraw(_Base):
-    def _sample_one(self, dim, rng):
+    def sample_one(self, dim, *, rng):
         return rng.standard_normal((self.n_features, dim))
 
 
 class Unscaled(_Base):
-    def _sample_one(self, dim, rng):
+    def sample_one(self, dim, *, rng):
         class D(_Draw):
             def _features(self, X, side):
                 return F.Features(
@@ -192,7 +192,7 @@ class ChunkDependent(_Base):
         return F.StackedDraw(
             self,
             dim,
-            [self._sample_one(dim, np.random.default_rng(rngs[0].bit_generator.seed_seq)) for _ in rngs],
+            [self.sample_one(dim, rng=np.random.default_rng(rngs[0].bit_generator.seed_seq)) for _ in rngs],
         )
 
 
@@ -212,10 +212,10 @@ class NoHook(F.FeatureMap):
             "identical features",
         ),
         (GlobalRandom(), "the same seed must give the same features", "different features"),
-        (NotADraw(), "_sample_one(dim, rng) must return one rk.features.FeatureDraw", "Got ndarray"),
+        (NotADraw(), "sample_one(dim, *, rng) must return one rk.features.FeatureDraw", "Got ndarray"),
         (Unscaled(), "|values| <= 1", "Got max |values| ="),
         (ChunkDependent(), "must depend on rngs[t] alone", "different features for the same stream"),
-        (NoHook(), "implements neither the extension hook _sample_one", "NotImplementedError"),
+        (NoHook(), "implements neither the extension hook sample_one", "NotImplementedError"),
     ],
     ids=lambda v: v if isinstance(v, str) and len(v) < 3 else None,
 )
@@ -330,7 +330,7 @@ def test_rfa_uses_the_public_protocol_for_a_user_map_with_an_exp_form():
         def feature_dim(self, dim):
             return self.n_features
 
-        def _sample_one(self, dim, rng):
+        def sample_one(self, dim, *, rng):
             return ScaledDraw(self, dim, rng.standard_normal((self.n_features, dim)))
 
     Q, K, V = 0.3 * np.random.default_rng(0).standard_normal((3, 6, 3))
@@ -343,3 +343,78 @@ def test_rfa_uses_the_public_protocol_for_a_user_map_with_an_exp_form():
     finally:
         ScaledDraw.exp_form = plain
     np.testing.assert_allclose(fast.output, slow.output, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the public hook sample_one
+X4, Y4 = X[:, :4], Y[:, :4]
+
+
+@dataclasses.dataclass(frozen=True)
+class PublicHook(F.FeatureMap):
+    """A map of your own written against the public hook ``sample_one(dim, *, rng)``."""
+
+    n_features: int = 6
+
+    def feature_dim(self, dim):
+        return self.n_features
+
+    def sample_one(self, dim, *, rng):
+        return _Draw(self, dim, rng.standard_normal((self.n_features, dim)))
+
+
+def test_a_map_with_the_public_hook_follows_the_protocol_and_batches_by_stacking():
+    fm = PublicHook()
+    F.check_feature_map(fm, dim=4)
+    one = fm.sample(4, rng=11)
+    assert isinstance(one, _Draw) and one.n_draws is None
+    np.testing.assert_array_equal(one.W, np.random.default_rng(11).standard_normal((6, 4)))
+    batch = fm.sample(4, rng=11, n_draws=3)
+    assert isinstance(batch, F.StackedDraw) and batch.n_draws == 3
+    for t, child in enumerate(np.random.default_rng(11).spawn(3)):  # draw t: sample_one on child t
+        np.testing.assert_array_equal(batch.kernel(X4, Y4)[t], fm.sample_one(4, rng=child).kernel(X4, Y4))
+    with pytest.raises(TypeError):
+        fm.sample_one(4, np.random.default_rng(0))  # rng is keyword-only, as everywhere in rfkit
+    res = rk.theory.check(fm, 0.5 * X4, 0.5 * Y4, n_trials=2000, rng=3)
+    assert res.prediction == "none"
+
+
+def test_sample_one_of_a_builtin_map_is_one_draw_of_sample():
+    fm = F.Positive(8, projection="orthogonal")
+    np.testing.assert_array_equal(fm.sample_one(4, rng=5).kernel(X4, Y4), fm.sample(4, rng=5).kernel(X4, Y4))
+    assert fm.sample_one(4, rng=5).n_draws is None
+
+
+def test_a_map_with_the_old_private_hook_warns_at_class_creation_and_still_draws():
+    from rfkit.exceptions import RFKitDeprecationWarning
+
+    with pytest.warns(
+        RFKitDeprecationWarning, match=r"_sample_one\(dim, rng\).*sample_one\(self, dim, \*, rng\)"
+    ) as rec:
+
+        @dataclasses.dataclass(frozen=True)
+        class OldHook(F.FeatureMap):
+            n_features: int = 6
+
+            def feature_dim(self, dim):
+                return self.n_features
+
+            def _sample_one(self, dim, rng):
+                return _Draw(self, dim, rng.standard_normal((self.n_features, dim)))
+
+    assert len(rec) == 1 and issubclass(rec[0].category, DeprecationWarning)
+    assert "OldHook" in str(rec[0].message)
+    assert rec[0].filename == __file__  # points at the class statement
+    fm = OldHook()
+    F.check_feature_map(fm, dim=4)  # no further warning when it draws (warnings are errors here)
+    new = PublicHook()
+    np.testing.assert_array_equal(
+        fm.sample(4, rng=2, n_draws=2).kernel(X4, Y4), new.sample(4, rng=2, n_draws=2).kernel(X4, Y4)
+    )
+    np.testing.assert_array_equal(
+        fm.sample_one(4, rng=np.random.default_rng(7)).W, new.sample_one(4, rng=np.random.default_rng(7)).W
+    )
+
+    class Child(OldHook):  # inherits the old hook without defining it: no second warning
+        pass
+
+    np.testing.assert_array_equal(Child().sample(4, rng=2).W, new.sample(4, rng=2).W)
