@@ -21,8 +21,9 @@ from _limits import Contention
 def rfa_breakdown(n: int, repeats: int) -> dict[str, Any]:
     try:
         import rfkit as rk
+        from rfkit._backend import NUMPY
         from rfkit.attention import _rfa
-        from rfkit.attention._common import row_blocks
+        from rfkit.attention._common import row_blocks, with_ones
     except ImportError as err:  # pragma: no cover
         return {"skipped": str(err)}
     Q, K, V = (a[None] for a in qkv(n, np.float64))
@@ -44,7 +45,7 @@ def rfa_breakdown(n: int, repeats: int) -> dict[str, Any]:
         S1 = top = None
         for ks in row_blocks(n, M_FEAT, budget=budget):
             t0 = time.perf_counter()
-            P, r = fz._logits(K[:, ks], "key")
+            P, r = fz.logits(K[:, ks], "key")
             add("key projection (GEMM)", t0)
             t0 = time.perf_counter()
             P += r[..., None]
@@ -59,7 +60,7 @@ def rfa_breakdown(n: int, repeats: int) -> dict[str, Any]:
             old = np.full_like(new, -np.inf) if top is None else top
             top = new
             t0 = time.perf_counter()
-            V1 = _rfa._with_ones(V[:, ks])
+            V1 = with_ones(NUMPY, V[:, ks])
             add("[V | 1] copy", t0)
             t0 = time.perf_counter()
             part = np.swapaxes(P, -1, -2) @ V1
@@ -76,7 +77,7 @@ def rfa_breakdown(n: int, repeats: int) -> dict[str, Any]:
         ls = np.empty((1, n))
         for qs in row_blocks(n, M_FEAT, budget=budget):
             t0 = time.perf_counter()
-            P, r = fz._logits(Q[:, qs], "query")
+            P, r = fz.logits(Q[:, qs], "query")
             add("query projection (GEMM)", t0)
             t0 = time.perf_counter()
             P += top[..., None, :]

@@ -76,3 +76,21 @@ def test_pool_scaling_quick_writes_its_table_and_every_row_is_bit_identical(tmp_
     assert {r["threads"] for r in rows} == {1, 2} and len(rows) == 8
     assert all(r["bit_identical_to_first"] and r["ms"] > 0 for r in rows)
     assert "| case | threads | ms |" in (out / "pool-scaling.md").read_text()
+
+
+def test_rfa_breakdown_needs_no_private_alias_kept_for_it() -> None:
+    """The step-by-step RFA timing uses the featurizer's ``logits`` and ``with_ones`` themselves."""
+    code = (
+        "import sys\n"
+        "sys.path.insert(0, 'benchmarks')\n"
+        "from rfkit.attention import _rfa\n"
+        "for owner, name in ((_rfa._Featurizer, '_logits'), (_rfa, '_with_ones')):\n"
+        "    if hasattr(owner, name):\n"
+        "        delattr(owner, name)\n"
+        "from _breakdown import rfa_breakdown\n"
+        "out = rfa_breakdown(256, 1)\n"
+        "assert 'skipped' not in out, out\n"
+        "assert out['steps_s']['key projection (GEMM)'] > 0 and out['rfa_call_s'] > 0, out\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -124,9 +124,6 @@ class _Featurizer:
             P += self.e
         return P, self.c - 0.5 * self.bk.sqnorm(U)
 
-    def _logits(self, X: Any, side: str) -> tuple[Any, Any]:  # (used by benchmarks/_breakdown.py)
-        return self.logits(X, side)
-
     def features(self, X: Any, side: str) -> tuple[Any, Any]:
         """(values (..., rows, D), log_scale (..., rows)) with phi = exp(log_scale) * values."""
         if not self.fast:
@@ -145,10 +142,6 @@ class _Featurizer:
         """Rescale accumulated key sums from shift ``old`` to ``new`` in place."""
         f = _rescale(old, new)
         S1 *= f[..., :, None] if self.fast else f[..., None, None]
-
-
-def _with_ones(V: Any) -> Any:  # (used by benchmarks/_breakdown.py)
-    return with_ones(get_backend(("V", V)), V)
 
 
 @dataclasses.dataclass
