@@ -175,11 +175,7 @@ def check_attention_estimator(
     levels = PROBE_NORMS if norms is None else _check_norms(norms)
     g = np.random.default_rng(_SEED_DATA)
     if data is None:
-        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
-            raise InvalidParameterError(
-                f"The `dim` parameter of check_attention_estimator must be an int >= 1. Got {dim!r} instead."
-            )
-        d = int(dim)
+        d = check_int(dim, "dim", "check_attention_estimator", low=1)
         n = 6 if getattr(est, "causal", False) else 5  # causal attention needs as many queries as keys
         Q, K, V = 0.3 * g.standard_normal((n, d)), 0.3 * g.standard_normal((6, d)), g.standard_normal((6, 2))
     else:

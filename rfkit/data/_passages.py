@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..exceptions import InvalidParameterError
+from .._params import check_int
 
 __all__ = ["Passage", "PASSAGE_SOURCES", "PASSAGES", "LONG_PASSAGES", "long_passages"]
 
@@ -217,11 +217,7 @@ def long_passages(n_texts: int = 16) -> tuple[str, ...]:
     True
     """
     k = len(PASSAGES)
-    if isinstance(n_texts, bool) or not isinstance(n_texts, int) or not 1 <= n_texts <= k:
-        raise InvalidParameterError(
-            f"The `n_texts` parameter of long_passages must be an int in the range [1, {k}]. "
-            f"Got {n_texts!r} instead."
-        )
+    n_texts = check_int(n_texts, "n_texts", "long_passages", low=1, high=k)
     return tuple(LONG_SEPARATOR.join(PASSAGES[(i + j) % k] for j in range(k)) for i in range(n_texts))
 
 

@@ -257,11 +257,7 @@ def check_feature_map(
     if data is not None:
         QF, KF = (np.asarray(a, dtype=np.float64) for a in data)
     else:
-        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
-            raise InvalidParameterError(
-                f"The `dim` parameter of check_feature_map must be an int >= 1. Got {dim!r} instead."
-            )
-        QF, KF = _probe(int(dim))
+        QF, KF = _probe(check_int(dim, "dim", "check_feature_map", low=1))
     rows = check_int(n_rows, "n_rows", "check_feature_map", low=1)
     levels = PROBE_NORMS if norms is None else _check_norms(norms)
     X, Y = QF[:3], KF[:3]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._params import check_int
 from ..exceptions import InvalidParameterError
 
 __all__ = ["DAMAGE_PAIRS", "dropin_points", "proxy_correlation", "spearman", "mid_ranks"]
@@ -144,11 +145,8 @@ def proxy_correlation(
         One row per (setting, model): ``proxy``, ``damage`` (what each measures), ``n_points``,
         ``n_left_out``, ``rho``, ``ci_low``, ``ci_high``, ``p_value``.
     """
-    for name, v in (("n_boot", n_boot), ("n_perm", n_perm)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InvalidParameterError(
-                f"The `{name}` parameter of proxy_correlation must be an int >= 1. Got {v!r}."
-            )
+    n_boot = check_int(n_boot, "n_boot", "proxy_correlation", low=1)
+    n_perm = check_int(n_perm, "n_perm", "proxy_correlation", low=1)
     if not 0 < confidence < 1:
         raise InvalidParameterError(f"`confidence` must be in (0, 1). Got {confidence!r} instead.")
     setting = _setting_axes(trials, grid_cols)

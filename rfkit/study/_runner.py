@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._backend import backend_for
+from .._params import check_int
 from .._random import as_seed_sequence
 from .._version import __version__
 from ..exceptions import InvalidParameterError
@@ -69,9 +70,7 @@ def _resolve_design(design: Design | str | Path, quick: bool, trials: int | None
     if quick:
         design = design.quick_profile()
     if trials is not None:
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-            raise InvalidParameterError(f"`trials` must be an integer >= 1. Got {trials!r} instead.")
-        design = design.with_trials(trials)
+        design = design.with_trials(check_int(trials, "trials", "rk.study.run", low=1))
     return design
 
 
@@ -226,8 +225,8 @@ def run(
         raise InvalidParameterError(
             f"`executor` must be one of {list(EXECUTORS)} or a dask Client. Got {executor!r}."
         )
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise InvalidParameterError(f"`workers` must be an integer >= 1. Got {workers!r} instead.")
+    if workers is not None:
+        workers = check_int(workers, "workers", "rk.study.run", low=1)
     if executor == "serial" and workers not in (None, 1):
         raise InvalidParameterError(
             f"`workers` = {workers!r} needs executor='processes' (or 'dask'): executor='serial' computes "
