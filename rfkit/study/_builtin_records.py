@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import attention, features, theory
 from ..exceptions import InvalidParameterError, NumericalOverflowError
+from . import _metric_columns as cols
 from ._records import (
     AttentionEstimatorRecord,
     Capabilities,
@@ -215,20 +216,69 @@ def _default_metric(*args: Any, **kwargs: Any) -> MetricRecord:
     return MetricRecord(*args, **{"default": True, **kwargs})
 
 
+def _both(kernel: Any, column: str) -> cols.PerKind:
+    """The ``compute`` of a metric of kernel and attention designs."""
+    return cols.PerKind(kernel=kernel, attention=cols.attention_column(column))
+
+
 for _metric in (
-    _default_metric("mse", _KA, "sq_err", description="mean over pairs of E[(K_hat - K)^2]"),
-    _default_metric("rel_mse", _K, "rel_sq_err", description="mean over pairs of E[((K_hat - K)/K)^2]"),
-    _default_metric("bias", _KA, "err", better="zero", description="mean over pairs of E[K_hat - K]"),
     _default_metric(
-        "rel_bias", _K, "rel_err", better="zero", description="mean over pairs of E[(K_hat - K)/K]"
+        "mse",
+        _KA,
+        "sq_err",
+        compute=_both(cols.kernel_sq_err, "sq_err"),
+        description="mean over pairs of E[(K_hat - K)^2]",
     ),
-    _default_metric("variance", _KA, "sq_dev", description="mean over pairs of Var[K_hat] (divisor T-1)"),
-    _default_metric("mean_rel_err", _K, "abs_rel_err", description="mean over pairs of E|K_hat - K|/K"),
-    _default_metric("max_rel_err", _K, "max_rel_err", description="E[max over pairs of |K_hat - K|/K]"),
+    _default_metric(
+        "rel_mse",
+        _K,
+        "rel_sq_err",
+        compute=cols.kernel_rel_sq_err,
+        description="mean over pairs of E[((K_hat - K)/K)^2]",
+    ),
+    _default_metric(
+        "bias",
+        _KA,
+        "err",
+        better="zero",
+        compute=_both(cols.kernel_err, "err"),
+        description="mean over pairs of E[K_hat - K]",
+    ),
+    _default_metric(
+        "rel_bias",
+        _K,
+        "rel_err",
+        better="zero",
+        compute=cols.kernel_rel_err,
+        description="mean over pairs of E[(K_hat - K)/K]",
+    ),
+    _default_metric(
+        "variance",
+        _KA,
+        "sq_dev",
+        compute=_both(cols.kernel_sq_dev, "sq_dev"),
+        ddof=1,  # the mean squared deviation from the mean over trials, times T/(T-1)
+        description="mean over pairs of Var[K_hat] (divisor T-1)",
+    ),
+    _default_metric(
+        "mean_rel_err",
+        _K,
+        "abs_rel_err",
+        compute=cols.kernel_abs_rel_err,
+        description="mean over pairs of E|K_hat - K|/K",
+    ),
+    _default_metric(
+        "max_rel_err",
+        _K,
+        "max_rel_err",
+        compute=cols.kernel_max_rel_err,
+        description="E[max over pairs of |K_hat - K|/K]",
+    ),
     _default_metric(
         "median_rel_sq_err",
         _K,
         "med_rel_sq_err",
+        compute=cols.kernel_med_rel_sq_err,
         default=False,  # added after the defaults were fixed: designs naming none keep their hash
         description=(
             "E[median over pairs of ((K_hat - K)/K)^2] (robust to the few pairs whose error dominates the mean)"
@@ -236,15 +286,24 @@ for _metric in (
     ),
     # attention designs: errors of the output against exact softmax attention
     _default_metric(
-        "mean_abs_err", _A, "abs_err", description="mean over queries and value dims of E|A_hat - A|"
+        "mean_abs_err",
+        _A,
+        "abs_err",
+        compute=cols.attention_column("abs_err"),
+        description="mean over queries and value dims of E|A_hat - A|",
     ),
     _default_metric(
-        "max_abs_err", _A, "max_abs_err", description="E[max over queries and value dims of |A_hat - A|]"
+        "max_abs_err",
+        _A,
+        "max_abs_err",
+        compute=cols.attention_column("max_abs_err"),
+        description="E[max over queries and value dims of |A_hat - A|]",
     ),
     _default_metric(
         "nonpositive_rows",
         _A,
         "nonpositive_rows",
+        compute=cols.attention_column("nonpositive_rows"),
         description="mean number of rows with a non-positive normaliser",
     ),
     # concentration designs: Blackwelder (2024), Thm 3.3
@@ -253,18 +312,23 @@ for _metric in (
         _C,
         "covered",
         better="higher",
+        compute=cols.covered,
+        proportion=True,
         description="fraction of data sets where max_ij sqrt(MSE)/SM <= the bound (theorem: >= p)",
     ),
     _default_metric(
         "rms_over_bound",
         _C,
         "rms_over_bound",
+        compute=cols.rms_over_bound,
         description="mean over data sets of max_ij sqrt(MSE)/SM divided by the bound",
     ),
     _default_metric(
         "realized_exceeds",
         _C,
         "realized_exceeds",
+        compute=cols.realized_exceeds,
+        proportion=True,
         description="fraction of data sets where one draw's max realised relative error exceeds the bound",
     ),
     # drop-in designs: how far a pretrained model's outputs move when an estimator replaces its attention

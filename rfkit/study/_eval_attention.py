@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,8 @@ from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
 from ._cost import attention_costs
 from ._device_draws import DeviceDraws, device_map, unit_seed
 from ._estimators import build_attention_estimator, check_attention_output
-from ._units import WorkUnit, computed_metrics, concat_chunks, frame
+from ._metric_sources import metric_values, trial_metrics
+from ._units import WorkUnit, concat_chunks, frame
 
 if TYPE_CHECKING:
     from ._design import Design
@@ -31,6 +33,8 @@ __all__ = [
     "attention_replay",
     "cell_estimator_params",
     "cell_costs",
+    "attention_error_columns",
+    "TRIAL_COLUMNS",
 ]
 
 #: First spawn-key word of the streams that draw a cell's LSH rotations for its cost column
@@ -339,10 +343,11 @@ def attention_finalize(
 
     Per trial: the mean signed and squared error over all (query, value-dimension) entries,
     the mean and maximum absolute error, and the number of rows with a non-positive
-    normaliser (NaN output, never clipped). Per query: bias, variance and MSE over trials.
-    The median wall time per call is kept apart (``timings``): it is not reproducible. An
-    estimator whose outputs equal an earlier one's bit for bit takes its error tables
-    (:func:`_repeat_of`); metrics of your own are computed for each.
+    normaliser (NaN output, never clipped): each metric's record computes its column
+    (``compute``), rfkit's columns in the layout :data:`TRIAL_COLUMNS`, then the design's metrics
+    of your own. Per query: bias, variance and MSE over trials. The median wall time per call is
+    kept apart (``timings``): it is not reproducible. An estimator whose outputs equal an earlier
+    one's bit for bit takes its error tables (:func:`_repeat_of`).
     """
     exact2 = np.asarray(parts[0]["exact"])
     n, dv = exact2.shape
@@ -352,29 +357,32 @@ def attention_finalize(
     trial_frames: list[dict[str, Any]] = []
     query_frames: list[dict[str, Any]] = []
     timing_rows: list[dict[str, Any]] = []
-    own_metrics = computed_metrics(design)
+    metrics = trial_metrics("attention", design.metrics, TRIAL_COLUMNS)
     costs = parts[0].get("cost")  # None in parts saved before the cost column existed
     seen: dict[bytes, list[int]] = {}  # estimators by a fingerprint of their outputs and statuses
     for i, est in enumerate(design.estimators):
         label = design.label(est)
         outs, status, nonpos = all_outs[i], all_status[i], all_nonpos[i]
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.filterwarnings(
-                "ignore", r"Mean of empty slice|All-NaN slice|Degrees of freedom", RuntimeWarning
-            )
-            own = {  # metrics of your own: computed for every estimator
-                m.column: np.asarray(m.per_trial(output=outs, exact=exact2), dtype=float)  # type: ignore[misc]
-                for m in own_metrics
-            }
         cost = np.nan if costs is None else float(costs[i])
         i0 = _repeat_of(i, all_outs, all_status, all_nonpos, seen)
         if i0 is not None:  # the outputs of an earlier estimator, bit for bit (a call made once)
-            trial_frames.append({**trial_frames[i0], "estimator": label, "cost": cost, **own})
+            trial_frames.append({**trial_frames[i0], "estimator": label, "cost": cost})
             query_frames.append({**query_frames[i0], "estimator": label})
         else:
-            trials, queries = _error_tables(outs, status, nonpos, exact2)
-            trial_frames.append({"cell": cell_index, "estimator": label, "trial": np.arange(T), **trials})
-            trial_frames[-1].update({"cost": cost, **own})
+            ok = status == "ok"
+            trials, queries = attention_error_columns(outs, exact2, ok, nonpos)
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.filterwarnings(
+                    "ignore", r"Mean of empty slice|All-NaN slice|Degrees of freedom", RuntimeWarning
+                )
+                columns = {  # each metric's record computes its column (rfkit's from ``trials``, memoised)
+                    m.column: metric_values(m, T, output=outs, exact=exact2, ok=ok, nonpositive_rows=nonpos)
+                    for m in metrics
+                }
+            head = {"cell": cell_index, "estimator": label, "trial": np.arange(T)}
+            layout = {c: columns.pop(c) for c in TRIAL_COLUMNS if c in columns}
+            tail = {"n_nan_rows": trials["n_nan_rows"], "cost": cost, **columns}  # then metrics of your own
+            trial_frames.append({**head, "status": status.astype(str), **layout, **tail})
             query_frames.append({"cell": cell_index, "estimator": label, "pair": np.arange(n), **queries})
         times = all_seconds[i][np.isfinite(all_seconds[i])]
         timing_rows.append(
@@ -385,6 +393,7 @@ def attention_finalize(
                 "calls": int(times.size),
             }
         )
+    _LAST_ERRORS.entry = None  # the memo holds no outputs past the cell
     out = {
         "trials": frame(trial_frames),
         "pairs": frame(query_frames),
@@ -416,6 +425,28 @@ def _repeat_of(
             return j
     seen.setdefault(key, []).append(i)
     return None
+
+
+#: rfkit's metric columns of an attention trial table, in the order saved tables have them
+TRIAL_COLUMNS = ("err", "sq_err", "abs_err", "max_abs_err", "sq_dev", "nonpositive_rows")
+#: the last call of :func:`attention_error_columns` in this thread: (key, its arrays, result)
+_LAST_ERRORS = threading.local()
+
+
+def attention_error_columns(
+    output: np.ndarray, exact: np.ndarray, ok: np.ndarray, nonpositive_rows: np.ndarray
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One estimator's per-trial and per-query error columns (:func:`_error_tables`), remembered: rfkit's
+    attention metrics read theirs from one pass over the outputs. The memo holds the last call of
+    the thread (by the arrays' identity) until the next, or until :func:`attention_finalize` ends."""
+    key = (id(output), id(exact), id(ok), id(nonpositive_rows))
+    last = getattr(_LAST_ERRORS, "entry", None)
+    if last is not None and last[0] == key:
+        return last[2]  # type: ignore[no-any-return]
+    status = np.where(ok, "ok", "failed")
+    result = _error_tables(output, status, nonpositive_rows, exact)
+    _LAST_ERRORS.entry = (key, (output, exact, ok, nonpositive_rows), result)
+    return result
 
 
 def _error_tables(

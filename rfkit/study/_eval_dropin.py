@@ -132,7 +132,7 @@ def check_dropin_design(d: Design) -> None:
             f"{src}: `grid.feature_dim` (the cost per query) must be a grid axis of a drop-in design."
         )
     for m in d.metrics:
-        if metric_record(m).per_trial is not None:
+        if metric_record(m).compute is not None:
             raise InvalidParameterError(
                 f"{src}: `metrics`: drop-in designs compute no metric of your own ({m!r})."
             )

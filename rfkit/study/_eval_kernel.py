@@ -20,8 +20,9 @@ from ._builtin_records import theory_mse
 from ._cell_data import cell_data, study_backend
 from ._device_draws import DeviceDraws, device_map, unit_seed
 from ._estimators import build_feature_map
+from ._metric_sources import metric_values, trial_metrics
 from ._records import closed_form_record
-from ._units import WorkUnit, computed_metrics, concat_chunks, frame
+from ._units import WorkUnit, concat_chunks, frame
 
 if TYPE_CHECKING:
     from ._design import Design
@@ -33,7 +34,20 @@ __all__ = [
     "kernel_partial",
     "kernel_finalize",
     "kernel_replay",
+    "TRIAL_COLUMNS",
 ]
+
+#: rfkit's metric columns of a kernel trial table, in the order saved tables have them
+TRIAL_COLUMNS = (
+    "err",
+    "sq_err",
+    "rel_err",
+    "rel_sq_err",
+    "abs_rel_err",
+    "max_rel_err",
+    "med_rel_sq_err",
+    "sq_dev",
+)
 
 
 def closed_form_mse(map_name: str, fm: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -166,8 +180,9 @@ def kernel_finalize(
     """Trial and pair tables of a kernel cell.
 
     ``trials`` has one row per (estimator, trial) with per-trial metrics averaged over the
-    cell's pairs, ``pairs`` one row per (estimator, pair) with per-pair moments and the
-    closed-form MSE.
+    cell's pairs (each metric's record computes its column, ``compute``: rfkit's in the layout
+    :data:`TRIAL_COLUMNS`, then the design's metrics of your own), ``pairs`` one row per
+    (estimator, pair) with per-pair moments and the closed-form MSE.
     """
     X, Y, log_truth = setup["X"], setup["Y"], setup["log_truth"]
     with np.errstate(over="ignore"):
@@ -175,6 +190,7 @@ def kernel_finalize(
     T, N = design.trials, X.shape[0]
     ratios, statuses = concat_chunks(parts, "ratio"), concat_chunks(parts, "status")
     trial_frames, pair_frames = [], []
+    metrics = trial_metrics("kernel", design.metrics, TRIAL_COLUMNS)
     for label, name, fm, ratio, status in zip(setup["labels"], setup["maps"], setup["fms"], ratios, statuses):
         ok = status == "ok"
         rel = ratio - 1.0
@@ -185,26 +201,14 @@ def kernel_finalize(
         # an overflowing estimate gives inf or NaN: kept, counted in the summary (``n_nonfinite``)
         with np.errstate(over="ignore", invalid="ignore"):
             mean_est = est_vals[ok].mean(axis=0) if ok.any() else np.full(N, np.nan)
-            sq_dev = ((est_vals - mean_est) ** 2).mean(axis=1)
-            tf = dict(
-                {
-                    "cell": cell_index,
-                    "estimator": label,
-                    "trial": np.arange(T),
-                    "status": status.astype(str),
-                    "err": err.mean(axis=1),
-                    "sq_err": (err**2).mean(axis=1),
-                    "rel_err": rel.mean(axis=1),
-                    "rel_sq_err": (rel**2).mean(axis=1),
-                    "abs_rel_err": np.abs(rel).mean(axis=1),
-                    "max_rel_err": np.abs(rel).max(axis=1),
-                    "med_rel_sq_err": np.median(rel**2, axis=1),
-                    "sq_dev": sq_dev,
-                }
-            )
-        for m in computed_metrics(design):  # metrics of your own
-            with np.errstate(over="ignore", invalid="ignore"):
-                tf[m.column] = np.asarray(m.per_trial(ratio=ratio, truth=truth), dtype=float)  # type: ignore[misc]
+            tf: dict[str, Any] = {
+                "cell": cell_index,
+                "estimator": label,
+                "trial": np.arange(T),
+                "status": status.astype(str),
+            }
+            for m in metrics:  # each metric's record computes its column
+                tf[m.column] = metric_values(m, T, ratio=ratio, truth=truth, ok=ok)
         n_ok = int(ok.sum())
         nan = np.full(N, np.nan)  # per-pair moments of an estimator none of whose trials succeeded
         with np.errstate(over="ignore", invalid="ignore"):

@@ -7,11 +7,13 @@ maps and attention estimators (which look other records up), are in :mod:`rfkit.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .._params import check_int
 from ..exceptions import InvalidParameterError
 
 __all__ = ["KINDS", "ATTENTION_KINDS", "Capabilities", "MetricRecord", "DataSourceRecord", "ClosedFormRecord"]
@@ -66,12 +68,28 @@ class MetricRecord:
         Part of the metrics a design of that kind gets when it names none (rfkit's own; keep
         yours False, so designs that name no metrics keep their hash).
     per_trial : callable, optional
-        For a metric of your own: computes its column, one value per trial, in designs that
-        name it. Kernel designs call ``per_trial(ratio=..., truth=...)`` with the ratios
-        estimate/truth ``(trials, pairs)`` (NaN for failed trials) and the true kernel values
-        ``(pairs,)``; attention designs ``per_trial(output=..., exact=...)`` with the outputs
-        ``(trials, queries, d_v)`` and exact attention ``(queries, d_v)``.
+        Deprecated alias of ``compute`` (a DeprecationWarning; removed in the next release).
     display_name, description, reference : str
+    compute : callable, optional
+        Computes the metric's column, one value per trial (shape ``(trials,)``), in the designs
+        that name it; rfkit's own metrics compute theirs the same way. It is called with the
+        keyword arguments of its design kind that it accepts (all of them if it takes
+        ``**kwargs``). Kernel designs: ``ratio`` (estimate/truth, ``(trials, pairs)``, NaN for
+        failed trials), ``truth`` (the true kernel values, ``(pairs,)``) and ``ok`` (the trials
+        that ran, ``(trials,)`` bool). Attention designs: ``output`` (``(trials, queries, d_v)``),
+        ``exact`` (exact attention, ``(queries, d_v)``), ``ok`` and ``nonpositive_rows`` (rows
+        with a non-positive normaliser per trial). Concentration designs: ``rms_max`` (the max
+        over pairs of sqrt(MSE)/SM), ``realized_max`` (one draw's max relative error) and
+        ``bound`` (the theorem's bound), each ``(trials,)``. None: the design's evaluation
+        writes the column itself (drop-in designs), or the metric reads a column another
+        metric computes.
+    proportion : bool, default=False
+        The column holds 0/1 outcomes (the coverage of a bound): the summary's interval is
+        Wilson's score interval, not a t interval.
+    ddof : int, default=0
+        Delta degrees of freedom: the summary multiplies the estimate, its MCSE and its interval
+        by n / (n - ddof) for n finished trials (where n > ddof). The variance (a mean squared
+        deviation from the mean over trials) has ``ddof=1``.
     """
 
     kind: ClassVar[str] = "metric"
@@ -84,8 +102,37 @@ class MetricRecord:
     display_name: str = ""
     description: str = ""
     reference: str = ""
+    compute: Callable[..., np.ndarray] | None = None
+    proportion: bool = False
+    ddof: int = 0
 
     def __post_init__(self) -> None:
+        owner = f"MetricRecord {self.name!r}"
+        if self.per_trial is not None:
+            if self.compute is not None:
+                raise InvalidParameterError(
+                    f"{owner}: `per_trial` is the deprecated name of `compute`; give one of them. "
+                    f"Got both: per_trial={self.per_trial!r}, compute={self.compute!r}."
+                )
+            warnings.warn(
+                f"{owner}: `per_trial` is deprecated and will be removed in the next release; "
+                "pass the same function as `compute`.",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "compute", self.per_trial)
+            object.__setattr__(self, "per_trial", None)
+        if self.compute is not None and not callable(self.compute):
+            raise InvalidParameterError(
+                f"The `compute` parameter of {owner} must be a callable returning one value per trial, "
+                f"or None. Got {self.compute!r} instead."
+            )
+        if not isinstance(self.proportion, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The `proportion` parameter of {owner} must be a bool. Got {self.proportion!r} instead."
+            )
+        object.__setattr__(self, "proportion", bool(self.proportion))
+        object.__setattr__(self, "ddof", check_int(self.ddof, "ddof", owner, low=0))
         if self.better not in ("lower", "higher", "zero"):
             raise InvalidParameterError(
                 f"MetricRecord {self.name!r}: `better` must be 'lower', 'higher' or 'zero'. Got {self.better!r} instead."

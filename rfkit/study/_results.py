@@ -16,7 +16,7 @@ from ._atomic import Record, atomic_csv, atomic_parquet, atomic_text, ensure_dir
 from ._design import Design
 from ._manifest import write_result_manifest
 from ._mcse import mcse_summary
-from ._metric_sources import metric_column
+from ._metric_sources import metric_column, metric_ddof
 from ._tables import summarize
 from ._verify import verify_result_folder
 from ._views import METRIC_SOURCES  # summary metric -> (per-trial column, description), live
@@ -421,7 +421,8 @@ def _paired_mcse(ra: StudyResult, rb: StudyResult, m: pd.DataFrame, keys: list[s
         dv = (grp[f"{col}_b"] - grp[f"{col}_a"]).to_numpy(dtype=float)
         if dv.size > 1 and np.isfinite(dv).all():  # a non-finite difference: no MCSE, never a filtered one
             se = float(dv.std(ddof=1) / np.sqrt(dv.size))
-            if row.metric == "variance":  # summary() scales the variance by n / (n - 1)
-                se *= dv.size / (dv.size - 1)
+            ddof = metric_ddof(row.metric)
+            if ddof and dv.size > ddof:  # summary() scales the metric by n / (n - ddof)
+                se *= dv.size / (dv.size - ddof)
             out[i] = se
     return out

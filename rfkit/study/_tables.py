@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ._mcse import format_mcse, mcse_summary
-from ._metric_sources import metric_column, metric_is_proportion
+from ._metric_sources import metric_column, metric_ddof, metric_is_proportion
 
 __all__ = ["facets", "ranking_table", "heavy_tailed", "HEAVY_TAIL_RATIO", "summarize", "row_status", "not_ok"]
 
@@ -40,7 +40,10 @@ def summarize(
 
     Trials that raised (status other than ``"ok"``) are left out and counted in ``n_failed``;
     every other trial's value counts, finite or not (``n_nonfinite``: see :func:`mcse_summary`).
-    Proportions (:func:`~rfkit.study._metric_sources.metric_is_proportion`) get Wilson intervals.
+    Each metric's record says how: a proportion (``proportion``,
+    :func:`~rfkit.study._metric_sources.metric_is_proportion`) gets a Wilson interval, and a
+    metric with ``ddof`` > 0 (the variance: ddof 1) has its estimate, MCSE and interval
+    multiplied by n / (n - ddof) where n > ddof.
     Attention trials with NaN output rows add ``n_nan_rows`` (summed over the trials), and
     attention designs carry ``cost``, the estimator's cost per query in the cell (exact keys plus
     features, :mod:`rfkit.study._cost`), beside the keys.
@@ -59,8 +62,9 @@ def summarize(
                 ok[metric_column(metric)].to_numpy(), confidence, proportion=metric_is_proportion(metric)
             )
             stats = {k: s[k] for k in ("estimate", "mcse", "ci_low", "ci_high")}
-            if metric == "variance" and s["n"] > 1:
-                f = s["n"] / (s["n"] - 1)
+            ddof = metric_ddof(metric)
+            if ddof and s["n"] > ddof:
+                f = s["n"] / (s["n"] - ddof)
                 stats = {k: v * f for k, v in stats.items()}
             row = {**base, "metric": metric, **stats, "n_trials": s["n"], "n_failed": n_failed}
             row["n_nonfinite"] = s["n_nonfinite"]

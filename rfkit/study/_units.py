@@ -129,5 +129,5 @@ def frame(parts: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def computed_metrics(design: Design) -> list[MetricRecord]:
-    """The design's metrics whose per-trial column the metric computes itself (``per_trial``)."""
-    return [m for m in map(metric_record, design.metrics) if m.per_trial is not None]
+    """The design's metrics whose record computes their per-trial column (``compute``)."""
+    return [m for m in map(metric_record, design.metrics) if m.compute is not None]

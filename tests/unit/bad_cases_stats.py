@@ -39,6 +39,18 @@ _SUMMARY = pd.DataFrame(
     }
 )
 
+
+def _run_with_metric(compute: Any) -> Any:
+    """Run the small design with a metric of one's own whose ``compute`` is given (then unregister it)."""
+    from rfkit.study import _records
+
+    st.register_metric(st.MetricRecord("own", ("kernel",), "own", compute=compute))
+    try:
+        return st.run(_design(metrics=["own"]))
+    finally:
+        _records._REGISTRIES["metric"].pop("own", None)
+
+
 # ----------------------------------------------------------------------------- named errors
 CASES = [
     Bad(
@@ -166,6 +178,55 @@ CASES = [
         InvalidParameterError,
         "confidence",
         "1.0",
+    ),
+    Bad(
+        "MetricRecord.proportion-str",
+        lambda t: st.MetricRecord("m", ("kernel",), "sq_err", proportion="yes"),  # type: ignore[arg-type]
+        InvalidParameterError,
+        "`proportion`",
+        "'yes'",
+    ),
+    Bad(
+        "MetricRecord.proportion-int",
+        lambda t: st.MetricRecord("m", ("kernel",), "sq_err", proportion=1),  # type: ignore[arg-type]
+        InvalidParameterError,
+        "`proportion`",
+        "1",
+    ),
+    Bad(
+        "MetricRecord.ddof-negative",
+        lambda t: st.MetricRecord("m", ("kernel",), "sq_err", ddof=-1),
+        InvalidParameterError,
+        "`ddof`",
+        "-1",
+    ),
+    Bad(
+        "MetricRecord.ddof-float",
+        lambda t: st.MetricRecord("m", ("kernel",), "sq_err", ddof=1.5),  # type: ignore[arg-type]
+        InvalidParameterError,
+        "`ddof`",
+        "1.5",
+    ),
+    Bad(
+        "MetricRecord.ddof-bool",
+        lambda t: st.MetricRecord("m", ("kernel",), "sq_err", ddof=True),
+        InvalidParameterError,
+        "`ddof`",
+        "True",
+    ),
+    Bad(
+        "MetricRecord.compute-not-callable",
+        lambda t: st.MetricRecord("m", ("kernel",), "m", compute="sq_err"),  # type: ignore[arg-type]
+        InvalidParameterError,
+        "`compute`",
+        "'sq_err'",
+    ),
+    Bad(
+        "MetricRecord.compute-wrong-shape",
+        lambda t: _run_with_metric(lambda *, ratio, truth: ratio),
+        InvalidParameterError,
+        "`compute`",
+        "(4, 3)",
     ),
 ]
 
