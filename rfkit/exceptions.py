@@ -26,6 +26,7 @@ TypeError)`` idea)::
     ├── DamagedResultWarning(RFKitWarning)
     ├── DamagedCacheWarning(RFKitWarning)
     ├── CacheNotWritableWarning(RFKitWarning)
+    ├── OutOfDomainWarning(RFKitWarning)
     └── RFKitDeprecationWarning(RFKitWarning, DeprecationWarning)
 """
 
@@ -55,6 +56,7 @@ __all__ = [
     "DamagedResultWarning",
     "DamagedCacheWarning",
     "CacheNotWritableWarning",
+    "OutOfDomainWarning",
     "RFKitDeprecationWarning",
 ]
 
@@ -183,6 +185,14 @@ class CacheNotWritableWarning(RFKitWarning):
     """A cache entry could not be written (read-only or full folder, permission denied, a file
     where the folder should be); the message names the path and the OS error. The arrays were
     computed and are returned, but the next call computes them again."""
+
+
+class OutOfDomainWarning(RFKitWarning):
+    """An approximate theory (the delta method of ratio estimators) is used outside its domain of validity.
+
+    The prediction is still returned, flagged (``in_domain=False``); its neglected remainder is
+    not small there, so it can be wrong by orders of magnitude.
+    """
 
 
 class RFKitDeprecationWarning(RFKitWarning, DeprecationWarning):

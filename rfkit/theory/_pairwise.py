@@ -55,7 +55,14 @@ from ._derf_mse import _aderf_plan
 from ._gerf import _plan_of
 from ._orth_pair import orth_pair_gap
 
-__all__ = ["CrossMoments", "cross_moments", "PAIRWISE_PROJECTIONS"]
+__all__ = [
+    "CrossMoments",
+    "cross_moments",
+    "CrossState",
+    "cross_state",
+    "cross_block",
+    "PAIRWISE_PROJECTIONS",
+]
 
 #: Projections with a closed-form cross-key covariance.
 PAIRWISE_PROJECTIONS = ("iid", "orthogonal")
@@ -154,14 +161,32 @@ def _log_k(a: np.ndarray) -> float:
     return float(np.sum(np.log1p(-4.0 * a) - 0.5 * np.log1p(-8.0 * a)))
 
 
-def _quad(Z: np.ndarray, w: np.ndarray, sign: float) -> np.ndarray:
-    """:math:`\\sum_c w_c(z_j \\pm z_l)_c^2` for all pairs, shape (M, M)."""
-    n = (Z * Z) @ w
-    return n[:, None] + n[None, :] + sign * 2.0 * ((Z * w) @ Z.T)
+def _quad(Zr: np.ndarray, Zc: np.ndarray, w: np.ndarray, sign: float) -> np.ndarray:
+    """:math:`\\sum_c w_c(z_j \\pm z_l)_c^2` for rows ``Zr`` against rows ``Zc``, shape (len(Zr), len(Zc))."""
+    nr, nc = (Zr * Zr) @ w, (Zc * Zc) @ w
+    return nr[:, None] + nc[None, :] + sign * 2.0 * ((Zr * w) @ Zc.T)
 
 
-def cross_moments(fm: Any, q: np.ndarray, K: np.ndarray, owner: str) -> CrossMoments:
-    """The relative cross moments of ``fm`` (None: iid :class:`~rfkit.features.Positive`) for one query."""
+@dataclasses.dataclass(frozen=True)
+class CrossState:
+    """What :func:`cross_block` needs of one query: the per-key vectors and the map's constants.
+
+    ``vecs`` are :math:`z_j` (positive and hyperbolic maps) or :math:`\\Delta_j` (trigonometric
+    maps), one row per key; ``norms`` their squared norms.
+    """
+
+    kind: str
+    projection: str
+    vecs: np.ndarray
+    norms: np.ndarray
+    w: np.ndarray
+    log_k: float
+    log_kappa: np.ndarray
+    dim: int
+
+
+def cross_state(fm: Any, q: np.ndarray, K: np.ndarray, owner: str) -> CrossState:
+    """The :class:`CrossState` of ``fm`` (None: iid :class:`~rfkit.features.Positive`) for one query."""
     d = int(q.shape[0])
     fam = _family(fm, d, owner)
     if np.any(fam.a >= 0.125):
@@ -169,34 +194,66 @@ def cross_moments(fm: Any, q: np.ndarray, K: np.ndarray, owner: str) -> CrossMom
             f"{owner}: {type(fm).__name__} with A >= 1/8 has infinite variance (the delta method needs a finite "
             "second moment); use A < 1/8."
         )
-    log_kappa = K @ q
     w = (1.0 - 4.0 * fam.a) / (2.0 * (1.0 - 8.0 * fam.a))
-    lk = _log_k(fam.a)
     if fam.kind == "trig":
-        D = q[None, :] - K
-        nD = np.sum(D * D, axis=1)
-        half = 0.5 * (nD[:, None] + nD[None, :])
-        L = lk + half + np.logaddexp(-_quad(D, w, 1.0), -_quad(D, w, -1.0)) - np.log(2.0)
-        A2, B2, G = nD[:, None], nD[None, :], D @ D.T
+        Z = q[None, :] - K
+    elif fam.transform is None:
+        Z = q[None, :] + K
     else:
-        if fam.transform is None:
-            Z = q[None, :] + K
-        else:
-            Z = (q @ fam.transform[0])[None, :] + K @ fam.transform[1]
-        nZ = np.sum(Z * Z, axis=1)
-        half = 0.5 * (nZ[:, None] + nZ[None, :])
-        if fam.kind == "hyp":
-            L = lk + np.logaddexp(_quad(Z, w, 1.0), _quad(Z, w, -1.0)) - np.log(2.0) - half
-        else:
-            L = lk + _quad(Z, w, 1.0) - half
-        A2, B2, G = nZ[:, None], nZ[None, :], Z @ Z.T
-    L = 0.5 * (L + L.T)  # symmetric up to round-off
+        Z = (q @ fam.transform[0])[None, :] + K @ fam.transform[1]
+    return CrossState(fam.kind, fam.projection, Z, np.sum(Z * Z, axis=1), w, _log_k(fam.a), K @ q, d)
+
+
+def cross_block(
+    st: CrossState, rows: slice, cols: slice, pair: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:math:`L_{jl}` and (orthogonal blocks, ``pair``) :math:`r_{jl}` for the keys ``rows`` x ``cols``.
+
+    Memory is that of the block: callers walk the (M, M) matrices in row blocks.
+    """
+    Zr, Zc = st.vecs[rows], st.vecs[cols]
+    nr, nc = st.norms[rows][:, None], st.norms[cols][None, :]
+    half = 0.5 * (nr + nc)
+    if st.kind == "trig":
+        L = (
+            st.log_k
+            + half
+            + np.logaddexp(-_quad(Zr, Zc, st.w, 1.0), -_quad(Zr, Zc, st.w, -1.0))
+            - np.log(2.0)
+        )
+    elif st.kind == "hyp":
+        L = st.log_k + np.logaddexp(_quad(Zr, Zc, st.w, 1.0), _quad(Zr, Zc, st.w, -1.0)) - np.log(2.0) - half
+    else:
+        L = st.log_k + _quad(Zr, Zc, st.w, 1.0) - half
     gap = None
-    if fam.projection == "orthogonal" and d > 1:
-        iu = np.triu_indices(K.shape[0])
-        A2b, B2b = np.broadcast_to(A2, G.shape), np.broadcast_to(B2, G.shape)
-        g = orth_pair_gap(d, A2b[iu], B2b[iu], G[iu], signed=fam.kind == "trig")
-        gap = np.zeros(G.shape)
-        gap[iu] = g
-        gap.T[iu] = g
-    return CrossMoments(log_kappa=log_kappa, log_second=L, pair_gap=gap, dim=d)
+    if pair and st.projection == "orthogonal" and st.dim > 1:
+        G = Zr @ Zc.T
+        gap = orth_pair_gap(
+            st.dim, np.broadcast_to(nr, G.shape), np.broadcast_to(nc, G.shape), G, signed=st.kind == "trig"
+        )
+    return L, gap
+
+
+def cross_diag(st: CrossState) -> np.ndarray:
+    """The diagonal :math:`L_{jj}` (one key with itself) without any (M, M) block."""
+    n = st.norms
+    q4 = 4.0 * ((st.vecs * st.vecs) @ st.w)  # sum_c w_c (2 z_c)^2; the difference term is 0
+    if st.kind == "trig":
+        return st.log_k + n + np.logaddexp(-q4, 0.0) - np.log(2.0)
+    if st.kind == "hyp":
+        return st.log_k + np.logaddexp(q4, 0.0) - np.log(2.0) - n
+    return st.log_k + q4 - n
+
+
+def cross_moments(fm: Any, q: np.ndarray, K: np.ndarray, owner: str) -> CrossMoments:
+    """The relative cross moments of ``fm`` (None: iid :class:`~rfkit.features.Positive`) for one query.
+
+    Builds the whole (M, M) matrices; :func:`cross_state` and :func:`cross_block` give them in blocks.
+    """
+    st = cross_state(fm, q, K, owner)
+    every = slice(None)
+    L, gap = cross_block(st, every, every)
+    L = 0.5 * (L + L.T)  # symmetric up to round-off
+    if gap is not None:
+        gap = 0.5 * (gap + gap.T)
+    return CrossMoments(log_kappa=st.log_kappa, log_second=L, pair_gap=gap, dim=st.dim)

@@ -31,7 +31,14 @@ __all__ = [
 
 
 def rfa_delta_method(
-    q: Any, K: Any, V: Any, *, exact: Any = None, variant: str = "plain", feature_map: Any = None
+    q: Any,
+    K: Any,
+    V: Any,
+    *,
+    exact: Any = None,
+    variant: str = "plain",
+    feature_map: Any = None,
+    n_features: int | None = None,
 ) -> RFADeltaMethod:
     r"""Delta-method bias and variance of RFA (and of hybrid attention) for one query, as functions of ``m``.
 
@@ -55,8 +62,18 @@ def rfa_delta_method(
     cross-key covariances :math:`C` and :math:`P` of each map and the orthogonal-pair moment are
     derived in docs page *Sparse + random features*, section "Theory".
 
-    Domain of validity: ``m`` :math:`\gg` ``moment_ratio`` (the relative second moment of one
-    direction's estimate of the estimated mass); the neglected terms are :math:`O(m^{-2})`.
+    Domain of validity: with :math:`\hat Z = Z(1+\varepsilon)` the error is exactly
+    :math:`(u^\top\delta/Z)/(1+\varepsilon)` and the method keeps the first term of
+    :math:`1/(1+\varepsilon)`; the series needs :math:`|\varepsilon| < 1` and the first neglected
+    terms are about :math:`3\sigma_Z^2` relative (Gaussian :math:`\varepsilon`), with
+    :math:`\sigma_Z^2(m) = \mathrm{Var}(\hat Z)/Z^2 = (c_1 + c_2K(m)/m)/m`,
+    :math:`c_1 = w^\top Cw/Z^2` (RFA, iid: ``moment_ratio - 1``). A prediction is *in its
+    domain* when :math:`\sigma_Z^2(m) \le 0.1` (RFA with iid features: ``m >= 10 (moment_ratio - 1)``);
+    necessary, not sufficient (heavy-tailed weights add higher-moment terms). Outside it the
+    result is flagged (``in_domain=False`` with ``n_features``) and ``bias``, ``variance``, ``mse``
+    warn :class:`~rfkit.exceptions.OutOfDomainWarning`. Coefficients are computed in log space
+    and in row blocks (memory linear in ``M``); one beyond float64 raises
+    :class:`~rfkit.exceptions.NumericalOverflowError`.
     Feature maps: Positive, Hyperbolic, CEXP, HCEXP, OPRF, GERF, SADERF, ADERF and Trig with
     ``projection`` "iid" or "orthogonal" (block-orthogonal, :math:`\chi(d)` norms, any ``m``), SDERF
     with "iid"; fitted maps must be fitted (``fm.fit(Q, K)``) first. Other maps and projections
@@ -79,12 +96,31 @@ def rfa_delta_method(
     feature_map : FeatureMap, optional
         The map whose estimator is analysed (its ``n_features`` is ignored: pass ``m`` to the
         result's methods); None: :class:`~rfkit.features.Positive` with iid directions.
+    n_features : int, optional
+        The ``m`` the prediction is for: recorded with ``in_domain`` in the result (and its repr),
+        with an :class:`~rfkit.exceptions.OutOfDomainWarning` when outside the domain.
 
     Returns
     -------
     RFADeltaMethod
         ``attention``, the coefficients, ``moment_ratio``; ``.bias(m)``, ``.variance(m)``,
-        ``.mse(m)``.
+        ``.mse(m)``, ``.within_domain(m)``.
+
+    Raises
+    ------
+    NumericalOverflowError
+        If a coefficient exceeds the float64 range (e.g. :math:`\|q\| = \|k\| = 30`).
+
+    Notes
+    -----
+    Measured (2026-11-28, commit 3b440cf with this change, a shared 2-core machine; RFA with iid
+    :math:`\phi^+`, synthetic Gaussian heads ``d = 16``, 8 queries, 64 keys, seed 20261128, 2,000
+    draws; predicted/simulated output MSE, ± one MCSE): scale 0.2 (largest
+    :math:`\sigma_Z^2` 0.041 at m = 32): 1.166 ± 0.017 at m = 32, 1.051 ± 0.013 at 128, 1.028 ± 0.011
+    at 512; scale 0.25: 1.519 ± 0.030, 1.244 ± 0.021, 1.076 ± 0.019; scale 0.3: 3.13 ± 0.06 at m = 32
+    (out of domain, :math:`\sigma_Z^2 = 0.24`), 1.955 ± 0.043 at 128, 1.478 ± 0.035 at 512 (in domain:
+    the criterion is necessary, not sufficient).
+    Docs page *Theory*, section 3, has the table.
 
     Examples
     --------
@@ -93,10 +129,10 @@ def rfa_delta_method(
     >>> q, K, V = 0.3 * rng.normal(size=16), 0.3 * rng.normal(size=(20, 16)), rng.normal(size=(20, 2))
     >>> iid = rk.theory.rfa_delta_method(q, K, V)
     >>> orth = rk.theory.rfa_delta_method(q, K, V, feature_map=rk.features.Positive(1, projection="orthogonal"))
-    >>> bool(np.all(orth.mse(16) < iid.mse(16)))
+    >>> bool(np.all(orth.mse(128) < iid.mse(128)))  # m in the domain: Var(Z_hat)/Z^2 <= 0.1
     True
     """
-    return delta_method(q, K, V, exact, variant, feature_map, "rfa_delta_method")
+    return delta_method(q, K, V, exact, variant, feature_map, "rfa_delta_method", n_features)
 
 
 def ratio_bias_identity(R_hat: Any, X_bar: Any, mu_X: float) -> np.ndarray:

@@ -135,6 +135,7 @@ def test_old_call_unchanged_and_aliases_agree():
         np.testing.assert_array_equal(h.pair_bias_coef, r.pair_bias_coef)
 
 
+@pytest.mark.filterwarnings("ignore::rfkit.exceptions.OutOfDomainWarning")  # algebra at small m
 def test_orthogonal_coefficients_follow_the_block_count():
     rng = np.random.default_rng(4)
     d = 6
@@ -242,4 +243,4 @@ def test_full_support_and_ratio_cancellation():
     none = th.rfa_delta_method(q, K, V, feature_map=fm)
     for variant in ("plain", "ratio"):
         empty = th.rfa_delta_method(q, K, V, exact=np.zeros(10, bool), variant=variant, feature_map=fm)
-        np.testing.assert_allclose(empty.variance(16), none.variance(16), rtol=1e-12)
+        np.testing.assert_allclose(empty.variance(128), none.variance(128), rtol=1e-12)  # m in the domain
