@@ -245,7 +245,10 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         return []
     heavy = heavy_tailed(t)
     no_z = ~np.isfinite(t["z"].to_numpy(dtype=float))  # a non-finite measurement or MCSE: no test
-    light = t[~heavy & ~no_z]
+    # an approximate prediction outside its domain (the delta method: rfkit.theory.rfa_delta_method's
+    # in_domain) is no number to read or test against
+    inside = t["in_domain"].fillna(True).astype(bool).to_numpy() if "in_domain" in t else np.ones(n, bool)
+    light = t[~heavy & ~no_z & inside]
     text = f"{n} (cell, estimator) comparisons of the measured MSE with its closed form (rfkit.theory, or the map's own mse)"
     if no_z.any():
         text += (
@@ -278,12 +281,18 @@ def _theory_section(t: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         body = f"{v:+.2f}" if abs(v) < 1e4 else f"{v:+.2e}"
         return body + (" †" if flag else "")
 
+    if not inside.all():
+        out += [
+            f"{int((~inside).sum())} rows are predictions outside their theory's domain (the estimated "
+            "normaliser's relative variance is above the delta method's bound): shown as \"out of domain\".",
+            "",
+        ]
     out += [
         md_table(
             t.assign(
-                predicted=t["predicted"].map(lambda v: f"{v:.4g}"),
+                predicted=[f"{v:.4g}" if ok else "out of domain" for v, ok in zip(t["predicted"], inside)],
                 measured=[format_mcse(a, b) for a, b in zip(t["measured"], t["mcse"])],
-                z=[fmt_z(v, f) for v, f in zip(t["z"], heavy)],
+                z=[fmt_z(v, f) if ok else "n/a" for v, f, ok in zip(t["z"], heavy, inside)],
             )[["estimator", *grid_cols, "predicted", "measured", "z"]]
         ),
         "",

@@ -170,3 +170,21 @@ def test_user_labels_are_escaped_in_the_report_and_latex(tmp_path, label):
     assert len(body) == 4
     assert len({r.replace(r"\&", "").count("&") for r in body}) == 1
     assert all(r.replace(r"\$", "").count("$") % 2 == 0 for r in body)  # no stray math delimiter
+
+
+def test_theory_section_prints_out_of_domain_instead_of_the_prediction():
+    """A delta-method prediction flagged in_domain=False is not printed as a number, nor tested by z."""
+    t = pd.DataFrame(
+        {
+            "estimator": ["hybrid", "hybrid"],
+            "m": [32, 512],
+            "predicted": [4.6e29, 0.0105],
+            "measured": [0.011, 0.0104],
+            "mcse": [0.001, 0.0002],
+            "z": [-4.6e32, -0.5],
+            "in_domain": [False, True],
+        }
+    )
+    text = "\n".join(_theory_section(t, ["m"]))
+    assert "out of domain" in text and "4.6e+29" not in text
+    assert "| 0.0105 " in text and "1 rows are predictions outside their theory's domain" in text
