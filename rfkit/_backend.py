@@ -10,16 +10,14 @@ Rules (docs page *Backends and scaling*):
 
 * :func:`get_backend` resolves the namespace and device of a call's arrays **once**, at the public
   boundary, and refuses arrays of an unsupported library, mixed libraries or mixed devices in one
-  call (never a silent copy between devices). Lists, tuples and Python scalars are not arrays of
-  any library: they join the call's backend.
+  call (never a silent copy between devices). Lists, tuples and scalars join the call's backend.
 * Estimate code receives a :class:`Backend` and calls ``bk.xp`` (the standard namespace) or one of
   the few **named shims** below where the standard has no function (in-place ``exp``, a cumulative
   maximum, a matrix product into a preallocated block, a log-sum-exp). Nothing outside this module
   branches on the library.
-* Randomness stays NumPy: directions and other draws come from NumPy Generators and are moved to
-  the input's device with :meth:`Backend.asarray`, so one ``rng`` gives the same directions on
-  every backend.
-* ``rfkit.theory``, bounds, tables and plots stay NumPy.
+* Randomness stays NumPy: draws come from NumPy Generators, moved to the input's device with
+  :meth:`Backend.asarray` (one ``rng``, the same directions on every backend); ``rfkit.theory``,
+  bounds, tables and plots stay NumPy.
 """
 
 from __future__ import annotations
@@ -547,11 +545,9 @@ def get_backend(*named: tuple[str, Any]) -> Backend:
     Raises
     ------
     BackendError
-        An array of an unsupported library (the message names the argument and the
-        library), arrays of two libraries in one call, or arrays on two devices (e.g.
-        ``Q`` on the GPU and ``K`` on the CPU): rfkit never copies between devices
-        silently. PyTorch tensors on the ``meta`` device (shapes only, no data) are
-        refused too: there is nothing to estimate from.
+        An array of an unsupported library (named with its argument), arrays of two libraries
+        in one call, arrays on two devices (``Q`` on the GPU, ``K`` on the CPU: rfkit never
+        copies between devices silently), or PyTorch tensors on the ``meta`` device (no data).
     """
     arrays: list[tuple[str, str, Any]] = []
     for name, value in named:
@@ -582,10 +578,10 @@ def get_backend(*named: tuple[str, Any]) -> Backend:
                 "never copies between devices silently. Move them to one device explicitly."
             )
     if first.name == "torch" and getattr(first.device, "type", None) == "meta":
+        shape, dtype = tuple(first_value.shape), first_value.dtype
         raise BackendError(
-            f"`{first_name}` is on the meta device (shape {tuple(first_value.shape)}, dtype {first_value.dtype}): "
-            "meta tensors hold no data, and rfkit estimates from data, so the arrays must be on a device "
-            "that holds it (cpu, cuda, mps). Move the arrays to one explicitly, e.g. `.to('cpu')`."
+            f"`{first_name}` is on the meta device (shape {shape}, dtype {dtype}): meta tensors hold no data and "
+            "rfkit estimates from data. Move the arrays to a device that holds it (cpu, cuda), e.g. `.to('cpu')`."
         )
     return first
 

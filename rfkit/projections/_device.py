@@ -31,7 +31,7 @@ def device_ingredients(kind: str, gen: BackendGenerator, T: int, m: int, d: int,
         return {"W": gen.standard_normal((T, m, d))}
     xp = gen.backend.xp
     if kind in ("orthogonal", "orthogonal-fixed", "simplex", "simplex-plus"):
-        from . import _reduced_partial  # the NumPy draw's block layout, decided in one place
+        from . import _reduced_partial  # lazy: the package imports this module; one block layout
 
         if _reduced_partial(kind, m, d):  # full d x d blocks, then the d x (m % d) partial block
             out = {"G": gen.standard_normal((T, m // d, d, d)), "P": gen.standard_normal((T, d, m % d))}
