@@ -73,6 +73,16 @@ def threads(n_threads: int) -> Iterator[None]:
     Results do not depend on the number of threads (fixed blocks, one-thread BLAS inside
     them); only the wall time does.
 
+    Parameters
+    ----------
+    n_threads : int
+        The number of threads, at least 1.
+
+    Yields
+    ------
+    None
+        The block runs with ``n_threads`` threads; the previous setting is restored on exit.
+
     Examples
     --------
     >>> import numpy as np, rfkit as rk

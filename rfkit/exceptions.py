@@ -173,8 +173,10 @@ class DamagedResultWarning(RFKitWarning):
 
 
 class DamagedCacheWarning(RFKitWarning):
-    """A cache entry (real-model extractions) is damaged: its arrays cannot be decoded, fail their
-    checksum, or belong to another request (its stored key differs); it is ignored and rebuilt.
+    """A cache entry (real-model extractions) is damaged; it is ignored and rebuilt.
+
+    Damaged means: its arrays cannot be decoded, fail their checksum, or belong to another
+    request (its stored key differs).
 
     A cache folder that merely cannot be read or written is not damage: see
     :class:`CacheNotWritableWarning`.
@@ -182,9 +184,11 @@ class DamagedCacheWarning(RFKitWarning):
 
 
 class CacheNotWritableWarning(RFKitWarning):
-    """A cache entry could not be written (read-only or full folder, permission denied, a file
-    where the folder should be); the message names the path and the OS error. The arrays were
-    computed and are returned, but the next call computes them again."""
+    """A cache entry could not be written; the arrays are returned but computed again next time.
+
+    The cause is a read-only or full folder, a denied permission, or a file where the folder
+    should be; the message names the path and the OS error.
+    """
 
 
 class OutOfDomainWarning(RFKitWarning):
@@ -196,5 +200,7 @@ class OutOfDomainWarning(RFKitWarning):
 
 
 class RFKitDeprecationWarning(RFKitWarning, DeprecationWarning):
-    """A name or extension hook kept for one release under its old spelling; the message names
-    the new one. Code using the old name still works meanwhile."""
+    """A name or extension hook kept for one release under its old spelling.
+
+    The message names the new one. Code using the old name still works meanwhile.
+    """

@@ -76,7 +76,23 @@ def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
 
 
 def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
-    r"""Logarithm of the Gaussian kernel, :math:`-\|x_i - y_j\|^2 / 2`, shape (..., n, m)."""
+    r"""Logarithm of the Gaussian kernel, :math:`-\|x_i - y_j\|^2 / 2`, shape (..., n, m).
+
+    Parameters
+    ----------
+    X : array_like of shape (..., n, d)
+        The points :math:`x_i` (rows); leading axes broadcast with those of ``Y``.
+    Y : array_like of shape (..., m, d)
+        The points :math:`y_j` (rows).
+    check_finite : bool, default=True
+        Refuse NaN and infinite entries.
+
+    Returns
+    -------
+    ndarray of shape (..., n, m)
+        :math:`-\|x_i - y_j\|^2 / 2`, never positive (round-off below zero distance is
+        clipped).
+    """
     X, Y, bk = _pair_iv(X, Y, check_finite, "log_gaussian_kernel")
     xp = bk.xp
     xx = xp.sum(X * X, axis=-1)[..., :, None]
@@ -86,6 +102,21 @@ def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndar
 
 
 def gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
-    r"""Gaussian kernel :math:`\exp(-\|x_i - y_j\|^2/2)`, shape (..., n, m)."""
+    r"""Gaussian kernel :math:`\exp(-\|x_i - y_j\|^2/2)`, shape (..., n, m).
+
+    Parameters
+    ----------
+    X : array_like of shape (..., n, d)
+        The points :math:`x_i` (rows); leading axes broadcast with those of ``Y``.
+    Y : array_like of shape (..., m, d)
+        The points :math:`y_j` (rows).
+    check_finite : bool, default=True
+        Refuse NaN and infinite entries.
+
+    Returns
+    -------
+    ndarray of shape (..., n, m)
+        The kernel values, in the array library and dtype of the inputs.
+    """
     logk = log_gaussian_kernel(X, Y, check_finite=check_finite)
     return get_backend(("X", logk)).xp.exp(logk)

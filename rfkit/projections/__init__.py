@@ -158,7 +158,20 @@ _SOBOL_NAMES = (
 
 
 def block_sizes(n_features: int, dim: int) -> list[int]:
-    """Sizes :math:`k_b` of the orthogonal blocks: ``m // d`` blocks of ``d`` and one of ``m % d``."""
+    """Return the sizes :math:`k_b` of the orthogonal blocks of ``m`` directions in ``d`` dimensions.
+
+    Parameters
+    ----------
+    n_features : int
+        Number of directions ``m``.
+    dim : int
+        Input dimension ``d``.
+
+    Returns
+    -------
+    list of int
+        ``m // d`` blocks of ``d``, then one of ``m % d`` when that is not zero.
+    """
     full, rest = divmod(n_features, dim)
     return [dim] * full + ([rest] if rest else [])
 
@@ -262,6 +275,25 @@ def sample_projection_streams(
     batched. The streams are taken in fixed blocks of about :data:`STREAM_BLOCK` elements of
     the result, spread over rfkit's thread pool (:func:`rfkit.threads`): each draw depends on
     its own stream only, so the result is the same for every number of threads.
+
+    Parameters
+    ----------
+    kind : {"iid", "orthogonal", "orthogonal-fixed", "qmc", "structured", "simplex", "simplex-plus"}
+        Distribution of the rows (as in :func:`sample_projection`).
+    n_features : int
+        Number of random directions ``m`` (>= 1).
+    dim : int
+        Input dimension ``d`` (>= 1).
+    rngs : sequence of {int, SeedSequence, Generator}
+        The random streams, one per draw (at least one); each is passed to
+        :func:`numpy.random.default_rng`.
+    hd_blocks : int, default=3
+        Number of :math:`HD` products for ``kind="structured"``.
+
+    Returns
+    -------
+    ndarray of shape (len(rngs), m, d), float64
+        Draw ``t`` in row ``t``.
     """
     owner = "sample_projection_streams"
     kind, m, d = _check_kind(kind, n_features, dim, owner)
@@ -301,6 +333,21 @@ def sample_projection_on(
     gives the same directions on the same kind of device; they are other numbers than
     :func:`sample_projection`'s for any seed (statistically equivalent, not bit-identical: the
     study option ``draws = "backend"``, docs page *Backends and scaling*).
+
+    Parameters
+    ----------
+    kind : {"iid", "orthogonal", "orthogonal-fixed", "qmc", "structured", "simplex", "simplex-plus"}
+        Distribution of the rows (as in :func:`sample_projection`).
+    n_features : int
+        Number of random directions ``m`` (>= 1).
+    dim : int
+        Input dimension ``d`` (>= 1).
+    gen : BackendGenerator
+        The generator of the array library and device the directions are drawn on.
+    n_draws : int, optional
+        Number ``T`` of independent draws; adds a leading axis of length ``T``.
+    hd_blocks : int, default=3
+        Number of :math:`HD` products for ``kind="structured"``.
 
     Returns
     -------
