@@ -209,6 +209,11 @@ def oprf_optimal_A(
         True marks padded keys (in no pair).
     exclude : (idx, valid), optional
         Pairs left out (Hybrid's exact support).
+
+    Returns
+    -------
+    float
+        :math:`A^* \le 0`.
     """
     if not is_plain(pairs, exclude):
         pm = pair_moments(Q, K, pairs=pairs, key_padding_mask=key_padding_mask, exclude=exclude)

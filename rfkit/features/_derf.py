@@ -236,7 +236,29 @@ def _validate_sym(A: Any, owner: str) -> float | np.ndarray:
 
 
 def sderf_eig(A: float | np.ndarray, dim: int, owner: str = "SDERF") -> tuple[np.ndarray, np.ndarray | None]:
-    """Eigenvalues ``a`` (d,) and eigenvectors ``V`` (d, d) (None: the identity) of SDERF's ``A``."""
+    """Return the eigenvalues and eigenvectors of SDERF's ``A``.
+
+    Parameters
+    ----------
+    A : float or ndarray of shape (d,) or (d, d)
+        A scalar (``A I``), a diagonal or a full symmetric matrix.
+    dim : int
+        The input dimension ``d`` of the draw.
+    owner : str, default="SDERF"
+        The name that error messages give.
+
+    Returns
+    -------
+    a : ndarray of shape (d,)
+        The eigenvalues.
+    V : ndarray of shape (d, d) or None
+        The eigenvectors as columns; None for the identity (scalar or diagonal ``A``).
+
+    Raises
+    ------
+    ShapeError
+        If ``A`` is not of dimension ``dim``.
+    """
     if isinstance(A, float):
         return np.full(dim, A), None
     if A.shape[0] != dim:

@@ -81,7 +81,20 @@ def _exponents(kind: str, dim: int, degree: int, form: str) -> tuple[np.ndarray,
 
 
 def taylor_polynomial(t: Any, degree: int) -> Any:
-    r""":math:`T_n(t) = \sum_{j=0}^n t^j/j!` by Horner's rule (elementwise, any array library)."""
+    r"""Taylor polynomial :math:`T_n(t) = \sum_{j=0}^n t^j/j!` by Horner's rule.
+
+    Parameters
+    ----------
+    t : array_like
+        The points, elementwise (any supported array library).
+    degree : int
+        The degree :math:`n`.
+
+    Returns
+    -------
+    array
+        :math:`T_n(t)`, the shape of ``t``, in its array library.
+    """
     bk = get_backend(("t", t))
     xp = bk.xp
     t = t if is_array(t) else bk.asarray(t)
@@ -92,7 +105,22 @@ def taylor_polynomial(t: Any, degree: int) -> Any:
 
 
 def slog_taylor_polynomial(t: Any, degree: int) -> tuple[Any, Any]:
-    """Sign and log-magnitude of :math:`T_n(t)`, overflow-free (signed log-sum-exp of the terms)."""
+    r"""Sign and log-magnitude of :math:`T_n(t)`, overflow-free (signed log-sum-exp of the terms).
+
+    Parameters
+    ----------
+    t : array_like
+        The points, elementwise (any supported array library; integers become float64).
+    degree : int
+        The degree :math:`n`.
+
+    Returns
+    -------
+    sign : array
+        The sign of :math:`T_n(t)` (-1, 0 or 1), the shape of ``t``.
+    log_abs : array
+        :math:`\log|T_n(t)|` (``-inf`` where it is 0), the shape of ``t``.
+    """
     bk = get_backend(("t", t))
     xp = bk.xp
     if not is_array(t):

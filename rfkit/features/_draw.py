@@ -47,7 +47,7 @@ __all__ = ["Features", "FeatureDraw", "ExpForm"]
 class Features:
     r"""Scaled features :math:`\phi(x) = \exp(\text{log\_scale})\cdot\text{values}`.
 
-    Attributes
+    Parameters
     ----------
     values : ndarray of shape (..., n, D)
         Feature values with :math:`|\text{values}| \le 1` (maximum 1 in every row
@@ -110,7 +110,7 @@ class ExpForm:
     CEXP, HCEXP, OPRF, ADERF, SADERF and GERF with ``s=1`` have it); attention code uses
     it to build features in one pass.
 
-    Attributes
+    Parameters
     ----------
     W : ndarray of shape (D, d) or (T, D, d)
         Rows :math:`W_k` (NumPy float64; move them with :meth:`FeatureDraw.param_on`).
@@ -155,6 +155,15 @@ class FeatureDraw(abc.ABC):
       constant, transform)`` of maps whose features are ``exp(u W^T + e + c - |u|^2/2)``,
       else None. A consumer may build the features from it in one product; the result
       equals :meth:`features` up to round-off.
+
+    Parameters
+    ----------
+    spec : FeatureMap
+        The feature map drawn from (kept as ``self.spec``).
+    dim : int
+        The input dimension ``d``.
+    n_draws : int, optional
+        The number ``T`` of independent draws held; None for a single draw (no leading axis).
     """
 
     def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None = None) -> None:

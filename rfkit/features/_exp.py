@@ -234,6 +234,18 @@ class HCEXP(_AdaptiveExpMap):
 
     MSE :math:`\frac1{2m}e^{\|z_A\|^2}\mathrm{SM}^2(1-e^{-\|z_A\|^2})^2` (Blackwelder (2024),
     Lemma 3.1). Parameters as :class:`CEXP`; feature dimension ``2m``.
+
+    Parameters
+    ----------
+    n_features : int
+        The number ``m`` of random directions (``2m`` feature columns).
+    A : {"identity", "mean", "variance"} or array_like, default="identity"
+        A rule name (resolved from data, :func:`adaptive_A`), a diagonal ``(d,)`` or a full
+        invertible ``(d, d)``, as in :class:`CEXP`.
+    projection : str, default="iid"
+        The distribution of the directions (:func:`rfkit.projections.sample_projection`).
+    fit_pairs : {"all", "sequence", "causal"}, default="all"
+        The query-key pairs a rule's means and variances are taken over, as in :class:`CEXP`.
     """
 
     n_features: int

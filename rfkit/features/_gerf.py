@@ -241,7 +241,7 @@ def saderf_parameters(
     key_padding_mask: Any = None,
     exclude: Any = None,
 ) -> tuple[np.ndarray, float]:
-    r"""SADERF's data-fitted diagonal :math:`\Psi` and parameter :math:`A` (FAVOR#).
+    r"""Return SADERF's data-fitted diagonal :math:`\Psi` and parameter :math:`A` (FAVOR#).
 
     .. math::
 
@@ -266,6 +266,8 @@ def saderf_parameters(
 
     Parameters
     ----------
+    Q, K : array_like of shape (..., n, d) and (..., M, d)
+        Queries :math:`x_i` and keys :math:`y_j`.
     A : float, optional
         A fixed :math:`A` to return instead of :math:`A^*`.
     pairs : {"all", "sequence", "causal"} or array of bool (..., n, M), default="all"
@@ -273,6 +275,13 @@ def saderf_parameters(
         True marks padded keys (in no pair).
     exclude : (idx, valid), optional
         Pairs left out.
+
+    Returns
+    -------
+    psi : ndarray of shape (d,)
+        The diagonal of :math:`\Psi`.
+    A : float
+        :math:`A^*` (or the ``A`` given).
 
     Raises
     ------

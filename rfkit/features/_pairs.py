@@ -255,7 +255,7 @@ def _check_exclude(exclude: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
 class PairMoments:
     r"""Pair-weighted moments of a query/key sample (module docstring), float64 NumPy.
 
-    Attributes
+    Parameters
     ----------
     weight : float
         :math:`W`, the number of selected pairs.
@@ -317,6 +317,11 @@ def pair_moments(
     exclude : (idx, valid), optional
         Pairs removed: for query ``i``, the keys ``idx[..., i, t]`` where ``valid[..., i, t]``.
 
+    Returns
+    -------
+    PairMoments
+        The moments, float64 NumPy.
+
     Raises
     ------
     ShapeError
@@ -372,6 +377,24 @@ def pair_values(
     For the objectives that are not functions of moments (the hyperbolic OPRF, GERF ``s=-1``).
     Formed on the data's device one sequence block at a time and brought to the host:
     :math:`O(nM)` values per sequence (``"all"``: every pair of the pooled sample).
+
+    Parameters
+    ----------
+    Q, K : array_like of shape (..., n, d) and (..., M, d)
+        Queries :math:`x_i` and keys :math:`y_j`; leading axes index sequences.
+    sign : float
+        The sign in :math:`x_i + \mathrm{sign}\,y_j` (1 or -1).
+    pairs : {"all", "sequence", "causal"} or array of bool (..., n, M), default="all"
+        The selection (as in :func:`pair_moments`).
+    key_padding_mask : array of bool (..., M), optional
+        True marks a padded key (in no pair).
+    exclude : (idx, valid), optional
+        Pairs left out.
+
+    Returns
+    -------
+    ndarray of shape (W,)
+        One value per selected pair, float64 NumPy.
     """
     L = _layout(Q, K, pairs, key_padding_mask, exclude)
     xp = L.bk.xp
@@ -413,6 +436,24 @@ def fit_to_pairs(
     ``fit_pairs``). A map of your own whose ``fit(Q, K)`` takes no selection is fitted on the
     pooled queries and the unpadded keys (the ``"all"`` selection); any other selection raises.
     This is how :class:`rfkit.attention.RFA` and :class:`rfkit.attention.Hybrid` fit.
+
+    Parameters
+    ----------
+    fm : FeatureMap
+        The map to fit.
+    queries, keys : array_like of shape (..., n, d) and (..., M, d)
+        Queries and keys; leading axes index sequences.
+    pairs : {"all", "sequence", "causal"} or array of bool (..., n, M), optional
+        The selection; None: the map's own ``fit_pairs``.
+    key_padding_mask : array of bool (..., M), optional
+        True marks a padded key (in no pair).
+    exclude : (idx, valid), optional
+        Pairs left out (Hybrid's exact support).
+
+    Returns
+    -------
+    FeatureMap
+        The fitted map (``fm`` itself when it needs no data).
 
     Raises
     ------
