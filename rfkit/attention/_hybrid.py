@@ -104,8 +104,12 @@ class Hybrid:
     lsh_buckets : int, optional
         Number of angular-LSH buckets (even, >= 2); None: no hashing.
     variant : {"plain", "ratio"}, default="plain"
-    causal, shared_across_heads, chunk_size, n_threads
-        As for :class:`RFA` (``chunk_size`` and ``n_threads`` are passed to its global sums).
+    causal : bool, default=False
+        As for :class:`RFA`.
+    shared_across_heads : bool, default=True
+        As for :class:`RFA`.
+    chunk_size, n_threads : int, optional
+        As for :class:`RFA` (passed to its global sums).
     fit_on : {"all", "remainder"}, default="all"
         The query-key pairs a data-dependent map (OPRF, SADERF, ADERF, SDERF, CEXP/HCEXP rules,
         ...) is fitted on. ``"all"``: as :class:`RFA` fits it (the map's own ``fit_pairs``).

@@ -161,10 +161,10 @@ class LARA(SampledOptions):
     n_threads : int, optional
         NumPy threads (see :class:`RFA`); the result is the same for every value.
 
-    Returns (from ``__call__``)
-    ---------------------------
+    Returns
+    -------
     AttentionResult
-        ``output``, scaled numerator/denominator (``numerator``/``normalizer``
+        What calling the estimator returns: ``output``, scaled numerator/denominator (``numerator``/``normalizer``
         are the unbiased MIS estimates), ``ess`` (:math:`(\sum|w|)^2/\sum w^2`),
         ``n_floored``, ``n_negative_alpha``, ``omega``, ``proposal_means`` (causal:
         row 0 is the zero mean of :math:`\mathcal N(0, I)`). Arrays of the inputs'

@@ -28,7 +28,7 @@ class AttentionResult:
     Every array has the namespace, device and dtype of the estimator's inputs (NumPy,
     PyTorch, CuPy or ``array_api_strict``).
 
-    Attributes
+    Parameters
     ----------
     output : ndarray of shape (..., n, dv)
         The attention estimate. Rows whose estimated normaliser is <= 0 are NaN

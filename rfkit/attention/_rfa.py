@@ -295,10 +295,10 @@ class RFA:
         Threads of the NumPy backend (default: ``rk.threads(...)``, else
         ``RFKIT_NUM_THREADS``, else every CPU). Results do not depend on it.
 
-    Returns (from ``__call__``)
-    ---------------------------
+    Returns
+    -------
     AttentionResult
-        ``output``, ``log_scale``/``numerator_values``/``denominator_values``
+        What calling the estimator returns: ``output``, ``log_scale``/``numerator_values``/``denominator_values``
         (the estimated normaliser :math:`\hat Z_n = \phi(q_n)^\top\sum_m\phi(k_m)`),
         ``n_nonpositive`` (rows with :math:`\hat Z_n \le 0`, possible for trig
         and odd-degree Taylor maps: NaN output and one

@@ -84,10 +84,10 @@ class SNIS(SampledOptions):
     n_threads : int, optional
         Threads of the NumPy backend, chosen as for :class:`RFA`; results do not depend on it.
 
-    Returns (from ``__call__``)
-    ---------------------------
+    Returns
+    -------
     AttentionResult
-        With ``ess`` (effective sample size of the normalised weights of each
+        What calling the estimator returns, with ``ess`` (effective sample size of the normalised weights of each
         query, :math:`(\sum_s w_{ns})^2/\sum_s w_{ns}^2`), ``omega``,
         ``proposal_means`` and the scaled numerator/denominator (``normalizer``
         estimates :math:`Z_n`). Arrays of the inputs' namespace, device and dtype.
