@@ -39,7 +39,7 @@ class CheckResult:
 
     Every array has the pair shape ``broadcast(x.shape[:-1], y.shape[:-1])``.
 
-    Attributes
+    Parameters
     ----------
     estimator : str
         ``repr`` of the feature-map specification.

@@ -43,8 +43,8 @@ _REGISTRY: dict[
 ] = {}
 
 
-def register_mse_formula(
-    cls: type,
+def register_mse_formula(  # numpydoc ignore=PR02
+    cls: type,  # documented: numpydoc's PR02 drops a first argument named cls as if a classmethod's
     log_relative: Callable[..., np.ndarray],
     bias: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> None:

@@ -30,7 +30,7 @@ __all__ = ["chi2_concentration", "hotelling_concentration", "ConcentrationBound"
 class ConcentrationBound(BoundResult):
     """Result of :func:`chi2_concentration` / :func:`hotelling_concentration`.
 
-    Attributes
+    Parameters
     ----------
     bound : float
         :math:`W(r)/\\sqrt{2m}`, holding with probability >= ``p`` over the data.
@@ -50,9 +50,11 @@ class ConcentrationBound(BoundResult):
     n_points : int
         ``s`` (points per side covered).
     n_features : int
+        The number of random features ``m``.
     method : str
         "chi2" or "hotelling-new" / "hotelling-in-sample".
     assumptions : str
+        The assumptions under which the bound holds, in words.
     """
 
     bound: float

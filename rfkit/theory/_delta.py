@@ -75,7 +75,7 @@ class RFADeltaMethod:
     :math:`(v_1 + v_2K(m)/m)/m`, where :math:`K(m) = \sum_b k_b(k_b-1)` counts the ordered pairs of
     directions in one orthogonal block (:math:`b_2 = v_2 = 0` for iid directions).
 
-    Attributes
+    Parameters
     ----------
     attention : ndarray (dv,)
         Exact softmax attention output :math:`a`.
@@ -93,6 +93,15 @@ class RFADeltaMethod:
         directions of one orthogonal block); None for iid directions.
     dim : int or None
         Block size :math:`d` of the orthogonal construction (None for iid directions).
+    norm_var_coef : float or None
+        :math:`c_1 = w^\top Cw/Z^2`, the one-direction relative variance of the estimated
+        normaliser (:meth:`normaliser_rel_var`); None: unknown (``moment_ratio - 1`` bounds it).
+    pair_norm_var_coef : float or None
+        :math:`c_2 = w^\top Pw/Z^2` (orthogonal blocks); None for iid directions.
+    n_features : int or None
+        The feature count ``m`` the prediction was asked for (None: not given).
+    in_domain : bool or None
+        Whether ``m`` is inside the expansion's domain (:meth:`within_domain`); None without ``m``.
     """
 
     attention: np.ndarray

@@ -50,6 +50,18 @@ def truncated_kernel(fm: Any, t: Any) -> np.ndarray:
     see docs page *Theory*, section 5). Limit: :math:`L_n(t)=(1+t/n)^n`.
     Source: docs page *Theory*, section 2. Exact for every real ``t`` (may overflow to inf
     for huge :math:`|t|`).
+
+    Parameters
+    ----------
+    fm : Taylor or Limit
+        The deterministic feature map (its degree ``n``).
+    t : array_like
+        Inner products :math:`t = x^\top y` (any shape).
+
+    Returns
+    -------
+    ndarray
+        :math:`T_n(t)` or :math:`L_n(t)`, float64, the shape of ``t``.
     """
     kind, n = _kind(fm, "truncated_kernel")
     t = _t(t)
@@ -65,6 +77,18 @@ def relative_truncation_error(fm: Any, t: Any) -> np.ndarray:
     regularised incomplete gamma :math:`P(n+1, t)` (no cancellation); :math:`t<0` via the
     signed log of :math:`T_n`. Limit: :math:`-\mathrm{expm1}(n\log(1+t/n) - t)` for
     :math:`t>-n`, signed otherwise. Positive values mean the map underestimates :math:`e^t`.
+
+    Parameters
+    ----------
+    fm : Taylor or Limit
+        The deterministic feature map (its degree ``n``).
+    t : array_like
+        Inner products :math:`t = x^\top y` (any shape).
+
+    Returns
+    -------
+    ndarray
+        :math:`1 - K_n(t)/e^t`, float64, the shape of ``t``.
     """
     kind, n = _kind(fm, "relative_truncation_error")
     t = _t(t)
@@ -92,6 +116,18 @@ def truncation_error_bound(fm: Any, t: Any) -> np.ndarray:
       :math:`\log(1+u)\ge u-u^2/2` for :math:`u\ge0` and :math:`\log(1+u)\ge u-\frac{u^2}{2(1+u)}`
       for :math:`-1<u<0`); also :math:`0\le1-L_n(t)e^{-t}`.
 
+    Parameters
+    ----------
+    fm : Taylor or Limit
+        The deterministic feature map (its degree ``n``).
+    t : array_like
+        Inner products :math:`t = x^\top y` (any shape).
+
+    Returns
+    -------
+    ndarray
+        The bound, float64, the shape of ``t``.
+
     Raises
     ------
     InvalidParameterError
@@ -114,8 +150,19 @@ def deterministic_feature_dim(fm: Any, dim: int) -> dict[str, int]:
 
     Taylor: full tensors :math:`\sum_{j\le n}d^j`, symmetric (monomials)
     :math:`\binom{d+n}{n}`. Limit: full :math:`(d+1)^n`, symmetric :math:`\binom{d+n}{n}`.
-    Returns ``{"full": ..., "symmetric": ...}`` (exact Python ints). The "order of
-    :math:`d^n`" often quoted is the asymptotic size.
+    The "order of :math:`d^n`" often quoted is the asymptotic size.
+
+    Parameters
+    ----------
+    fm : Taylor or Limit
+        The deterministic feature map (its degree ``n``).
+    dim : int
+        The input dimension ``d`` (>= 1).
+
+    Returns
+    -------
+    dict of str to int
+        ``{"full": ..., "symmetric": ...}`` (exact Python ints).
     """
     kind, n = _kind(fm, "deterministic_feature_dim")
     d = check_int(dim, "dim", "deterministic_feature_dim", low=1)
@@ -129,6 +176,16 @@ def taylor_real_root(degree: int) -> float | None:
 
     :math:`T_n(t) > 0` for all real ``t`` iff ``n`` is even; for odd ``n`` it is negative
     left of this root (-1, -1.5961, -2.1806, -2.7590 for n = 1, 3, 5, 7; docs page *Theory*, section 2).
+
+    Parameters
+    ----------
+    degree : int
+        The degree ``n`` (>= 0).
+
+    Returns
+    -------
+    float or None
+        The root; None for even ``n``.
     """
     n = check_int(degree, "degree", "taylor_real_root", low=0)
     if n % 2 == 0:
@@ -147,10 +204,12 @@ def taylor_real_root(degree: int) -> float | None:
 class NegativeRegion:
     """Where a deterministic kernel is negative: ``t < threshold`` (None: never negative).
 
-    Attributes
+    Parameters
     ----------
     threshold : float or None
+        The kernel is negative for :math:`t` below it; None: never negative.
     note : str
+        The region in words.
     """
 
     threshold: float | None
@@ -164,6 +223,16 @@ def negative_region(fm: Any) -> NegativeRegion:
     (:func:`taylor_real_root`). Limit: :math:`L_n(t)<0` iff ``n`` odd and :math:`t<-n`; for
     even ``n``, :math:`L_n\ge0` (zero at :math:`t=-n`) but non-monotone and exploding for
     :math:`t<-2n`. Source: derived here (docs page *Theory*, sections 2 and 5).
+
+    Parameters
+    ----------
+    fm : Taylor or Limit
+        The deterministic feature map (its degree ``n``).
+
+    Returns
+    -------
+    NegativeRegion
+        The threshold below which the kernel is negative (None: never) and a note in words.
     """
     kind, n = _kind(fm, "negative_region")
     if kind == "taylor":

@@ -87,10 +87,16 @@ def hybrid_delta_method(
     variant : {"plain", "ratio"}, default="plain"
     feature_map : FeatureMap, optional
         None: :class:`~rfkit.features.Positive` with iid directions.
+    n_features : int, optional
+        A feature count ``m`` (>= 1): the result records it and whether it is inside the
+        expansion's domain, and an :class:`~rfkit.exceptions.OutOfDomainWarning` is emitted
+        when it is not.
 
     Returns
     -------
     RFADeltaMethod
+        The first-order coefficients (:meth:`RFADeltaMethod.mse` and friends evaluate them at
+        any ``m``).
 
     Examples
     --------
@@ -109,7 +115,7 @@ def hybrid_delta_method(
 class HybridSplit:
     r"""Predicted MSE of each split of a per-query budget between a window and features.
 
-    Attributes
+    Parameters
     ----------
     windows : ndarray of int
         Candidate half-widths ``w`` (-1 stands for no window, i.e. RFA with ``m = budget``).

@@ -77,6 +77,14 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
         :math:`x=-y`), ``+inf`` for OPRF with :math:`A \ge 1/8` and :math:`\chi(d)`-normed
         directions (infinite variance; with fixed norms every moment is finite).
 
+    Raises
+    ------
+    InvalidParameterError
+        Deterministic maps (see :func:`relative_truncation_error`), ``projection`` "qmc" /
+        "structured" (no closed form), unresolved rule names for ``A``, bad ``n_features``.
+    ShapeError, NonFiniteInputError
+        Mismatched ``d`` or non-broadcastable pairs; NaN/inf inputs.
+
     Notes
     -----
     :math:`\log\mathrm{MSE} = 2x^\top y + \log\big(\rho_V/m + (K/m^2)\rho_C + \rho_B^2\big)` with the
@@ -108,23 +116,33 @@ def log_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
     :math:`\|z\|^2`). The trig fixed-norm form loses relative accuracy near zeros of
     the Bessel function and for :math:`d\|\Delta\|^2 \ll 1` (cancellation in
     :math:`\mu_{sq}-\mu_1^2`).
-
-    Raises
-    ------
-    InvalidParameterError
-        Deterministic maps (see :func:`relative_truncation_error`), ``projection`` "qmc" /
-        "structured" (no closed form), unresolved rule names for ``A``, bad ``n_features``.
-    ShapeError, NonFiniteInputError
-        Mismatched ``d`` or non-broadcastable pairs; NaN/inf inputs.
     """
     log_sm, rel = _log_sm_and_relative(fm, x, y, n_features, "rfkit.theory.log_mse")
     return 2.0 * log_sm + rel
 
 
 def relative_mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
-    r""":math:`\mathrm{MSE}/\mathrm{SM}^2` (relative MSE) for each pair; see :func:`log_mse`.
+    r"""Relative MSE :math:`\mathrm{MSE}/\mathrm{SM}^2` for each pair; see :func:`log_mse`.
 
-    Raises :class:`~rfkit.exceptions.NumericalOverflowError` if it exceeds the float range.
+    Parameters
+    ----------
+    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP, OPRF, GERF, SADERF or a registered map
+        Feature-map specification, as in :func:`log_mse`.
+    x, y : array_like of shape (..., d)
+        Paired inputs; leading axes broadcast.
+    n_features : int or array_like of int, optional
+        Feature counts ``m`` to evaluate (broadcast against the pair shape);
+        defaults to ``fm.n_features``.
+
+    Returns
+    -------
+    ndarray of shape broadcast(x.shape[:-1], y.shape[:-1], n_features.shape)
+        :math:`\mathrm{MSE}/\mathrm{SM}^2` of each pair and feature count.
+
+    Raises
+    ------
+    NumericalOverflowError
+        If it exceeds the float range; use :func:`log_mse`.
     """
     _, rel = _log_sm_and_relative(fm, x, y, n_features, "rfkit.theory.relative_mse")
     return _exp(rel, "relative_mse")
@@ -137,17 +155,32 @@ def mse(fm: Any, x: Any, y: Any, *, n_features: Any = None) -> np.ndarray:
     this is the exponential. For ``projection="orthogonal-fixed"`` the estimator is
     biased and the MSE is variance + bias².
 
+    Parameters
+    ----------
+    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP, OPRF, GERF, SADERF or a registered map
+        Feature-map specification, as in :func:`log_mse`.
+    x, y : array_like of shape (..., d)
+        Paired inputs; leading axes broadcast.
+    n_features : int or array_like of int, optional
+        Feature counts ``m`` to evaluate (broadcast against the pair shape);
+        defaults to ``fm.n_features``.
+
+    Returns
+    -------
+    ndarray of shape broadcast(x.shape[:-1], y.shape[:-1], n_features.shape)
+        The MSE of each pair and feature count.
+
+    Raises
+    ------
+    NumericalOverflowError
+        If the MSE exceeds the float range; use :func:`log_mse`.
+
     Examples
     --------
     >>> import numpy as np, rfkit as rk
     >>> x = np.array([0.3, -0.1, 0.2, 0.0]); y = np.array([0.1, 0.4, -0.2, 0.3])
     >>> float(rk.theory.mse(rk.features.Positive(16), x, y)) > 0
     True
-
-    Raises
-    ------
-    NumericalOverflowError
-        If the MSE exceeds the float range; use :func:`log_mse`.
     """
     return _exp(log_mse(fm, x, y, n_features=n_features), "mse")
 
@@ -165,12 +198,15 @@ def bias(fm: Any, x: Any, y: Any) -> np.ndarray:
 
     Parameters
     ----------
-    fm, x, y
-        As in :func:`log_mse`.
+    fm : Trig, Positive, Hyperbolic, CEXP, HCEXP, OPRF, GERF, SADERF or a registered map
+        Feature-map specification, as in :func:`log_mse`.
+    x, y : array_like of shape (..., d)
+        Paired inputs; leading axes broadcast.
 
     Returns
     -------
     ndarray of shape broadcast(x.shape[:-1], y.shape[:-1])
+        The bias of each pair (zeros for unbiased settings).
     """
     owner = "rfkit.theory.bias"
     if type(fm) in _REGISTRY:
@@ -203,6 +239,18 @@ def performer_orthogonal_bound(x: Any, y: Any, n_features: int) -> np.ndarray:
 
     Domain: one orthogonal block, :math:`1 \le m \le d` (the theorem says nothing for
     :math:`m > d`).
+
+    Parameters
+    ----------
+    x, y : array_like of shape (..., d)
+        Paired inputs; leading axes broadcast.
+    n_features : int
+        The number of features ``m``, in ``[1, d]``.
+
+    Returns
+    -------
+    ndarray of shape broadcast(x.shape[:-1], y.shape[:-1])
+        The bound on the MSE of each pair.
 
     Raises
     ------

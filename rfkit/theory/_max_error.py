@@ -38,6 +38,16 @@ def W(r: Any) -> np.ndarray:
     = \frac{2}{\sqrt{2m}}\sinh(\|z_A\|^2/2)` with :math:`\|z_A\|\le 2r`. The printed Lemma 3.2 has
     :math:`e^{2r^2}(1-e^{4r^2})`, negative for every :math:`r>0` (a sign error in the exponent),
     corrected here; see docs page *Theory*, section 5.
+
+    Parameters
+    ----------
+    r : float or array_like
+        The radius :math:`r` (any shape).
+
+    Returns
+    -------
+    ndarray
+        :math:`2\sinh(2r^2)`, float64 (``inf`` where it overflows).
     """
     r = np.asarray(r, dtype=np.float64)
     with np.errstate(over="ignore"):
@@ -62,7 +72,7 @@ def rel_rmse(s2: float, m: int, kind: str) -> float:
 class MaxRelativeErrorBound(BoundResult):
     """Result of :func:`max_relative_error`.
 
-    Attributes
+    Parameters
     ----------
     bound : float
         Upper bound on :math:`\\sup\\sqrt{\\mathrm{MSE}}/\\mathrm{SM}`.
@@ -74,8 +84,11 @@ class MaxRelativeErrorBound(BoundResult):
         :math:`2\\sinh((r_x+r_y)^2/2)` (:math:`= W(r)` when :math:`r_x=r_y=r`); for
         ``kind="cexp"`` :math:`\\sqrt{2(e^{(r_x+r_y)^2}-1)}`.
     n_features : int
+        The number of random features ``m``.
     kind : str
+        The estimator the bound is for (``"hcexp"`` or ``"cexp"``).
     assumptions : str
+        The assumptions under which the bound holds, in words.
     """
 
     bound: float

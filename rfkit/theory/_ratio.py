@@ -142,6 +142,20 @@ def ratio_bias_identity(R_hat: Any, X_bar: Any, mu_X: float) -> np.ndarray:
     docs page *Theory*, section 3). Given ``T`` simulated replicates of :math:`\hat R_S` (shape (T, ...))
     and of the denominator mean :math:`\bar X` (shape (T,) or (T, ...)), returns the
     sample version (covariance with divisor ``T - 1``).
+
+    Parameters
+    ----------
+    R_hat : array_like of shape (T, ...)
+        ``T >= 2`` simulated replicates of the ratio estimate :math:`\hat R_S`.
+    X_bar : array_like of shape (T,) or (T, ...)
+        The denominator means :math:`\bar X` of the same replicates.
+    mu_X : float
+        The denominator's expectation :math:`\mu_X` (non-zero).
+
+    Returns
+    -------
+    ndarray of shape R_hat.shape[1:]
+        The estimated bias :math:`-\widehat{\mathrm{Cov}}(\hat R_S, \bar X)/\mu_X`.
     """
     R = host_float_array(R_hat, "R_hat", min_ndim=1)
     Xb = host_float_array(X_bar, "X_bar", min_ndim=1)
@@ -165,6 +179,18 @@ def ra_mse(variance_f: Any, n_samples: Any) -> np.ndarray:
     Source: Zheng, Wang & Kong (ICML 2022) (RA); docs page *Theory*, section 3. ``variance_f`` is
     :math:`\mathrm{Var}_{p_n}(f_n)` per output coordinate (e.g. estimated once by sampling
     :math:`p_n`); ``S`` >= 1.
+
+    Parameters
+    ----------
+    variance_f : array_like
+        :math:`\mathrm{Var}_{p_n}(f_n)` per output coordinate (>= 0).
+    n_samples : int or array_like of int
+        The number of samples ``S`` (>= 1); broadcasts against ``variance_f``.
+
+    Returns
+    -------
+    ndarray
+        ``variance_f / S``.
     """
     v = host_float_array(variance_f, "variance_f")
     S = np.asarray(n_samples)
@@ -197,7 +223,18 @@ def attention_error_bound(eps: Any, v_max: Any = 1.0) -> np.ndarray:
     If every kernel estimate is positive with :math:`|\hat K_{nm}/K_{nm}-1|\le\varepsilon<1`, then
     :math:`|\hat\pi_{nm}-\pi_{nm}|\le\frac{2\varepsilon}{1-\varepsilon}\pi_{nm}` and
     :math:`\|\widehat{\mathrm{Attn}}(q_n)-\mathrm{Attn}(q_n)\|\le\frac{2\varepsilon}{1-\varepsilon}\max_m\|v_m\|`.
-    Returns :math:`\frac{2\varepsilon}{1-\varepsilon}\,v_{\max}`.
+
+    Parameters
+    ----------
+    eps : float or array_like
+        The relative kernel error :math:`\varepsilon`, in ``[0, 1)``.
+    v_max : float or array_like, default=1.0
+        :math:`\max_m\|v_m\|` (>= 0); broadcasts against ``eps``.
+
+    Returns
+    -------
+    ndarray
+        :math:`\frac{2\varepsilon}{1-\varepsilon}\,v_{\max}`.
 
     Raises
     ------
