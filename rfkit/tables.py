@@ -84,9 +84,26 @@ def _check_columns(frame: pd.DataFrame, names: list[str], name: str) -> None:
 
 
 def summary_values(summary: pd.DataFrame, *, latex: bool = False) -> list[str]:
-    """The display text of each summary row: ``estimate ± MCSE`` (:func:`format_mcse`), the count of
-    non-finite trial values where there are any, and the Wilson interval of a proportion.
+    """The display text of each summary row.
 
+    That is ``estimate ± MCSE`` (:func:`format_mcse`), the count of non-finite trial values where
+    there are any, and the Wilson interval of a proportion.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A summary table (``StudyResult.summary()``) with the columns ``estimate`` and ``mcse``
+        (and, where present, ``metric``, ``ci_low``, ``ci_high``, ``n_trials``, ``n_nonfinite``).
+    latex : bool, default=False
+        Write LaTeX math instead of plain text.
+
+    Returns
+    -------
+    list of str
+        One text per row, in order.
+
+    Examples
+    --------
     >>> s = pd.DataFrame({"metric": ["coverage", "mse"], "estimate": [1.0, np.inf], "mcse": [0.0, np.nan],
     ...                   "ci_low": [0.9124, np.nan], "ci_high": [1.0, np.nan], "n_trials": [40, 40],
     ...                   "n_nonfinite": [0, 39]})
@@ -193,9 +210,22 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def md_escape(text: object) -> str:
-    r"""Text written into Markdown as itself: table bars, emphasis, code, HTML, links and math escaped,
-    line breaks as spaces.
+    r"""Text written into Markdown as itself.
 
+    Table bars, emphasis, code, HTML, links and math are escaped, line breaks become spaces.
+
+    Parameters
+    ----------
+    text : object
+        The text (anything else is converted with ``str``).
+
+    Returns
+    -------
+    str
+        The escaped text.
+
+    Examples
+    --------
     >>> print(md_escape("a|b_c*d _x_ $x$ \\ `e`\nf"))
     a\|b_c\*d \_x\_ \$x\$ \\ \`e\` f
     """
@@ -214,7 +244,18 @@ def _check_table(table: object, func: str) -> pd.DataFrame:
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    """GitHub-flavoured Markdown table (no extra dependency); every cell and header is escaped (:func:`md_escape`)."""
+    """GitHub-flavoured Markdown table (no extra dependency); every cell and header is escaped (:func:`md_escape`).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The table (its index is not written).
+
+    Returns
+    -------
+    str
+        The Markdown text, ending with a line break.
+    """
     table = _check_table(table, "to_markdown")
     cols = [md_escape(c) for c in table.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
@@ -261,6 +302,21 @@ def to_latex(table: pd.DataFrame, *, caption: str | None = None, label: str | No
 
     Cells written by :func:`format_mcse` (``$0.100 \\pm 0.010$``) are kept; every other cell,
     header, the caption and the label are escaped (a label ``$x$`` is shown as ``$x$``).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The table (its index is not written); the first column is left-aligned, the others
+        right-aligned.
+    caption : str, optional
+        The ``\\caption`` of the ``table`` environment.
+    label : str, optional
+        The ``\\label`` of the ``table`` environment.
+
+    Returns
+    -------
+    str
+        The LaTeX text, ending with a line break.
     """
     table = _check_table(table, "to_latex")
     cols = list(table.columns)

@@ -129,7 +129,13 @@ _SUBCOMMANDS: list[Callable[[Any], None]] = [add_study_commands, add_bound]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (one ``add_*`` registration function per subcommand)."""
+    """Build the argument parser of the ``rfkit`` command.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser, with one subcommand per ``add_*`` registration function.
+    """
     parser = _Parser(
         prog="rfkit",
         description="Random-feature estimators of the softmax kernel: theory, bounds, studies.",
@@ -176,7 +182,18 @@ def _unexpected(command: str, exc: BaseException, debug: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``rfkit`` command; returns the exit status (0 ok, 1 failed, 2 user error, 130 interrupted)."""
+    """Run the ``rfkit`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The command-line arguments after the program name; None: ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 done, 1 failed, 2 usage or validation error, 130 interrupted.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     mp_main = sys.modules.get("__mp_main__")
     if (

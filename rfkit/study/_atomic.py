@@ -72,6 +72,15 @@ class OutputWriteError(StudyError):
 
     The message names the path and the cause; what was written before is intact, so the run
     can be resumed (``resume=True``, ``--resume``) once the cause is fixed.
+
+    Parameters
+    ----------
+    message : str
+        What failed.
+    cell, trial : int, optional
+        Grid cell and trial index, when a trial's output failed.
+    spawn_key : tuple of int, optional
+        ``SeedSequence`` spawn key of that trial.
     """
 
 
@@ -112,7 +121,22 @@ _CAUSES = {
 
 
 def write_error(path: Path, exc: OSError, what: str = "write") -> OutputWriteError:
-    """The named error for an ``OSError`` while writing ``path``: the path, the cause, how to resume."""
+    """The named error for an ``OSError`` while writing ``path``: the path, the cause, how to resume.
+
+    Parameters
+    ----------
+    path : path
+        The file or folder being written.
+    exc : OSError
+        The error raised.
+    what : str, default="write"
+        What was being done, as a verb phrase (``"create the folder"``).
+
+    Returns
+    -------
+    OutputWriteError
+        The error to raise.
+    """
     cause = _CAUSES.get(exc.errno or 0, exc.strerror or str(exc))
     return OutputWriteError(
         f"cannot {what} {str(path)!r}: {cause} ({type(exc).__name__}, errno {exc.errno}). Nothing written "
@@ -122,7 +146,18 @@ def write_error(path: Path, exc: OSError, what: str = "write") -> OutputWriteErr
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create folder ``path`` (and its parents) or raise :class:`OutputWriteError` naming it."""
+    """Create folder ``path`` (and its parents) or raise :class:`OutputWriteError` naming it.
+
+    Parameters
+    ----------
+    path : path
+        The folder.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+    """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise write_error(path, FileExistsError(errno.EEXIST, "File exists"), "create the folder")
@@ -164,7 +199,18 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> Record:
 
 
 def file_record(path: Path) -> Record:
-    """Size and SHA-256 of a file on disk (for a file written by a library that writes it itself)."""
+    """Size and SHA-256 of a file on disk (for a file written by a library that writes it itself).
+
+    Parameters
+    ----------
+    path : path
+        The file.
+
+    Returns
+    -------
+    dict
+        The file's record ``{"size": int, "sha256": str}``.
+    """
     return _record(Path(path).read_bytes())
 
 
@@ -188,12 +234,38 @@ def atomic_parquet(df: pd.DataFrame, path: Path) -> Record:
 
 
 def atomic_text(path: Path, text: str) -> Record:
-    """Write a text file (UTF-8) atomically; return its size and SHA-256."""
+    """Write a text file (UTF-8) atomically; return its size and SHA-256.
+
+    Parameters
+    ----------
+    path : path
+        The file to write (replaced atomically).
+    text : str
+        Its content.
+
+    Returns
+    -------
+    dict
+        The file's record ``{"size": int, "sha256": str}``.
+    """
     return write_atomic(Path(path), text.encode("utf-8"))
 
 
 def atomic_csv(df: pd.DataFrame, path: Path) -> Record:
-    """Write a table as CSV (no index) atomically; return its size and SHA-256."""
+    """Write a table as CSV (no index) atomically; return its size and SHA-256.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    path : path
+        The file to write (replaced atomically).
+
+    Returns
+    -------
+    dict
+        The file's record ``{"size": int, "sha256": str}``.
+    """
     return atomic_text(Path(path), df.to_csv(index=False))
 
 

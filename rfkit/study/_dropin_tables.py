@@ -89,11 +89,21 @@ def _mcse(a: np.ndarray) -> float:
 
 
 def spearman(x: Any, y: Any) -> float:
-    """Spearman's rank correlation (Pearson correlation of the mid-ranks; Spearman (1904)); NaN if a side is constant.
+    """Compute Spearman's rank correlation (the Pearson correlation of the mid-ranks; Spearman (1904)).
 
     Pairs where either side is NaN are left out (infinities rank as the largest or smallest
     values), as ``pandas.Series.corr(method="spearman")`` and ``scipy.stats.spearmanr`` with
     ``nan_policy="omit"`` do; fewer than two pairs give NaN.
+
+    Parameters
+    ----------
+    x, y : array_like
+        The paired values (flattened; the same size).
+
+    Returns
+    -------
+    float
+        The rank correlation; NaN if a side is constant or fewer than two pairs remain.
     """
     a, b = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
     keep = ~(np.isnan(a) | np.isnan(b))
@@ -138,6 +148,19 @@ def proxy_correlation(
     p-value of no association (the damages permuted across points, ``n_perm`` times,
     :math:`p = (1 + \#\{|\rho^*| \ge |\rho|\})/(1 + n_{perm})`; Good (2005), ch. 3). Points with
     a non-finite value are left out and counted; fewer than 3 points give NaN.
+
+    Parameters
+    ----------
+    trials : pandas.DataFrame
+        The drop-in study's trial table (``StudyResult.trials``).
+    grid_cols : list of str
+        The design's grid axes.
+    n_boot : int, default=2000
+        Bootstrap resamples (>= 1).
+    n_perm : int, default=9999
+        Permutations of the p-value (>= 1).
+    confidence : float, default=0.95
+        Level of the bootstrap interval, in (0, 1).
 
     Returns
     -------

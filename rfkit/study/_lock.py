@@ -156,6 +156,8 @@ class RunLock:
         The output folder (created if needed).
     timeout : float or None, default=0
         Seconds to wait for a live holder; 0 refuses at once, None waits without limit.
+    poll : float, default=0.1
+        Seconds between the first two tries while waiting.
     """
 
     def __init__(self, out: str | Path, timeout: float | None = 0.0, poll: float = 0.1) -> None:

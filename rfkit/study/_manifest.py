@@ -110,7 +110,18 @@ def write_result_manifest(
 def record_outputs(out: Path, files: Mapping[str, Record]) -> bool:
     """Add the records of files presented from a finished run (figures, report) to ``manifest.json``.
 
-    Returns False (and records nothing) where the folder has no readable result manifest.
+    Parameters
+    ----------
+    out : path
+        The run folder.
+    files : mapping of str to dict
+        The files' records (:func:`atomic_text`, :func:`file_record`) by name.
+
+    Returns
+    -------
+    bool
+        True when recorded; False (and nothing recorded) where the folder has no readable
+        result manifest.
     """
     body = _read_result_manifest(out)
     if body is None:
@@ -148,7 +159,18 @@ def part_name(cell: int, chunk: int, name: str, ext: str) -> str:
 
 
 def units_done(out: str | Path) -> int:
-    """Number of work units recorded in the run manifest of ``out`` (0 if none can be read)."""
+    """Number of work units recorded in the run manifest of ``out`` (0 if none can be read).
+
+    Parameters
+    ----------
+    out : path
+        The run folder.
+
+    Returns
+    -------
+    int
+        The number of finished work units.
+    """
     try:
         units = read_run_manifest(Path(out) / RUN_MANIFEST).get("units", {})
     except (ManifestDamagedError, FileNotFoundError):

@@ -194,6 +194,24 @@ def format_mcse(
     is written ``inf``, ``-inf`` or ``n/a`` (NaN); with ``n_nonfinite`` the text says how many of
     the ``n`` trial values were non-finite.
 
+    Parameters
+    ----------
+    estimate : float
+        The Monte Carlo estimate.
+    mcse : float
+        Its Monte Carlo standard error.
+    latex : bool, default=False
+        Write LaTeX math (``$... \\pm ...$``) instead of plain text.
+    n_nonfinite : int, default=0
+        How many of the trial values were non-finite (said in the text when not 0).
+    n : int, optional
+        The number of trial values, for that count.
+
+    Returns
+    -------
+    str
+        The formatted text.
+
     Examples
     --------
     >>> format_mcse(0.012345, 0.00021)
@@ -244,6 +262,18 @@ def format_mcse(
 def format_interval(low: float, high: float) -> str:
     """An interval ``[low, high]`` to 3 significant figures (the Wilson interval of a proportion).
 
+    Parameters
+    ----------
+    low, high : float
+        The interval's ends.
+
+    Returns
+    -------
+    str
+        ``[low, high]``; ``[n/a]`` when an end is not finite.
+
+    Examples
+    --------
     >>> format_interval(0.91238, 1.0)
     '[0.912, 1]'
     """

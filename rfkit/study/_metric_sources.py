@@ -41,7 +41,18 @@ def metric_column(name: str) -> str:
 
 
 def metric_words(name: str) -> str:
-    """What the summary metric ``name`` measures, in words (KeyError if unknown)."""
+    """What the summary metric ``name`` measures, in words (KeyError if unknown).
+
+    Parameters
+    ----------
+    name : str
+        The metric's name (a summary's ``metric`` column).
+
+    Returns
+    -------
+    str
+        The description.
+    """
     return METRIC_SOURCES[name][1]
 
 

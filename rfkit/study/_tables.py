@@ -76,15 +76,41 @@ def summarize(
 
 
 def not_ok(summary: pd.DataFrame) -> pd.DataFrame:
-    """The summary rows whose status is not ``"ok"`` (none for a summary saved before statuses)."""
+    """The summary rows whose status is not ``"ok"`` (none for a summary saved before statuses).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A summary table.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Its rows whose ``status`` is not ``"ok"``.
+    """
     if "status" not in summary:
         return summary.iloc[:0]
     return summary[summary["status"] != "ok"]
 
 
 def facets(frame: pd.DataFrame, grid_cols: list[str]) -> list[tuple[str, pd.DataFrame]]:
-    """``(name suffix, rows)`` per value of the grid axes other than ``dataset`` / ``n_features`` that vary
-    (e.g. a data ``regime``), so figures never pool different settings; one facet ``("", frame)`` otherwise.
+    """Split a table by the grid axes that vary, so figures never pool different settings.
+
+    The axes are those other than ``dataset``, ``n_features`` and ``feature_dim`` with more than
+    one value in ``frame`` (e.g. a data ``regime``).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A summary or trial table.
+    grid_cols : list of str
+        The design's grid axes.
+
+    Returns
+    -------
+    list of tuple of (str, pandas.DataFrame)
+        ``(name suffix, rows)`` per value of those axes (suffix ``"_axis-value..."``); one
+        facet ``("", frame)`` when none varies.
     """
     axes = [
         c
@@ -103,11 +129,25 @@ def facets(frame: pd.DataFrame, grid_cols: list[str]) -> list[tuple[str, pd.Data
 def ranking_table(
     summary: pd.DataFrame, grid_cols: list[str], metric: str = "rel_mse"
 ) -> list[tuple[str, pd.DataFrame]]:
-    """Estimators ranked by a metric, one table per value of the grid axes other than the feature count.
+    """Rank the estimators by a metric, one table per value of the grid axes other than the feature count.
 
     Each table has one row per estimator: its rank, the geometric mean over feature counts of its
     ``metric`` divided by the best estimator's at that count (1 = best everywhere), and the metric
     at every feature count (estimate with its MCSE). Rows are ordered by that mean ratio.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A summary table (``StudyResult.summary()``).
+    grid_cols : list of str
+        The design's grid axes.
+    metric : str, default="rel_mse"
+        The metric ranked by.
+
+    Returns
+    -------
+    list of tuple of (str, pandas.DataFrame)
+        ``(name suffix, table)`` per facet (:func:`facets`).
     """
     x = "feature_dim" if "feature_dim" in grid_cols else "n_features"
     s = summary[summary["metric"] == metric]
@@ -154,6 +194,17 @@ def heavy_tailed(t: pd.DataFrame) -> np.ndarray:
     """Theory rows whose predicted MSE exceeds the measured one more than ``HEAVY_TAIL_RATIO`` times.
 
     There the squared error is heavy-tailed: the sample MSE and its MCSE miss the rare large
-    draws that carry the mean, so the row's z-score does not test the formula (boolean array).
+    draws that carry the mean, so the row's z-score does not test the formula.
+
+    Parameters
+    ----------
+    t : pandas.DataFrame
+        A theory comparison (``StudyResult.compare_theory()``) with the columns ``predicted``
+        and ``measured``.
+
+    Returns
+    -------
+    ndarray of bool
+        One flag per row.
     """
     return (t["predicted"] > HEAVY_TAIL_RATIO * t["measured"]).to_numpy()
