@@ -15,6 +15,8 @@ Deterministic maps (section 2)
 Ratio estimators (section 3)
     :func:`rfa_delta_method`, :func:`ratio_bias_identity`, :func:`ra_mse`,
     :func:`attention_error_bound`.
+Sampled remainders of sparse attention (section "Sampled remainders")
+    :func:`sampled_remainder_moments` (exact finite-population variances, delta-method output).
 Bounds (section 4)
     :mod:`rfkit.theory.bounds`.
 """
@@ -34,6 +36,7 @@ from ._expected import EXPECTED_MSE_THRESHOLDS, expected_mse
 from ._hybrid import HybridSplit, hybrid_budget_split, hybrid_delta_method
 from ._kernel_mse import bias, log_mse, mse, performer_orthogonal_bound, relative_mse
 from ._ratio import RFADeltaMethod, attention_error_bound, ra_mse, ratio_bias_identity, rfa_delta_method
+from ._sampling import SampledRemainderMoments, sampled_remainder_moments
 
 __all__ = [
     "bounds",
@@ -56,3 +59,4 @@ __all__ = [
 ]
 __all__ += _deterministic.__all__
 __all__ += ["hybrid_delta_method", "hybrid_budget_split", "HybridSplit"]
+__all__ += ["sampled_remainder_moments", "SampledRemainderMoments"]
