@@ -19,6 +19,7 @@ functions. A class of your own is also named ``map = "package.module:ClassName"`
 
 from . import _builtin_records, _data_sources  # noqa: F401  (register rfkit's own records)
 from ._atomic import OutputWriteError
+from ._attention_hooks import BatchedCall, CellSizes, TrialCalls
 from ._builtin import builtin_studies, builtin_study, builtin_study_dirs, find_study
 from ._design import Design, load_design
 from ._design_limits import StudyTooLargeError
@@ -78,6 +79,9 @@ __all__ = [
     "Capabilities",
     "FeatureMapRecord",
     "AttentionEstimatorRecord",
+    "TrialCalls",
+    "BatchedCall",
+    "CellSizes",
     "MetricRecord",
     "DataSourceRecord",
     "ClosedFormRecord",

@@ -35,6 +35,8 @@ import numpy as np
 
 from .. import features
 from ..exceptions import InvalidParameterError
+from ._attention_hooks import BatchedCall, CellSizes, TrialCalls
+from ._attention_hooks import call_trial as _call_trial
 from ._plain import PATH_HINT, construct, decode, describe, import_object, is_path, parameters
 from ._record_types import Capabilities, ClosedFormRecord, DataSourceRecord, MetricRecord
 
@@ -154,6 +156,36 @@ class AttentionEstimatorRecord:
         estimator's own go to the map, and the budget goes to the map's ``from_budget``.
     capabilities : Capabilities
     description, reference : str
+    batched : callable, optional
+        ``batched(estimator, calls) -> BatchedCall | None``: several trials of a work unit in one
+        call (``calls`` a :class:`~rfkit.study.TrialCalls`); None (the default, or the hook's
+        answer): one call per trial (``call_trial``).
+    call_trial : callable, optional
+        ``call_trial(estimator, calls, j) -> AttentionResult``: trial ``j`` of the unit alone.
+        Default: ``estimator(Q, K, V, rng=calls.streams[j])``, the trial's NumPy stream.
+    device_draws : callable, optional
+        ``device_draws(estimator) -> bool``: the instance draws its random numbers on the device
+        with ``draws = "backend"`` (its ``batched`` and ``call_trial`` hooks then use
+        ``calls.device``, or the backend's generator seeded with the trial's stream). None (the
+        default): not supported; the estimator keeps its NumPy draws, and the run's provenance
+        lists it (``numpy_draws``).
+    fit : callable, optional
+        ``fit(estimator, Q, K, fits) -> estimator``: the estimator with its data-dependent
+        parameters fitted once on a cell's queries and keys (on the backend), instead of once
+        per call; ``fits`` (one dict per work unit) caches fits between the unit's estimators.
+        It must leave every trial's output unchanged, and return the estimator as it is where
+        the fit fails (each call then fails, and is recorded, on its own). None (the default):
+        the estimator is called as built.
+    cost : callable, optional
+        ``cost(estimator, sizes) -> float``: the cost per query in a cell (``sizes`` a
+        :class:`~rfkit.study.CellSizes`): keys computed exactly plus random features or samples
+        (docs page *Studies*, section "Cost per query"). None (the default): the estimator's own
+        ``cost_per_query(n_queries, n_keys, dim, causal)`` method where it has one, else NaN (the
+        ``cost`` column says "not known").
+    deduplicate : bool, default=False
+        Two equal (and hashable) instances in a cell make the same calls on the same trial
+        streams: the second takes the first's outputs instead of computing them again (NumPy
+        draws only). Leave it False unless equal instances give equal outputs.
     """
 
     kind: ClassVar[str] = "attention estimator"
@@ -165,6 +197,12 @@ class AttentionEstimatorRecord:
     capabilities: Capabilities = Capabilities()
     description: str = ""
     reference: str = ""
+    batched: Callable[[Any, TrialCalls], BatchedCall | None] | None = None
+    call_trial: Callable[[Any, TrialCalls, int], Any] = _call_trial
+    device_draws: Callable[[Any], bool] | None = None
+    fit: Callable[[Any, Any, Any, dict[Any, Any]], Any] | None = None
+    cost: Callable[[Any, CellSizes], float] | None = None
+    deduplicate: bool = False
 
     def __post_init__(self) -> None:
         if not callable(self.factory):
@@ -172,6 +210,21 @@ class AttentionEstimatorRecord:
                 f"`estimator` = {self.name!r} must be a class or a function (Q, K, V, *, rng) -> "
                 f"AttentionResult. Got {describe(self.factory)} instead."
             )
+        for hook in ("batched", "call_trial", "device_draws", "fit", "cost"):
+            value = getattr(self, hook)
+            if value is not None and not callable(value):
+                raise InvalidParameterError(
+                    f"The `{hook}` parameter of AttentionEstimatorRecord {self.name!r} must be a callable "
+                    f"or None. Got {describe(value)} instead."
+                )
+        if self.call_trial is None:
+            object.__setattr__(self, "call_trial", _call_trial)
+        if not isinstance(self.deduplicate, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The `deduplicate` parameter of AttentionEstimatorRecord {self.name!r} must be a bool. "
+                f"Got {self.deduplicate!r} instead."
+            )
+        object.__setattr__(self, "deduplicate", bool(self.deduplicate))
         if not self.display_name:
             object.__setattr__(self, "display_name", self.name.rsplit(":", 1)[-1])
 
@@ -356,13 +409,50 @@ def feature_map_record(name: Any) -> FeatureMapRecord:
 def attention_estimator_record(name: Any) -> AttentionEstimatorRecord:
     """The record of an ``estimator`` entry: a registered name, or ``"package.module:Name"`` (imported)."""
     if is_path(name):
-        return AttentionEstimatorRecord(name=str(name), factory=import_object(str(name), "estimator"))
+        obj = import_object(str(name), "estimator")
+        for rec in _REGISTRIES["attention estimator"].values():
+            if rec.factory is obj:  # a registered estimator named by its import path: its record
+                return rec  # type: ignore[no-any-return]
+        inherited = _nearest_record(obj) if isinstance(obj, type) else None
+        hooks = {} if inherited is None else {f: getattr(inherited, f) for f in HOOKS}
+        return AttentionEstimatorRecord(name=str(name), factory=obj, **hooks)
     reg = _REGISTRIES["attention estimator"]
     if name not in reg:
         raise InvalidParameterError(
             f"`estimator` must be one of {list(reg)} or {PATH_HINT}. Got {name!r} instead."
         )
     return reg[name]  # type: ignore[no-any-return]
+
+
+#: the fields of an attention-estimator record that carry behaviour (a subclass inherits them)
+HOOKS = ("batched", "call_trial", "device_draws", "fit", "cost", "deduplicate")
+
+
+def _nearest_record(cls: type) -> AttentionEstimatorRecord | None:
+    """The registered record whose factory is ``cls`` or its nearest base class, else None."""
+    by_factory = {id(rec.factory): rec for rec in _REGISTRIES["attention estimator"].values()}
+    for base in cls.__mro__:
+        rec = by_factory.get(id(base))
+        if rec is not None:
+            return rec  # type: ignore[no-any-return]
+    return None
+
+
+def record_of(estimator: Any) -> AttentionEstimatorRecord | None:
+    """The registered record of a built attention estimator, else None.
+
+    The record whose factory is the estimator's class or its nearest registered base class (a
+    subclass of a registered estimator behaves as it), or, for a function (bound to its
+    parameters or not), the record of that function.
+    """
+    if isinstance(estimator, functools.partial):
+        estimator = estimator.func
+    if inspect.isfunction(estimator):
+        for rec in _REGISTRIES["attention estimator"].values():
+            if rec.factory is estimator:
+                return rec  # type: ignore[no-any-return]
+        return None
+    return _nearest_record(type(estimator))
 
 
 def metric_record(name: str) -> MetricRecord:
