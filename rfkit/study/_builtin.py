@@ -38,7 +38,13 @@ class StudyNotFoundError(InvalidParameterError, FileNotFoundError):
 
 
 def builtin_study_dirs() -> list[Path]:
-    """Folders searched for study files by name: ``./studies`` if it exists, then the built-in ones."""
+    """Return the folders searched for study files by name.
+
+    Returns
+    -------
+    list of pathlib.Path
+        ``./studies`` if it exists, then the built-in ones (each folder once).
+    """
     dirs = [Path.cwd() / "studies", BUILTIN_STUDY_DIR]
     out: list[Path] = []
     for d in dirs:
@@ -58,6 +64,11 @@ def builtin_studies() -> dict[str, Path]:
     """Every study file found by name, ``{name: path}``, in the order of :func:`builtin_study_dirs`.
 
     A name in ``./studies`` hides the built-in study of the same name.
+
+    Returns
+    -------
+    dict of str to pathlib.Path
+        The study files by name.
 
     Examples
     --------
@@ -122,6 +133,16 @@ def find_study(study: str | os.PathLike[str]) -> Path:
     * any other path that does not exist comes back unchanged, so that reading it reports the
       missing file, unless its name is close to a built-in study's (then the error says
       ``did you mean ...?``).
+
+    Parameters
+    ----------
+    study : str or path
+        A study file or the name of a built-in study.
+
+    Returns
+    -------
+    pathlib.Path
+        The study file.
 
     Raises
     ------

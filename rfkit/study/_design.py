@@ -558,6 +558,20 @@ def load_design(path: str | Path, *, allow_large: bool = False, profile: str | N
     ``allow_large=True`` builds a study whose estimated size is beyond this machine (see
     :class:`Design`). ``profile="NAME"`` returns the design of that profile
     (:meth:`Design.profile`: ``"quick"`` or a ``[profiles.NAME]`` table).
+
+    Parameters
+    ----------
+    path : str or path
+        The TOML study file.
+    allow_large : bool, default=False
+        Build a study whose estimated size is beyond this machine.
+    profile : str, optional
+        The profile to return (``"quick"`` or a ``[profiles.NAME]`` table); None: the full study.
+
+    Returns
+    -------
+    Design
+        The validated design.
     """
     if isinstance(allow_large, bool) is False:
         raise InvalidParameterError(f"`allow_large` must be True or False. Got {allow_large!r} instead.")

@@ -343,35 +343,110 @@ def _register(obj: object, cls: type, replace: bool) -> Any:
 
 
 def register_feature_map(record: FeatureMapRecord, *, replace: bool = False) -> FeatureMapRecord:
-    """Register a feature map under ``record.name`` (an error if taken, unless ``replace=True``)."""
+    """Register a feature map under ``record.name`` (an error if taken, unless ``replace=True``).
+
+    Parameters
+    ----------
+    record : FeatureMapRecord
+        The record.
+    replace : bool, default=False
+        Replace a record registered under the same name instead of raising.
+
+    Returns
+    -------
+    FeatureMapRecord
+        The record registered (so the call can be used as an expression).
+    """
     return _register(record, FeatureMapRecord, replace)  # type: ignore[no-any-return]
 
 
 def register_attention_estimator(
     record: AttentionEstimatorRecord, *, replace: bool = False
 ) -> AttentionEstimatorRecord:
-    """Register an attention estimator under ``record.name`` (an error if taken, unless ``replace=True``)."""
+    """Register an attention estimator under ``record.name`` (an error if taken, unless ``replace=True``).
+
+    Parameters
+    ----------
+    record : AttentionEstimatorRecord
+        The record.
+    replace : bool, default=False
+        Replace a record registered under the same name instead of raising.
+
+    Returns
+    -------
+    AttentionEstimatorRecord
+        The record registered (so the call can be used as an expression).
+    """
     return _register(record, AttentionEstimatorRecord, replace)  # type: ignore[no-any-return]
 
 
 def register_metric(record: MetricRecord, *, replace: bool = False) -> MetricRecord:
-    """Register a summary metric under ``record.name`` (an error if taken, unless ``replace=True``)."""
+    """Register a summary metric under ``record.name`` (an error if taken, unless ``replace=True``).
+
+    Parameters
+    ----------
+    record : MetricRecord
+        The record.
+    replace : bool, default=False
+        Replace a record registered under the same name instead of raising.
+
+    Returns
+    -------
+    MetricRecord
+        The record registered (so the call can be used as an expression).
+    """
     return _register(record, MetricRecord, replace)  # type: ignore[no-any-return]
 
 
 def register_data_source(record: DataSourceRecord, *, replace: bool = False) -> DataSourceRecord:
-    """Register a data source under ``record.name`` (an error if taken, unless ``replace=True``)."""
+    """Register a data source under ``record.name`` (an error if taken, unless ``replace=True``).
+
+    Parameters
+    ----------
+    record : DataSourceRecord
+        The record.
+    replace : bool, default=False
+        Replace a record registered under the same name instead of raising.
+
+    Returns
+    -------
+    DataSourceRecord
+        The record registered (so the call can be used as an expression).
+    """
     return _register(record, DataSourceRecord, replace)  # type: ignore[no-any-return]
 
 
 def register_closed_form(record: ClosedFormRecord, *, replace: bool = False) -> ClosedFormRecord:
-    """Register the closed-form MSE of the map named ``record.map`` (an error if taken, unless ``replace=True``)."""
+    """Register the closed-form MSE of the map named ``record.map`` (an error if taken, unless ``replace=True``).
+
+    Parameters
+    ----------
+    record : ClosedFormRecord
+        The record.
+    replace : bool, default=False
+        Replace a record registered under the same name instead of raising.
+
+    Returns
+    -------
+    ClosedFormRecord
+        The record registered (so the call can be used as an expression).
+    """
     return _register(record, ClosedFormRecord, replace)  # type: ignore[no-any-return]
 
 
 def records(kind: str) -> tuple[Any, ...]:
-    """Every registered record of a kind (``"feature map"``, ``"attention estimator"``, ``"metric"``,
-    ``"data source"``, ``"closed form"``), in registration order."""
+    """Every registered record of a kind, in registration order.
+
+    Parameters
+    ----------
+    kind : {"feature map", "attention estimator", "metric", "data source", "closed form"}
+        The kind of record.
+
+    Returns
+    -------
+    tuple
+        The records.
+    """
     if kind not in _REGISTRIES:
         raise InvalidParameterError(f"`kind` must be one of {list(_REGISTRIES)}. Got {kind!r} instead.")
     return tuple(_REGISTRIES[kind].values())
@@ -394,7 +469,18 @@ def registered_modules() -> tuple[str, ...]:
 
 
 def feature_map_record(name: Any) -> FeatureMapRecord:
-    """The record of a ``map`` entry: a registered name, or ``"package.module:ClassName"`` (imported)."""
+    """The record of a ``map`` entry: a registered name, or ``"package.module:ClassName"`` (imported).
+
+    Parameters
+    ----------
+    name : str
+        A registered feature map's name or ``"package.module:ClassName"``.
+
+    Returns
+    -------
+    FeatureMapRecord
+        The record.
+    """
     if is_path(name):
         return FeatureMapRecord(name=str(name), factory=import_object(str(name), "map"))
     reg = _REGISTRIES["feature map"]
@@ -407,7 +493,18 @@ def feature_map_record(name: Any) -> FeatureMapRecord:
 
 
 def attention_estimator_record(name: Any) -> AttentionEstimatorRecord:
-    """The record of an ``estimator`` entry: a registered name, or ``"package.module:Name"`` (imported)."""
+    """The record of an ``estimator`` entry: a registered name, or ``"package.module:Name"`` (imported).
+
+    Parameters
+    ----------
+    name : str
+        A registered estimator's name or ``"package.module:Name"``.
+
+    Returns
+    -------
+    AttentionEstimatorRecord
+        The record.
+    """
     if is_path(name):
         obj = import_object(str(name), "estimator")
         for rec in _REGISTRIES["attention estimator"].values():
@@ -456,7 +553,18 @@ def record_of(estimator: Any) -> AttentionEstimatorRecord | None:
 
 
 def metric_record(name: str) -> MetricRecord:
-    """The record of a registered metric."""
+    """The record of a registered metric.
+
+    Parameters
+    ----------
+    name : str
+        The metric's name.
+
+    Returns
+    -------
+    MetricRecord
+        The record.
+    """
     reg = _REGISTRIES["metric"]
     if name not in reg:
         raise InvalidParameterError(f"`metric` must be one of {list(reg)}. Got {name!r} instead.")
@@ -464,7 +572,18 @@ def metric_record(name: str) -> MetricRecord:
 
 
 def data_source_record(name: Any) -> DataSourceRecord:
-    """The record of a registered data source."""
+    """The record of a registered data source.
+
+    Parameters
+    ----------
+    name : str
+        The data source's name.
+
+    Returns
+    -------
+    DataSourceRecord
+        The record.
+    """
     reg = _REGISTRIES["data source"]
     if name not in reg:
         raise InvalidParameterError(f"`data.source` must be one of {sorted(reg)}. Got {name!r} instead.")
@@ -472,5 +591,16 @@ def data_source_record(name: Any) -> DataSourceRecord:
 
 
 def closed_form_record(map_name: str) -> ClosedFormRecord | None:
-    """The closed form registered for the map named ``map_name``, or None."""
+    """The closed form registered for the map named ``map_name``, or None.
+
+    Parameters
+    ----------
+    map_name : str
+        The feature map's registered name.
+
+    Returns
+    -------
+    ClosedFormRecord or None
+        The record; None when the map has no closed form registered.
+    """
     return _REGISTRIES["closed form"].get(map_name)  # type: ignore[no-any-return]

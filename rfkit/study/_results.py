@@ -40,9 +40,10 @@ COMPARE_Z = 5.0
 class StudyResult:
     """Everything a study produced.
 
-    Attributes
+    Parameters
     ----------
     design : Design
+        The design that was run.
     trials : DataFrame
         One row per (cell, estimator, trial): grid columns, ``status`` and per-trial metrics
         (averages over the cell's pairs of the error, squared error, relative errors, ...).
@@ -243,6 +244,16 @@ def load(out: str | Path) -> StudyResult:
 
     Same as :meth:`StudyResult.load`: the folder is verified (sizes and SHA-256 of every table)
     and a damaged one raises :class:`~rfkit.exceptions.StudyError` naming the file.
+
+    Parameters
+    ----------
+    out : str or path
+        The run folder.
+
+    Returns
+    -------
+    StudyResult
+        The study's tables, design and provenance.
     """
     return StudyResult.load(out)
 

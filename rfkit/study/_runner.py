@@ -394,8 +394,24 @@ def run_trial(
 ) -> pd.DataFrame:
     """Replay one (cell, trial) alone, e.g. the one a :class:`StudyError` names.
 
-    Kernel designs: the ratios estimate/truth per estimator and pair; attention designs: the
-    squared error of each query's output per estimator.
+    Parameters
+    ----------
+    design : Design, str or path
+        The design, or a study file or built-in study name.
+    cell : int
+        The grid cell, in ``[0, number of cells)``.
+    trial : int
+        The trial, in ``[0, design.trials)``.
+    entropy : int
+        The run's root seed entropy (``provenance["entropy"]``; a string of digits is accepted).
+    spawn_key : tuple of int, default=()
+        The run's root spawn key (``provenance["spawn_key"]``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Kernel designs: the ratios estimate/truth per estimator and pair; attention designs: the
+        squared error of each query's output per estimator.
     """
     design = _resolve_design(design, False, None)
     n_cells = len(design.cells())

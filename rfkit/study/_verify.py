@@ -82,9 +82,10 @@ def _keys(body: dict[str, Any]) -> str:
 class RunReport:
     """What :func:`verify_run` found in a run folder.
 
-    Attributes
+    Parameters
     ----------
     out : Path
+        The run folder.
     problems : list of (str, str)
         ``(path, what is wrong)`` for every damaged file: a missing, truncated or altered part
         or table, or a damaged manifest.
