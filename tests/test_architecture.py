@@ -154,3 +154,56 @@ def test_no_citation_of_unshipped_documents():
                 if UNSHIPPED.search(line):
                     bad.append(f"{p.relative_to(ROOT)}:{i}")
     assert bad == []
+
+
+#: rfkit's own attention estimators: only their registration may name them in the study harness
+BUILTIN_ESTIMATORS = {"RFA", "RA", "SNIS", "LARA", "Hybrid"}
+#: the study modules that register rfkit's estimators and their hooks (as a user's file would)
+REGISTRATION = {"rfkit.study._builtin_records", "rfkit.study._builtin_attention_hooks"}
+#: not yet asking a record: the drop-in design's check of Hybrid's budget split (window and sinks
+#: against ``feature_dim``), which belongs in Hybrid's record (its ``from_budget``)
+NOT_YET = {"rfkit.study._eval_dropin", "rfkit.study._dropin_design"}
+
+
+def _builtin_estimator_references(path: Path) -> list[str]:
+    """``isinstance``/``is`` checks against, and imports of, rfkit's own attention estimators."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+    def names(node: ast.AST) -> set[str]:
+        found = set()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in BUILTIN_ESTIMATORS:
+                found.add(sub.id)
+            elif isinstance(sub, ast.Attribute) and sub.attr in BUILTIN_ESTIMATORS:
+                found.add(sub.attr)
+        return found
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name in BUILTIN_ESTIMATORS:
+                    out.append(f"{path.name}:{node.lineno} imports {alias.name}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"isinstance", "issubclass"}
+            and len(node.args) == 2
+        ):
+            for name in sorted(names(node.args[1])):
+                out.append(f"{path.name}:{node.lineno} {node.func.id}(..., {name})")
+        elif isinstance(node, ast.Compare) and any(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
+            for name in sorted(set().union(*(names(c) for c in node.comparators))):
+                out.append(f"{path.name}:{node.lineno} `is {name}`")
+    return out
+
+
+def test_study_harness_asks_records_never_builtin_estimator_classes():
+    """The harness (attention evaluation, cost, device draws, ...) asks an estimator's record for its
+    behaviour; only the registration modules name RFA, RA, SNIS, LARA and Hybrid, as a user's file
+    names its own estimator."""
+    bad = []
+    for mod, path in FILES.items():
+        if mod.startswith("rfkit.study.") and mod not in REGISTRATION | NOT_YET:
+            bad += _builtin_estimator_references(path)
+    assert bad == []

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import attention, features, theory
 from ..exceptions import InvalidParameterError, NumericalOverflowError
+from . import _builtin_attention_hooks as hooks
 from . import _metric_columns as cols
 from ._records import (
     AttentionEstimatorRecord,
@@ -108,12 +109,22 @@ def _lara_budget(samples: int, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _CAUSAL = Capabilities(causal=True)
+#: rfkit's estimators: equal instances in a cell make the same calls on the same trial streams
+_SAME = {"deduplicate": True}
+#: SNIS, LARA and RA: each trial from its own stream (the backend's generator with draws = "backend")
+_SAMPLED = {"call_trial": hooks.sampled_call, "device_draws": hooks.sampled_device_draws, **_SAME}
 register_attention_estimator(
     AttentionEstimatorRecord(
         "RFA",
         attention.RFA,
         inner_map="feature_map=Positive",
         capabilities=_CAUSAL,
+        batched=hooks.rfa_batched,
+        call_trial=hooks.rfa_call,
+        device_draws=hooks.rfa_device_draws,
+        fit=hooks.rfa_fit,
+        cost=hooks.rfa_cost,
+        **_SAME,
         description="linear attention with a feature map's random features (samples: the map's n_features)",
         reference="Choromanski et al. (ICLR 2021); Peng et al. (ICLR 2021)",
     )
@@ -124,6 +135,9 @@ register_attention_estimator(
         attention.RA,
         from_budget=_n_samples,
         capabilities=_CAUSAL,
+        batched=hooks.ra_batched,
+        cost=hooks.ra_cost,
+        **_SAMPLED,
         description="randomized attention, unbiased Monte Carlo (samples: n_samples)",
         reference="Zheng, Wang & Kong (ICML 2022)",
     )
@@ -134,6 +148,9 @@ register_attention_estimator(
         attention.SNIS,
         from_budget=_n_samples,
         capabilities=_CAUSAL,
+        batched=hooks.snis_batched,
+        cost=hooks.snis_cost,
+        **_SAMPLED,
         description="self-normalised importance sampling (samples: n_samples)",
         reference="Zheng, Wang & Kong (ICML 2022); Owen (2013), ch. 9",
     )
@@ -144,6 +161,9 @@ register_attention_estimator(
         attention.LARA,
         from_budget=_lara_budget,
         capabilities=_CAUSAL,
+        batched=hooks.lara_batched,
+        cost=hooks.lara_cost,
+        **_SAMPLED,
         description="linear randomized attention (samples: n_proposals x samples_per_proposal)",
         reference="Zheng, Wang & Kong (ICML 2022)",
     )
@@ -198,6 +218,9 @@ register_attention_estimator(
         from_budget=hybrid_budget,
         inner_map="feature_map=Positive",
         capabilities=_CAUSAL,
+        batched=hooks.hybrid_batched,
+        cost=hooks.hybrid_cost,
+        **_SAME,
         description=(
             "exact softmax on a sparse support (window, sinks, LSH buckets) + random features for the rest "
             "(budget: the support's exact keys, then the map's features)"

@@ -8,7 +8,9 @@ random features or samples; its cost per query is
 
     c = \overline{|S(n)|} + m,
 
-the number of keys computed exactly, averaged over the queries, plus the feature count:
+the number of keys computed exactly, averaged over the queries, plus the feature count. The
+estimator's record says what that is (its ``cost`` hook, :class:`~rfkit.study.CellSizes`); rfkit's
+own records (:mod:`rfkit.study._builtin_attention_hooks`) say:
 
 * :class:`~rfkit.attention.RFA`: :math:`m` = its map's ``feature_dim(d)`` (columns), no exact keys;
 * :class:`~rfkit.attention.Hybrid`: :math:`|S(n)|` = the keys of its support that query
@@ -19,8 +21,8 @@ the number of keys computed exactly, averaged over the queries, plus the feature
   proposals times ``samples_per_proposal`` (Zheng, Wang & Kong (ICML 2022));
 * :class:`~rfkit.attention.RA` and exact attention: every key the query may see (:math:`M`,
   causal: :math:`(n+1)/2` on average), since RA computes the exact softmax weights it samples from;
-* an estimator of your own: NaN (not known), unless it has a ``cost_per_query(n_queries, n_keys,
-  dim, causal)`` method, whose value is taken.
+* an estimator of your own: its record's ``cost`` hook; without one, NaN (not known), unless the
+  estimator has a ``cost_per_query(n_queries, n_keys, dim, causal)`` method, whose value is taken.
 
 It counts work per query in units of one key (a dot product and an exponential), not seconds:
 the wall time is in the ``timings`` table. The cost is computed once per cell, from the
@@ -36,8 +38,9 @@ from typing import Any
 import numpy as np
 
 from .._random import check_rng
-from ..attention import LARA, RA, RFA, SNIS, Hybrid
 from ..exceptions import InvalidParameterError
+from ._attention_hooks import CellSizes
+from ._records import record_of
 
 __all__ = ["attention_cost", "attention_costs", "support_size", "LSH_ROTATIONS"]
 
@@ -89,56 +92,33 @@ def support_size(
     return inside.sum(axis=-1)
 
 
-def _visible(n: int, M: int, causal: bool) -> float:
+def mean_visible(n: int, M: int, causal: bool) -> float:
     """Mean number of keys a query may see: M, causal (queries 0..n-1 see min(i + 1, M))."""
     if not causal:
         return float(M)
     return float(np.minimum(np.arange(1, n + 1), M).mean())
 
 
-def attention_cost(estimator: Any, Q: Any, K: Any, *, causal: bool = False, rng: Any = None) -> float:
+def attention_cost(
+    estimator: Any, Q: Any, K: Any, *, causal: bool = False, rng: Any = None, record: Any = None
+) -> float:
     """Cost per query of ``estimator`` on queries ``Q`` (..., n, d) and keys ``K`` (..., M, d).
 
-    Exact keys computed per query (averaged over the queries) plus the feature count (see the
-    module docstring; NaN for an estimator whose cost is not known). ``causal`` is the cell's
-    (an estimator's own ``causal`` wins where it has one); ``rng`` draws the LSH rotations of a
-    Hybrid with ``lsh_buckets`` (the estimator draws its own per call, so its support size
-    varies: the mean over :data:`LSH_ROTATIONS` rotations is returned).
+    Exact keys computed per query (averaged over the queries) plus the feature count: the ``cost``
+    hook of the estimator's record (``record``, default: the registered record of its class,
+    :func:`~rfkit.study._records.record_of`); without one, the estimator's own
+    ``cost_per_query(n_queries, n_keys, dim, causal)`` method, else NaN (not known). ``causal`` is
+    the cell's (an estimator's own ``causal`` wins where it has one); ``rng`` is handed to the
+    hook for a cost that draws (the LSH rotations of a Hybrid with ``lsh_buckets``).
     """
     S, n, d = _shape(Q, "Q")
     _, M, _ = _shape(K, "K")
     causal = bool(getattr(estimator, "causal", causal))
-    if isinstance(estimator, Hybrid):
-        features = int(estimator.feature_map.feature_dim(d))
-        if estimator.lsh_buckets is None:
-            sizes = support_size(n, M, window=estimator.window, n_global=estimator.n_global, causal=causal)
-            return float(sizes.mean()) + features
-        gen = check_rng(rng)
-        Qn = np.asarray(Q, dtype=np.float64).reshape(S, n, d)
-        Kn = np.asarray(K, dtype=np.float64).reshape(S, M, d)
-        means = []
-        for _ in range(LSH_ROTATIONS):
-            R = gen.standard_normal((d, estimator.lsh_buckets // 2))
-            codes = (_codes(Qn, R), _codes(Kn, R))
-            sizes = support_size(
-                n, M, window=estimator.window, n_global=estimator.n_global, causal=causal, codes=codes
-            )
-            means.append(sizes.mean())
-        return float(np.mean(means)) + features
-    if isinstance(estimator, RFA):
-        return float(estimator.feature_map.feature_dim(d))
-    if isinstance(estimator, SNIS):
-        return float(estimator.n_samples)
-    if isinstance(estimator, LARA):
-        if estimator.n_proposals is not None:
-            C = estimator.n_proposals
-        elif estimator.proposal_means is not None:
-            C = int(np.shape(estimator.proposal_means)[-2])
-        else:  # LARA's default: min(8, n) proposals (min(8, n, M) bidirectionally)
-            C = min(8, n if causal else min(n, M))
-        return float(C * estimator.samples_per_proposal)
-    if isinstance(estimator, RA):
-        return _visible(n, M, causal)
+    if record is None:
+        record = record_of(estimator)
+    hook = None if record is None else record.cost
+    if hook is not None:
+        return float(hook(estimator, CellSizes(n, M, d, S, causal, Q, K, check_rng(rng))))
     own = getattr(estimator, "cost_per_query", None)
     if callable(own):
         return float(own(n, M, d, causal))
@@ -153,8 +133,22 @@ def _codes(X: np.ndarray, R: np.ndarray) -> np.ndarray:
 
 
 def attention_costs(
-    estimators: Sequence[Any], Q: Any, K: Any, *, causal: bool = False, rng: Any = None
+    estimators: Sequence[Any],
+    Q: Any,
+    K: Any,
+    *,
+    causal: bool = False,
+    rng: Any = None,
+    records: Sequence[Any] | None = None,
 ) -> np.ndarray:
-    """:func:`attention_cost` of each estimator of a cell (float array, NaN where not known)."""
+    """:func:`attention_cost` of each estimator of a cell (float array, NaN where not known).
+
+    ``records``: the estimators' records (default: each one's registered record); one generator
+    from ``rng`` serves them in turn.
+    """
     gen = check_rng(rng)
-    return np.array([attention_cost(e, Q, K, causal=causal, rng=gen) for e in estimators], dtype=float)
+    recs = [None] * len(estimators) if records is None else list(records)
+    return np.array(
+        [attention_cost(e, Q, K, causal=causal, rng=gen, record=r) for e, r in zip(estimators, recs)],
+        dtype=float,
+    )

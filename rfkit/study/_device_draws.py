@@ -8,12 +8,14 @@ of all its trials at once, on the device. Each kind of directions (projection, f
 dimension) starts from that same seed, as every kind starts from the trial's stream with NumPy
 draws, so the estimators of a cell keep their common random numbers. The sampled attention estimators (RA,
 SNIS, LARA) draw per trial instead, each trial from the backend's generator seeded with the trial's
-own stream (on NumPy: the very numbers of ``draws = "numpy"``).
+own stream (on NumPy: the very numbers of ``draws = "numpy"``). An attention estimator's record says
+whether an instance draws on the device (its ``device_draws`` hook; its ``batched`` and
+``call_trial`` hooks then use the unit's draws): the harness names no class.
 
 The tables are reproducible for a backend, a device and a ``chunk_trials`` (a unit's trials are
 drawn together), whatever the executor or number of workers. Maps without ``device_draws``, RFA
-with a draw per head, and Hybrid keep their NumPy draws (:func:`numpy_draws` names them, and the
-run's provenance lists them).
+with a draw per head, Hybrid and estimators whose record has no ``device_draws`` hook keep their
+NumPy draws (:func:`numpy_draws` names them, and the run's provenance lists them).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import numpy as np
 
 from .._backend import Backend
 from .._backend_random import BackendGenerator
-from ..attention import LARA, RA, RFA, SNIS
 from ..features import FeatureMap
-from ._estimators import build_attention_estimator, build_feature_map
+from ._estimators import build_feature_map
+from ._records import attention_estimator_record
 
 if TYPE_CHECKING:
     from ._design import Design
@@ -97,10 +99,9 @@ def numpy_draws(design: Design) -> list[str]:
     for est in design.estimators:
         params = design.estimator_params(est, cell)
         if design.kind == "attention":
-            obj = build_attention_estimator(params)
-            ok = isinstance(obj, (RA, SNIS, LARA)) or (
-                isinstance(obj, RFA) and obj.shared_across_heads and device_map(obj.feature_map)
-            )
+            record = attention_estimator_record(params["estimator"])
+            obj = record.build(params)
+            ok = record.device_draws is not None and bool(record.device_draws(obj))
         else:
             fm = build_feature_map(est["map"], params)
             ok = device_map(fm) or not fm.is_random

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 import warnings
@@ -12,16 +11,15 @@ import numpy as np
 import pandas as pd
 
 from .._backend import to_numpy
-from .._backend_random import BackendGenerator
-from .._random import TrialStreams, check_rng
-from ..attention import LARA, RA, RFA, SNIS, Hybrid, softmax
+from ..attention import softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
-from ..features import fit_to_pairs
+from ._attention_hooks import TrialCalls
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
 from ._cost import attention_costs
-from ._device_draws import DeviceDraws, device_map, unit_seed
+from ._device_draws import DeviceDraws, unit_seed
 from ._estimators import build_attention_estimator, check_attention_output
 from ._metric_sources import metric_values, trial_metrics
+from ._records import attention_estimator_record
 from ._units import WorkUnit, concat_chunks, frame
 
 if TYPE_CHECKING:
@@ -62,94 +60,32 @@ def cell_estimator_params(
 def attention_partial(unit: WorkUnit) -> dict[str, Any]:
     """Outputs ``(estimator, trial, query, value dim)`` of a chunk, with statuses, counts and times.
 
-    Chunk 0 also carries the cell's exact output and, for real data, its data statistics.
+    Chunk 0 also carries the cell's exact output, the cell's costs and, for real data, its data
+    statistics. Each estimator's record says how it is called (:func:`_run_estimator`): the
+    harness names no estimator class.
     """
     design, cell = unit.design, unit.cell
     Q, K, V = cell_data(design, cell, unit.entropy, unit.spawn_key)
     causal = cell_is_causal(design, cell)
     exact = softmax(Q, K, V, causal=causal)  # the reference, in NumPy float64
-    bk = study_backend(design)
-    Qb, Kb, Vb = bk.asarray(Q), bk.asarray(K), bk.asarray(V)  # the estimates run on the design's backend
-    dv = exact.shape[-1]
-    n = int(np.prod(exact.shape[:-1]))  # all query rows (texts x tokens for real data)
-    trials = unit.trials
-    streams = unit.streams()
-    E, Tk = len(design.estimators), len(trials)
-    outs = np.full((E, Tk, n, dv), np.nan)
-    status = np.full((E, Tk), "ok", dtype=object)
-    nonpos = np.zeros((E, Tk))
-    seconds = np.full((E, Tk), np.nan)
-    device = None
-    # draws = "backend": RFA's directions drawn on the device per work unit; SNIS, LARA and RA draw
-    # per trial with the backend's generator, seeded with the trial's stream
-    if design.draws == "backend":
-        seed = unit_seed(unit.entropy, unit.spawn_key, unit.cell_index, unit.chunk)
-        device = DeviceDraws(bk, seed, Tk)
-    d = int(Q.shape[-1])
-    fits: dict[Any, Any] = {}  # maps fitted to this cell's data, by their (unfitted) parameters
+    calls = _trial_calls(unit, Q, K, V)
+    E, Tk = len(design.estimators), len(unit.trials)
+    out = _Outputs(E, Tk, int(np.prod(exact.shape[:-1])), exact.shape[-1])  # rows: texts x tokens
+    fits: dict[Any, Any] = {}  # fits of the records' ``fit`` hooks in this unit
     done: dict[Any, int] = {}  # estimators already run in this unit, by their (unfitted) selves
     for i, est in enumerate(design.estimators):
-        label = design.label(est)
         params = cell_estimator_params(design, est, cell, causal)
-        built = build_attention_estimator(params)
-        key = _same_call(built, device)
-        if key is not None and key in done:  # the same call on the same streams: its results
-            i0 = done[key]
-            outs[i], status[i], nonpos[i], seconds[i] = outs[i0], status[i0], nonpos[i0], seconds[i0]
+        record = attention_estimator_record(params["estimator"])
+        built = record.build(params)
+        i0 = _repeat_call(record, built, calls.device, done, i)
+        if i0 is not None:  # the same call on the same streams: its results
+            out.copy(i, i0)
             continue
-        if key is not None:
-            done[key] = i
-        estimator = _fit_once(built, Qb, Kb, fits)
-        batched = _batched_calls(estimator, (Qb, Kb, Vb), d, streams, device, bk)
-        j = 0
-        while j < Tk:
-            if batched is not None:  # several trials in one call (round-off apart, the same)
-                size, call = batched
-                j1 = min(Tk, j + size)
-                try:
-                    t0 = time.perf_counter()
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below
-                        res = call(j, j1)
-                        output = check_attention_output(res, (j1 - j, *exact.shape), estimator)
-                    seconds[i, j:j1] = (time.perf_counter() - t0) / (j1 - j)
-                    outs[i, j:j1] = output.reshape(j1 - j, n, dv)
-                    nonpos[i, j:j1] = _nonpositive_rows(res, j1 - j)
-                    j = j1
-                    continue
-                except Exception:  # noqa: BLE001 - replay these trials one by one to name the failing ones
-                    batched = None
-            t = trials[j]
-            try:
-                t0 = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
-                    if device is not None and _on_device(estimator):
-                        fm = estimator.feature_map
-                        W = device.projection(fm, d)[j]
-                        res = estimator(Qb, Kb, Vb, draw=fm.from_projection(d, None, W))
-                    elif device is not None and _sampled(estimator):
-                        res = estimator(Qb, Kb, Vb, rng=TrialStreams((BackendGenerator(bk, streams[j]),)))
-                    else:
-                        res = estimator(Qb, Kb, Vb, rng=streams[j])
-                    # on the host (synchronises an accelerator: part of the time), shape checked
-                    output = check_attention_output(res, exact.shape, estimator)
-                seconds[i, j] = time.perf_counter() - t0
-                outs[i, j] = output.reshape(n, dv)
-                nonpos[i, j] = res.n_nonpositive
-            except Exception as exc:  # noqa: BLE001
-                if unit.on_error == "raise":
-                    raise unit.failure(exc, label, t) from exc
-                status[i, j] = f"error:{type(exc).__name__}"
-            j += 1
-    part: dict[str, Any] = {
-        "outs": outs,
-        "status": status.astype(str),
-        "nonpos": nonpos,
-        "seconds": seconds,
-    }
+        estimator = built if record.fit is None else record.fit(built, calls.Q, calls.K, fits)
+        _run_estimator(unit, design.label(est), record, estimator, calls, out, i, exact.shape)
+    part: dict[str, Any] = out.part()
     if unit.chunk == 0:
-        part["exact"] = exact.reshape(n, dv)
+        part["exact"] = exact.reshape(out.n, out.dv)
         part["cost"] = cell_costs(design, cell, Q, K, causal, unit)  # once per cell, not per trial
         stats = data_stats(design, Q, K, causal)  # real data: its statistics
         if stats is not None:
@@ -157,29 +93,65 @@ def attention_partial(unit: WorkUnit) -> dict[str, Any]:
     return part
 
 
-#: Trials of RFA evaluated in one call carry about this many feature elements (slices x rows x D x
-#: trials) on NumPy: small problems are bound by per-call overhead and gain from stacking, large
-#: ones would only leave the cache (measured in docs page *Benchmarks*); accelerators take more.
-BATCH_ELEMS = 1 << 17
-BATCH_ELEMS_ACCELERATOR = 1 << 24
-#: The same for SNIS, LARA and RA (query rows x samples; RA: x keys). Stacked trials give every
-#: slice its own samples, which costs more than RFA's stacked draws: CPU time per trial 0.4-0.5x
-#: at 128 rows x 64 samples, 0.6-0.7x at 256, but 0.93-0.98x at 1,024 (docs page *Benchmarks*),
-#: hence the smaller budget on NumPy.
-SAMPLED_BATCH_ELEMS = 1 << 16
+def _trial_calls(unit: WorkUnit, Q: Any, K: Any, V: Any) -> TrialCalls:
+    """The unit's data on the design's backend, its trial streams, and with ``draws = "backend"``
+    its device draws (seeded from the unit's own node of the seed tree)."""
+    bk = study_backend(unit.design)
+    streams = unit.streams()
+    device = None
+    if unit.design.draws == "backend":
+        seed = unit_seed(unit.entropy, unit.spawn_key, unit.cell_index, unit.chunk)
+        device = DeviceDraws(bk, seed, len(unit.trials))
+    Qb, Kb, Vb = bk.asarray(Q), bk.asarray(K), bk.asarray(V)  # the estimates run on the design's backend
+    return TrialCalls(Qb, Kb, Vb, int(Q.shape[-1]), streams, bk, device)
 
 
-def _same_call(estimator: Any, device: Any) -> Any:
-    """A key equal for two estimators of a unit whose calls are one computation, else None.
+class _Outputs:
+    """A unit's outputs ``(estimators, trials, rows, d_v)``, statuses, non-positive rows and times."""
+
+    def __init__(self, E: int, T: int, n: int, dv: int) -> None:
+        self.n, self.dv = n, dv
+        self.outs = np.full((E, T, n, dv), np.nan)
+        self.status = np.full((E, T), "ok", dtype=object)
+        self.nonpos = np.zeros((E, T))
+        self.seconds = np.full((E, T), np.nan)
+
+    def copy(self, i: int, i0: int) -> None:
+        """Estimator ``i`` takes estimator ``i0``'s results (the same call on the same streams)."""
+        for a in (self.outs, self.status, self.nonpos, self.seconds):
+            a[i] = a[i0]
+
+    def part(self) -> dict[str, Any]:
+        return {
+            "outs": self.outs,
+            "status": self.status.astype(str),
+            "nonpos": self.nonpos,
+            "seconds": self.seconds,
+        }
+
+
+def _repeat_call(record: Any, estimator: Any, device: Any, done: dict[Any, int], i: int) -> int | None:
+    """The earlier estimator of the unit whose calls are this one's (its results are taken), else None.
 
     Every estimator of a unit draws from the same trial streams, and equal unfitted estimators
-    share one fit (:func:`_fit_once`): two rfkit estimators that compare equal in a cell (a
-    "causal-fit" map in a bidirectional cell is the plain one, :func:`cell_estimator_params`)
-    make the same calls on the same numbers, so the second takes the first's outputs, statuses
-    and measured times instead of computing them again. Only for rfkit's own estimators with
-    NumPy draws; estimators of your own are always called.
+    share one fit (the record's ``fit`` hook): two estimators whose record allows it
+    (``deduplicate``) that compare equal in a cell (a "causal-fit" map in a bidirectional cell is
+    the plain one, :func:`cell_estimator_params`) make the same calls on the same numbers, so the
+    second takes the first's outputs, statuses and measured times instead of computing them
+    again. Only with NumPy draws; estimators whose record does not allow it are always called.
     """
-    if device is not None or not isinstance(estimator, (RFA, RA, SNIS, LARA, Hybrid)):
+    key = _same_call(record, estimator, device)
+    if key is None:
+        return None
+    if key in done:
+        return done[key]
+    done[key] = i
+    return None
+
+
+def _same_call(record: Any, estimator: Any, device: Any) -> Any:
+    """A key equal for two estimators of a unit whose calls are one computation, else None."""
+    if device is not None or not record.deduplicate:
         return None
     try:
         hash(estimator)
@@ -188,91 +160,62 @@ def _same_call(estimator: Any, device: Any) -> Any:
     return estimator
 
 
-def _sampled(estimator: Any) -> bool:
-    """SNIS, LARA and RA: they draw samples per call (with ``draws = "backend"``, per trial on the device)."""
-    return isinstance(estimator, (SNIS, LARA, RA))
+def _run_estimator(
+    unit: WorkUnit,
+    label: str,
+    record: Any,
+    estimator: Any,
+    calls: TrialCalls,
+    out: _Outputs,
+    i: int,
+    shape: tuple[int, ...],
+) -> None:
+    """Every trial of the unit for estimator ``i``: batched where its record's ``batched`` hook says
+    how (several trials per call), else one call per trial (its record's ``call_trial``).
 
-
-def _on_device(estimator: Any) -> bool:
-    """RFA whose directions can be drawn on the device (shared across heads, a fitted map)."""
-    return (
-        isinstance(estimator, RFA)
-        and estimator.shared_across_heads
-        and device_map(estimator.feature_map)
-        and not estimator.feature_map.needs_data
-    )
-
-
-def _batched_calls(
-    estimator: Any, qkv: tuple[Any, Any, Any], d: int, streams: list[Any], device: DeviceDraws | None, bk: Any
-) -> tuple[int, Any] | None:
-    """``(trials per call, call(j0, j1))`` where trials can share a call, else None (one call per trial).
-
-    ``call(j0, j1)`` evaluates trials ``j0 .. j1 - 1`` in one call and returns its result, whose
-    output carries a leading trial axis; trial ``t`` is its trial-by-trial output to round-off:
-
-    * RFA with shared draws: the trials' draws stacked (``sample_streams``: draw ``t`` is the draw
-      of stream ``t`` alone), or, with ``draws = "backend"``, slices of the unit's device directions;
-    * SNIS, LARA and RA: the inputs repeated along a new leading trial axis and
-      :class:`~rfkit._random.TrialStreams`, trial ``t`` drawing from its own stream (with
-      ``draws = "backend"``, from the backend's generator on the device, seeded with that stream);
-    * Hybrid with shared draws, a map without a fit and no LSH buckets (whose rotation is drawn
-      after the features): the stacked feature draws, as for RFA (its window and sinks draw nothing).
-
-    Large problems (more than :data:`BATCH_ELEMS` feature elements per trial) keep one call per
-    trial: stacking gains nothing there and would only leave the cache.
+    A batched call that fails is replayed trial by trial, to name (and record) the failing trials.
     """
-    Q = qkv[0]
-    rows = max(1, int(np.prod(Q.shape[:-1])))
-    if _sampled(estimator):
-        budget = SAMPLED_BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
-        size = max(1, min(len(streams), budget // (rows * _sample_width(estimator, qkv[1]))))
-        if size == 1:
-            return None
-        xp = bk.xp
-
-        def stacked(j0: int, j1: int) -> Any:
-            Qs, Ks, Vs = (xp.broadcast_to(a[None, ...], (j1 - j0, *a.shape)) for a in qkv)
-            gens = (BackendGenerator(bk, s) if device is not None else check_rng(s) for s in streams[j0:j1])
-            return estimator(Qs, Ks, Vs, rng=TrialStreams(tuple(gens)))
-
-        return size, stacked
-    budget = BATCH_ELEMS if bk.uses_thread_pool else BATCH_ELEMS_ACCELERATOR
-    if isinstance(estimator, Hybrid):  # its features as RFA's; supports without LSH draw nothing
-        if not estimator.shared_across_heads or estimator.lsh_buckets is not None:
-            return None
-        fm = estimator.feature_map
-        if fm.needs_data or device is not None:
-            return None
-        width = fm.feature_dim(d) + (estimator.window or 0) + estimator.n_global
-        size = max(1, min(len(streams), budget // (rows * width)))
-        if size == 1:
-            return None
-        return size, lambda j0, j1: estimator(*qkv, draw=fm.sample_streams(d, streams[j0:j1]))
-    if not (isinstance(estimator, RFA) and estimator.shared_across_heads):
-        return None
-    fm = estimator.feature_map
-    if fm.needs_data:  # a fit that failed once per chunk: left to fail (and be recorded) per trial
-        return None
-    size = max(1, min(len(streams), budget // (rows * fm.feature_dim(d))))
-    if size == 1 and device is None:
-        return None  # large problems: one call per trial, not stacked
-    if device is not None and _on_device(estimator):
-        return size, lambda j0, j1: estimator(
-            *qkv, draw=fm.from_projection(d, j1 - j0, device.projection(fm, d)[j0:j1])
-        )
-    if device is not None:
-        return None
-    return size, lambda j0, j1: estimator(*qkv, draw=fm.sample_streams(d, streams[j0:j1]))
+    Tk = len(unit.trials)
+    batched = None if record.batched is None else record.batched(estimator, calls)
+    j = 0
+    while j < Tk:
+        if batched is not None:  # several trials in one call (round-off apart, the same)
+            j1 = min(Tk, j + batched.size)
+            try:
+                _batched_call(batched.call, estimator, out, i, j, j1, shape)
+                j = j1
+                continue
+            except Exception:  # noqa: BLE001 - replay these trials one by one to name the failing ones
+                batched = None
+        try:
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below instead
+                res = record.call_trial(estimator, calls, j)
+                # on the host (synchronises an accelerator: part of the time), shape checked
+                output = check_attention_output(res, shape, estimator)
+            out.seconds[i, j] = time.perf_counter() - t0
+            out.outs[i, j] = output.reshape(out.n, out.dv)
+            out.nonpos[i, j] = res.n_nonpositive
+        except Exception as exc:  # noqa: BLE001
+            if unit.on_error == "raise":
+                raise unit.failure(exc, label, unit.trials[j]) from exc
+            out.status[i, j] = f"error:{type(exc).__name__}"
+        j += 1
 
 
-def _sample_width(estimator: Any, K: Any) -> int:
-    """Elements per query row of a sampled estimator's work: its samples (RA: samples x keys)."""
-    if isinstance(estimator, RA):
-        return estimator.n_samples * int(K.shape[-2])
-    if isinstance(estimator, LARA):
-        return estimator.samples_per_proposal * (estimator.n_proposals or 8)
-    return int(estimator.n_samples)
+def _batched_call(
+    call: Any, estimator: Any, out: _Outputs, i: int, j: int, j1: int, shape: tuple[int, ...]
+) -> None:
+    """Trials ``j .. j1 - 1`` of estimator ``i`` in one call, their time shared equally."""
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NonPositiveNormalizerWarning)  # counted below
+        res = call(j, j1)
+        output = check_attention_output(res, (j1 - j, *shape), estimator)
+    out.seconds[i, j:j1] = (time.perf_counter() - t0) / (j1 - j)
+    out.outs[i, j:j1] = output.reshape(j1 - j, out.n, out.dv)
+    out.nonpos[i, j:j1] = _nonpositive_rows(res, j1 - j)
 
 
 def _nonpositive_rows(res: Any, T: int) -> np.ndarray:
@@ -290,50 +233,17 @@ def _nonpositive_rows(res: Any, T: int) -> np.ndarray:
 def cell_costs(
     design: Design, cell: dict[str, Any], Q: Any, K: Any, causal: bool, unit: WorkUnit
 ) -> np.ndarray:
-    """Cost per query of every estimator of a cell (:mod:`rfkit.study._cost`): exact keys + features.
+    """Cost per query of every estimator of a cell (:mod:`rfkit.study._cost`): its record's ``cost``.
 
-    LSH supports are sized with rotations from the cell's own stream ``(COST_NAMESPACE, cell)``.
+    A cost that draws (LSH supports) draws from the cell's own stream ``(COST_NAMESPACE, cell)``.
     """
-    built = [
-        build_attention_estimator(cell_estimator_params(design, e, cell, causal)) for e in design.estimators
-    ]
+    params = [cell_estimator_params(design, e, cell, causal) for e in design.estimators]
+    records = [attention_estimator_record(p["estimator"]) for p in params]
+    built = [rec.build(p) for rec, p in zip(records, params)]
     ss = np.random.SeedSequence(
         unit.entropy, spawn_key=tuple(unit.spawn_key) + (COST_NAMESPACE, unit.cell_index)
     )
-    return attention_costs(built, Q, K, causal=causal, rng=ss)
-
-
-def _fit_once(estimator: Any, Q: Any, K: Any, fits: dict[Any, Any] | None = None) -> Any:
-    """RFA whose map needs data, with the map fitted once on the cell's (Q, K) instead of per trial.
-
-    The fit is deterministic and RFA with shared draws fits on exactly these rows, so every
-    trial's output is unchanged; numerical fits (the hyperbolic OPRF's optimum) then run once per
-    chunk rather than once per trial. A fit that fails is left to fail (and be recorded) per trial.
-    ``Q`` and ``K`` keep their sequence axis (texts, tokens, d), so a map with
-    ``fit_pairs="causal"`` is fitted on the pairs ``j <= i`` of each text, as RFA would.
-
-    ``fits`` (one per chunk) keeps the fitted maps by the unfitted map: estimators with equal maps
-    (a "causal-fit" map is the plain one in a bidirectional cell) share one fit, the same object a
-    fit of its own would equal.
-    """
-    if not (
-        isinstance(estimator, RFA) and estimator.shared_across_heads and estimator.feature_map.needs_data
-    ):
-        return estimator
-    fm = estimator.feature_map
-    try:
-        fitted = None if fits is None else fits.get(fm)
-        shared = fits is not None
-    except TypeError:  # a map of your own that does not hash fits on its own
-        fitted, shared = None, False
-    if fitted is None:
-        try:
-            fitted = fit_to_pairs(fm, Q, K)
-        except RFKitError:
-            return estimator
-        if shared:
-            fits[fm] = fitted  # type: ignore[index]
-    return dataclasses.replace(estimator, feature_map=fitted)
+    return attention_costs(built, Q, K, causal=causal, rng=ss, records=records)
 
 
 def attention_finalize(

@@ -10,7 +10,7 @@ import pytest
 
 import rfkit as rk
 import rfkit.study as st
-import rfkit.study._eval_attention as eval_attention
+import rfkit.study._builtin_attention_hooks as hooks
 from rfkit.study._eval_kernel import kernel_ratios
 
 F = rk.features
@@ -77,7 +77,7 @@ ATTENTION = dict(
 def test_rfa_trials_batched_equal_trial_by_trial(monkeypatch):
     d = st.Design(**ATTENTION)
     batched = st.run(d, progress=False)
-    monkeypatch.setattr(eval_attention, "BATCH_ELEMS", 1)  # one call per trial, from its own stream
+    monkeypatch.setattr(hooks, "BATCH_ELEMS", 1)  # one call per trial, from its own stream
     single = st.run(d, progress=False)
     a, b = batched.trials, single.trials
     assert (a["status"] == b["status"]).all()
@@ -131,16 +131,16 @@ def test_sampled_estimator_trials_batched_equal_trial_by_trial(monkeypatch):
     spec = dict(ATTENTION, estimators=SAMPLED)
     d = st.Design(**spec)
     calls: list[int] = []
-    real = eval_attention.TrialStreams
+    real = hooks.TrialStreams
 
     def counting(gens):  # records every stacked call's trial count
         calls.append(len(gens))
         return real(gens)
 
-    monkeypatch.setattr(eval_attention, "TrialStreams", counting)
+    monkeypatch.setattr(hooks, "TrialStreams", counting)
     batched = st.run(d, progress=False)
     assert calls and max(calls) == 6  # the whole chunk of trials in one call
-    monkeypatch.setattr(eval_attention, "SAMPLED_BATCH_ELEMS", 1)  # one call per trial, from its own stream
+    monkeypatch.setattr(hooks, "SAMPLED_BATCH_ELEMS", 1)  # one call per trial, from its own stream
     calls.clear()
     single = st.run(d, progress=False)
     assert not calls
@@ -216,11 +216,12 @@ def test_hybrid_trials_batched_equal_trial_by_trial(monkeypatch):
     stacked = set()
     for e in d.estimators:
         est = st._estimators.build_attention_estimator(d.estimator_params(e, d.cells()[0]))
-        if eval_attention._batched_calls(est, qkv, 4, streams, None, bk) is not None:
+        calls = st.TrialCalls(*qkv, 4, streams, bk)
+        if st.attention_estimator_record(e["estimator"]).batched(est, calls) is not None:
             stacked.add(d.label(e))
     assert stacked == {"hybrid-plain", "hybrid-ratio", "hybrid-causal", "hybrid-trig"}
     batched = st.run(d, progress=False)
-    monkeypatch.setattr(eval_attention, "BATCH_ELEMS", 1)
+    monkeypatch.setattr(hooks, "BATCH_ELEMS", 1)
     single = st.run(d, progress=False)
     a, b = batched.trials, single.trials
     assert (a["status"] == "ok").all() and (b["status"] == "ok").all()

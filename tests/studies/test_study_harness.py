@@ -351,7 +351,7 @@ def test_equal_estimators_of_a_cell_are_run_once_with_the_same_results(monkeypat
     reused = st.run(design)
     n_reused = len(calls)
     same_call = ev._same_call
-    monkeypatch.setattr(ev, "_same_call", lambda estimator, device: None)  # every estimator computed
+    monkeypatch.setattr(ev, "_same_call", lambda record, estimator, device: None)  # every estimator computed
     calls.clear()
     computed = st.run(design)
     assert n_reused * 2 == len(calls) > 0
@@ -369,7 +369,10 @@ def test_equal_estimators_of_a_cell_are_run_once_with_the_same_results(monkeypat
     cell = design.cells()[0]
 
     def key(est, causal):
-        return same_call(build_attention_estimator(ev.cell_estimator_params(design, est, cell, causal)), None)
+        params = ev.cell_estimator_params(design, est, cell, causal)
+        return same_call(
+            st.attention_estimator_record(params["estimator"]), build_attention_estimator(params), None
+        )
 
     plain, causal_fit = design.estimators[:2]
     assert key(plain, False) == key(causal_fit, False)

@@ -337,6 +337,7 @@ def test_selected_fits_on_other_array_libraries(library):
 
 
 def test_study_fits_causal_rows_on_decoder_cells_only():
+    from rfkit.study import _builtin_attention_hooks as hooks
     from rfkit.study import _eval_attention as ev
 
     class _Design:
@@ -349,7 +350,7 @@ def test_study_fits_causal_rows_on_decoder_cells_only():
     Q, K = _data()
     rfa = rk.attention.RFA(F.OPRF(8, fit_pairs="causal"), causal=True)
     np.testing.assert_array_equal(
-        ev._fit_once(rfa, Q, K).feature_map.A, F.OPRF(8).fit(Q, K, pairs="causal").A
+        hooks.rfa_fit(rfa, Q, K).feature_map.A, F.OPRF(8).fit(Q, K, pairs="causal").A
     )
 
 
@@ -357,17 +358,17 @@ def test_a_cell_fits_equal_maps_once(monkeypatch):
     """Estimators whose maps are equal (a "causal-fit" map on a bidirectional cell is the plain one) share
     one fit per chunk; different maps fit on their own."""
     from rfkit.features import _pairs
-    from rfkit.study import _eval_attention as ev
+    from rfkit.study import _builtin_attention_hooks as hooks
 
     calls = []
     real = _pairs.fit_to_pairs
-    monkeypatch.setattr(ev, "fit_to_pairs", lambda fm, *a, **k: calls.append(fm) or real(fm, *a, **k))
+    monkeypatch.setattr(hooks, "fit_to_pairs", lambda fm, *a, **k: calls.append(fm) or real(fm, *a, **k))
     Q, K = _data()
     fits: dict = {}
     plain = rk.attention.RFA(F.OPRF(8, hyperbolic=True))
     same = rk.attention.RFA(F.OPRF(8, hyperbolic=True, fit_pairs="all"), causal=False)
     other = rk.attention.RFA(F.OPRF(8, hyperbolic=True, fit_pairs="causal"), causal=True)
-    a, b, c = (ev._fit_once(e, Q, K, fits) for e in (plain, same, other))
+    a, b, c = (hooks.rfa_fit(e, Q, K, fits) for e in (plain, same, other))
     assert len(calls) == 2 and a.feature_map is b.feature_map
     assert a.feature_map.A == F.OPRF(8, hyperbolic=True).fit(Q, K).A
     assert c.feature_map.A == F.OPRF(8, hyperbolic=True).fit(Q, K, pairs="causal").A != a.feature_map.A
