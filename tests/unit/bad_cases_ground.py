@@ -42,6 +42,11 @@ I2 = np.eye(2)
 DRAW = F.Positive(8).sample(3, rng=0)
 
 
+def _srm(**kw: Any) -> Any:
+    """rk.theory.sampled_remainder_moments of one query (X[0]) over keys Y, values V, the first key exact."""
+    return T.sampled_remainder_moments(X[0], Y, V, np.arange(4) < 1, **kw)
+
+
 def _masked(a: np.ndarray) -> np.ma.MaskedArray:
     return np.ma.masked_array(a, mask=a > 0.2)
 
@@ -519,6 +524,72 @@ CASES: list[Bad] = [
         InvalidParameterError,
         "`X`",
         "object",
+    ),
+    # sampled remainders of sparse attention: one query X[0], keys Y, values V, the first key exact
+    Bad(
+        "srm-remainder-features",
+        lambda t: _srm(remainder="features"),
+        InvalidParameterError,
+        "`remainder`",
+        "'features'",
+    ),
+    Bad("srm-n_samples-missing", lambda t: _srm(), InvalidParameterError, "`n_samples`", "None"),
+    Bad("srm-n_samples-zero", lambda t: _srm(n_samples=0), InvalidParameterError, "`n_samples`", "0"),
+    Bad(
+        "srm-importance-without-replacement",
+        lambda t: _srm(remainder="importance", n_samples=2, replace=False),
+        InvalidParameterError,
+        "`replace`",
+        "False",
+    ),
+    Bad(
+        "srm-stratified-with-replacement",
+        lambda t: _srm(remainder="stratified", n_samples=2, replace=True),
+        InvalidParameterError,
+        "`replace`",
+        "True",
+    ),
+    Bad(
+        "srm-proposal-zero",
+        lambda t: _srm(remainder="importance", n_samples=2, proposal=[1.0, 1.0, 0.0, 1.0]),
+        InvalidParameterError,
+        "`proposal`",
+        "0.0",
+    ),
+    Bad(
+        "srm-proposal-shape",
+        lambda t: _srm(remainder="importance", n_samples=2, proposal=[1.0, 1.0, 1.0]),
+        ShapeError,
+        "`proposal`",
+        "(3,)",
+    ),
+    Bad(
+        "srm-proposal-not-importance",
+        lambda t: _srm(n_samples=2, proposal=np.ones(4)),
+        InvalidParameterError,
+        "`proposal`",
+        "'uniform'",
+    ),
+    Bad(
+        "srm-mix-above-1",
+        lambda t: _srm(remainder="importance", n_samples=2, mix=1.5),
+        InvalidParameterError,
+        "`mix`",
+        "1.5",
+    ),
+    Bad(
+        "srm-none-empty-support",
+        lambda t: T.sampled_remainder_moments(X[0], Y, V, np.zeros(4, bool), remainder="none"),
+        InvalidParameterError,
+        "`exact`",
+        "empty support",
+    ),
+    Bad(
+        "srm-exact-int",
+        lambda t: T.sampled_remainder_moments(X[0], Y, V, np.ones(4, int), n_samples=2),
+        InvalidParameterError,
+        "`exact`",
+        "int64",
     ),
     Bad("softmax_kernel-bool", lambda t: K.softmax_kernel(X > 0, Y), InvalidParameterError, "`X`", "bool"),
     Bad(
