@@ -24,8 +24,18 @@ from ._exact import softmax
 from ._hybrid import Hybrid
 from ._lara import LARA
 from ._ra import RA
-from ._result import AttentionResult
+from ._result import AttentionResult, QueryCost
 from ._rfa import RFA
 from ._snis import SNIS
 
-__all__ = ["softmax", "AttentionResult", "RFA", "RA", "SNIS", "LARA", "Hybrid", "check_attention_estimator"]
+__all__ = [
+    "softmax",
+    "AttentionResult",
+    "RFA",
+    "RA",
+    "SNIS",
+    "LARA",
+    "Hybrid",
+    "QueryCost",
+    "check_attention_estimator",
+]

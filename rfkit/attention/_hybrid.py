@@ -11,7 +11,12 @@ import numpy as np
 
 from .._random import check_rng
 from .._validation import check_int
-from ..exceptions import IllConditionedWarning, InvalidParameterError, NonPositiveNormalizerWarning
+from ..exceptions import (
+    BackendError,
+    IllConditionedWarning,
+    InvalidParameterError,
+    NonPositiveNormalizerWarning,
+)
 from ..features import FeatureDraw, FeatureMap, fit_to_pairs
 from ._common import (
     QKV,
@@ -22,8 +27,10 @@ from ._common import (
     finish_ratio,
     nonpositive_message,
 )
-from ._result import AttentionResult
+from ._remainder import check_content_options, sampled_attention
+from ._result import AttentionResult, QueryCost
 from ._rfa import RFA
+from ._scorers import Scorer, scoring_cost, top_k_support
 from ._support import lsh_codes, lsh_support, sink_support, union_support, window_support
 
 __all__ = ["Hybrid", "HYBRID_VARIANTS"]
@@ -93,10 +100,29 @@ class Hybrid:
     :class:`~rfkit.exceptions.IllConditionedWarning` is emitted). The ratio variant weighs the
     support by a mass estimated on the same scale as the remainder's and has neither limit.
 
+    Keys chosen by content and sampled remainders (docs page *Attention estimators*, section
+    "Hybrid: keys by content, sampled remainders"): ``top_k=t`` adds to the support, per query,
+    the ``t`` keys it may see, outside the window, sinks and LSH buckets, with the highest score
+    of ``scorer`` (:mod:`rfkit.attention._scorers`: ``"oracle"`` exact logits, ``"proxy"`` a
+    summary of recent queries as in H2O, ``"quest"`` Quest's block bounds, ``"lsh"`` MagicPIG's
+    collision counts). ``remainder`` says what becomes of the other keys :math:`R(n)`:
+    ``"features"`` (the random features above; the default with a feature map), ``"none"``
+    (dropped: a biased sparse estimator), or ``n_samples=s`` exact logits of remainder keys drawn
+    ``"uniform"`` (without replacement, Horvitz-Thompson), ``"stratified"`` (one key in each of
+    :math:`s` contiguous strata) or by ``"importance"`` (with replacement from the scorer's softmax
+    mixed with uniform by ``proposal_mix``), as in vAttention (Desai et al., arXiv 2510.05688)
+    (:mod:`rfkit.attention._remainder`). The sampled numerator and normaliser are unbiased and
+    rows with :math:`s \ge N_R` are exact. The result's ``cost`` (:class:`QueryCost`) counts, per
+    query, the exact logits (support, samples, oracle scores), random features, values read and
+    scoring products. The sampled remainders compute on NumPy arrays (other backends are refused
+    with a :class:`~rfkit.exceptions.BackendError`); ``top_k`` with the features works on every
+    backend.
+
     Parameters
     ----------
-    feature_map : FeatureMap
+    feature_map : FeatureMap, optional
         Any rfkit feature map (as :class:`RFA`; data-dependent maps are fitted as ``fit_on`` says).
+        Required by ``remainder="features"``; must be None with the other remainders.
     window : int, optional
         Half-width of the sliding window (>= 0); None: no window.
     n_global : int, default=0
@@ -123,6 +149,24 @@ class Hybrid:
         ``fit_on="all"`` with the same seed. Where the support holds every key the map is fitted
         on all pairs (its features are not used). The ratio variant also estimates the
         support's mass with the features, so ``"all"`` may suit it better.
+    top_k : int, optional
+        Keys (>= 1) each query adds to its support by ``scorer``; None: none.
+    scorer : {"oracle", "proxy", "quest", "lsh"}, optional
+        Ranks keys for ``top_k`` and gives the proxy logits of the ``"importance"`` proposal;
+        required by either, refused otherwise.
+    remainder : {"features", "none", "uniform", "stratified", "importance"}, optional
+        How the keys outside the support enter (default ``"features"``, which needs
+        ``feature_map``).
+    n_samples : int, optional
+        Exact logits of remainder keys per query (>= 1) for the sampled remainders.
+    proposal_mix : float, default=0.1
+        Uniform share :math:`\lambda \in (0, 1]` of the importance proposal.
+    refresh : int, default=16
+        Tokens per refresh period of the ``"proxy"`` scorer's query summary.
+    block_size : int, default=16
+        Keys per block of the ``"quest"`` scorer.
+    n_hashes : int, default=4
+        Rotations of the ``"lsh"`` scorer (each of ``lsh_buckets`` buckets, default 8).
 
     Examples
     --------
@@ -132,9 +176,12 @@ class Hybrid:
     >>> est = rk.attention.Hybrid(rk.features.Positive(16), window=4, n_global=2, causal=True)
     >>> est(Q, K, V, rng=0).output.shape
     (2, 32, 8)
+    >>> sampled = rk.attention.Hybrid(window=2, top_k=4, scorer="proxy", remainder="uniform", n_samples=8)
+    >>> sampled(Q, K, V, rng=0).cost.exact_logits[0, :3]
+    array([15., 16., 17.])
     """
 
-    feature_map: FeatureMap
+    feature_map: FeatureMap | None = None
     window: int | None = None
     n_global: int = 0
     lsh_buckets: int | None = None
@@ -144,9 +191,19 @@ class Hybrid:
     chunk_size: int | None = None
     n_threads: int | None = None
     fit_on: str = "all"
+    top_k: int | None = None
+    scorer: str | None = None
+    remainder: str | None = None
+    n_samples: int | None = None
+    proposal_mix: float = 0.1
+    refresh: int = 16
+    block_size: int = 16
+    n_hashes: int = 4
 
     def __post_init__(self) -> None:
-        check_feature_map_field(self, "Hybrid")
+        check_content_options(self)
+        if self.feature_map is not None:
+            check_feature_map_field(self, "Hybrid")
         check_shared_options(self, "Hybrid")
         if self.window is not None:
             object.__setattr__(self, "window", check_int(self.window, "window", "Hybrid", low=0))
@@ -166,8 +223,25 @@ class Hybrid:
         """Padded support ``(idx, valid)`` of shape (S, n, s), S = 1 or the number of slices.
 
         Built in the call's namespace and on its device (the LSH rotation, a NumPy draw, is moved
-        there once); nothing of ``Q``, ``K`` or the mask is copied to the host.
+        there once); nothing of ``Q``, ``K`` or the mask is copied to the host. With ``top_k`` the
+        scorer's keys are added (S is then the number of slices); the ``"lsh"`` scorer draws its
+        rotations after the support's.
         """
+        return self._support(x, gen)[:2]
+
+    def _support(self, x: QKV, gen: np.random.Generator) -> tuple[Any, Any, Scorer | None]:
+        """The support and the call's scorer (None where neither ``top_k`` nor importance needs one)."""
+        idx, valid = self._base_support(x, gen)
+        if self.scorer is None:
+            return idx, valid, None
+        scorer = Scorer(self, x, gen)
+        if self.top_k is not None:
+            budget = max(_BLOCK_ELEMS, x.bk.row_block_elems)
+            idx, valid = union_support([(idx, valid), top_k_support(scorer, idx, valid, budget)])
+        return idx, valid, scorer
+
+    def _base_support(self, x: QKV, gen: np.random.Generator) -> tuple[Any, Any]:
+        """Window, sinks and LSH buckets."""
         n, M, bk = x.n_queries, x.n_keys, x.bk
         xp = bk.xp
         parts = []
@@ -211,12 +285,15 @@ class Hybrid:
         """
         x = check_qkv(Q, K, V, "Hybrid", causal=self.causal, key_padding_mask=key_padding_mask)
         gen = check_rng(rng)
+        if self.remainder != "features":
+            return self._sampled(x, gen, n_draws, draw)
         fm, early = self._fit_remainder(x, gen, draw)
         rfa = RFA(fm, self.causal, self.shared_across_heads, self.chunk_size, self.n_threads)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NonPositiveNormalizerWarning)
             res = rfa(Q, K, V, rng=gen, n_draws=n_draws, key_padding_mask=key_padding_mask, draw=draw)
         idx, valid = self.support(x, gen) if early is None else early
+        cost = self._cost(x, valid, None)
         draws = res.draw if isinstance(res.draw, tuple) else (res.draw,)
         T = draws[0].n_draws
         pre = () if T is None else (T,)
@@ -228,7 +305,7 @@ class Hybrid:
         if idx.shape[-1] == 0:
             if res.n_nonpositive:
                 _warn(res.n_nonpositive, tuple(res.output.shape[:-1]))
-            return dataclasses.replace(res, method="Hybrid", estimator=self)
+            return dataclasses.replace(res, method="Hybrid", estimator=self, cost=cost)
         log_scale = bk.empty(pre + (B, n), x.dtype)
         num = bk.empty(pre + (B, n, dv), x.dtype)
         den = bk.empty(pre + (B, n), x.dtype)
@@ -270,6 +347,55 @@ class Hybrid:
             numerator_values=x.unflatten(num, pre),
             denominator_values=x.unflatten(den, pre),
             n_nonpositive=nbad,
+            cost=cost,
+        )
+
+    def _sampled(self, x: QKV, gen: np.random.Generator, n_draws: Any, draw: Any) -> AttentionResult:
+        """Remainder ``"none"``, ``"uniform"``, ``"stratified"`` or ``"importance"``: no features."""
+        if draw is not None:
+            raise InvalidParameterError(
+                f"Hybrid(remainder={self.remainder!r}) draws no features: the `draw` argument is only "
+                f"for remainder='features'. Got a {type(draw).__name__} instead."
+            )
+        if x.bk.name != "numpy":
+            raise BackendError(
+                f"Hybrid(remainder={self.remainder!r}) computes on NumPy arrays only; Q, K and V are "
+                f"{x.bk.name} arrays. Use remainder='features', or pass NumPy arrays."
+            )
+        T = None if n_draws is None else check_int(n_draws, "n_draws", "Hybrid", low=1)
+        idx, valid, scorer = self._support(x, gen)
+        budget = max(_BLOCK_ELEMS, x.bk.row_block_elems)
+        log_scale, num, den, n_sampled = sampled_attention(self, x, idx, valid, scorer, gen, T, budget)
+        output, nbad = finish_ratio(log_scale, num, den)
+        if nbad:
+            _warn(nbad, tuple(output.shape[:-1]))
+        pre = () if T is None else (T,)
+        return AttentionResult(
+            output=x.unflatten(output, pre),
+            method="Hybrid",
+            estimator=self,
+            log_scale=x.unflatten(log_scale, pre),
+            numerator_values=x.unflatten(num, pre),
+            denominator_values=x.unflatten(den, pre),
+            n_nonpositive=nbad,
+            cost=self._cost(x, valid, n_sampled),
+        )
+
+    def _cost(self, x: QKV, valid: Any, n_sampled: Any) -> QueryCost:
+        """Per-query counts (see :class:`~rfkit.attention.QueryCost`), shaped (..., n)."""
+        xp, B, n = x.xp, x.n_slices, x.n_queries
+        support = xp.astype(xp.broadcast_to(xp.sum(xp.astype(valid, xp.int64), axis=-1), (B, n)), x.dtype)
+        visible = xp.astype(xp.broadcast_to(_visible(x, self.causal), (B, n)), x.dtype)
+        scored, products = scoring_cost(self, x, visible)
+        sampled = xp.zeros_like(support) if n_sampled is None else n_sampled
+        m = 0.0
+        if self.remainder == "features" and self.feature_map is not None:
+            m = float(getattr(self.feature_map, "n_features", None) or self.feature_map.feature_dim(x.dim))
+        return QueryCost(
+            exact_logits=x.unflatten(support + sampled + scored),
+            random_features=x.unflatten(xp.zeros_like(support) + m),
+            values_read=x.unflatten(support + sampled),
+            scoring_products=x.unflatten(products),
         )
 
     def _fit_remainder(
@@ -277,6 +403,7 @@ class Hybrid:
     ) -> tuple[FeatureMap, tuple[np.ndarray, np.ndarray] | None]:
         """``fit_on="remainder"``: the map fitted on the visible pairs minus the support, and the support."""
         fm = self.feature_map
+        assert fm is not None  # remainder="features" needs a map (checked at creation)
         if self.fit_on == "all" or draw is not None or not fm.needs_data:
             return fm, None
         if not self.shared_across_heads:

@@ -10,7 +10,39 @@ import numpy as np
 from .._backend import get_backend
 from .._validation import exp_checked
 
-__all__ = ["AttentionResult"]
+__all__ = ["AttentionResult", "QueryCost"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class QueryCost:
+    r"""What one query of a support + remainder estimator (:class:`~rfkit.attention.Hybrid`) costs.
+
+    Every attribute is an array of shape (..., n) (the batch shape and the queries; float64, in
+    the namespace and on the device of the inputs), counted per query as the algorithm needs
+    them, not as rfkit's reference implementation happens to compute them.
+
+    Parameters
+    ----------
+    exact_logits : ndarray
+        Exact logits :math:`q_n^\top k_j`: the support :math:`|S(n)|`, the sampled keys
+        :math:`\min(s, N_R)` and, for the ``"oracle"`` scorer, every key the query may see
+        :math:`|J(n)|` (its scores are the exact logits).
+    random_features : ndarray
+        Random features of the query and its keys' sums: the map's ``n_features`` :math:`m`
+        for the ``"features"`` remainder, else 0.
+    values_read : ndarray
+        Value rows read: :math:`|S(n)| + \min(s, N_R)`.
+    scoring_products : ndarray
+        Dot products of length d a cheap scorer spends per query, amortised over the queries
+        (``"proxy"``: each key against one summary per refresh period; ``"quest"``: the query
+        against two corners per block; ``"lsh"``: the hash projections of the query and of the
+        keys); 0 for ``"oracle"`` (counted in ``exact_logits``) and without a scorer.
+    """
+
+    exact_logits: Any
+    random_features: Any
+    values_read: Any
+    scoring_products: Any
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -63,6 +95,9 @@ class AttentionResult:
     mcse : ndarray of shape (..., n, dv) or None
         RA: Monte Carlo standard error of each output entry (sample standard
         deviation of :math:`f_n(\omega_s)` over :math:`\sqrt S`; NaN for S = 1).
+    cost : QueryCost or None
+        Hybrid: per-query counts of exact logits, random features, values read and scoring
+        products (:class:`QueryCost`).
     """
 
     output: Any
@@ -80,6 +115,7 @@ class AttentionResult:
     omega: Any = None
     proposal_means: Any = None
     mcse: Any = None
+    cost: QueryCost | None = None
 
     def _need_ratio(self, what: str) -> None:
         if self.log_scale is None or self.denominator_values is None:
