@@ -28,26 +28,16 @@ from ..plots import (
     plot_ratio_to_reference,
     prepare_mse_vs_cost,
 )
+from ..study import FIGURE_KINDS as STUDY_FIGURE_KINDS
 from ..study.summaries import facets
 from ._captions import caption
 from ._dropin import DROPIN_FIGURES, dropin_figure_plan
 
 __all__ = ["FIGURE_KINDS", "Figures", "Plan", "figure_plan", "study_figures"]
 
-#: figure kinds a study may declare in ``[outputs] figures = [...]``, in the order they are drawn
-FIGURE_KINDS = (
-    "mse_vs_features",
-    "kernel_scatter",
-    "error_vs_degree",
-    "mse_vs_samples",
-    "cost",
-    "head_heatmap",
-    "coverage",
-    "boxplots",
-    "ratio_to_reference",
-    "mse_vs_cost",
-    *DROPIN_FIGURES,
-)
+#: figure kinds a study may declare in ``[outputs] figures = [...]``, in the order they are drawn:
+#: the study layer's names (a design is checked against them when it is built), drawn here
+FIGURE_KINDS = STUDY_FIGURE_KINDS
 
 
 #: ``(name, matplotlib Figure)`` pairs; the name is the file stem under ``figures/``

@@ -17,6 +17,11 @@ functions. A class of your own is also named ``map = "package.module:ClassName"`
 "Bring your own estimator".
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import _builtin_records, _data_sources  # noqa: F401  (register rfkit's own records)
 from ._atomic import OutputWriteError
 from ._attention_hooks import BatchedCall, CellSizes, TrialCalls
@@ -24,6 +29,7 @@ from ._builtin import builtin_studies, builtin_study, builtin_study_dirs, find_s
 from ._design import Design, load_design
 from ._design_limits import StudyTooLargeError
 from ._estimators import check_attention_estimator
+from ._figure_kinds import FIGURE_KINDS
 from ._record_types import KINDS
 from ._records import (
     AttentionEstimatorRecord,
@@ -45,10 +51,17 @@ from ._records import (
     register_metric,
 )
 from ._results import COMPARE_Z, StudyResult, compare, load, mcse_summary
-from ._runner import EXECUTORS, run, run_trial
 from ._tables import ranking_table
 from ._verify import RunReport, verify_run
 from ._views import DATA_SOURCES, FEATURE_MAPS, METRICS, METRICS_BY_KIND
+
+if TYPE_CHECKING:
+    from ._probes import check_design
+    from ._runner import EXECUTORS, run, run_trial
+
+#: names whose modules run estimators on data (the runner, the protocol probes): imported on first
+#: use, so that building and validating a design loads no evaluation module
+_ON_USE = {"run": "_runner", "run_trial": "_runner", "EXECUTORS": "_runner", "check_design": "_probes"}
 
 __all__ = [
     "builtin_study",
@@ -57,6 +70,8 @@ __all__ = [
     "find_study",
     "Design",
     "load_design",
+    "check_design",
+    "FIGURE_KINDS",
     "StudyTooLargeError",
     "run",
     "run_trial",
@@ -97,3 +112,14 @@ __all__ = [
     "closed_form_record",
     "records",
 ]
+
+def __getattr__(name: str) -> Any:
+    if name in _ON_USE:
+        value = getattr(importlib.import_module(f".{_ON_USE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rfkit.study' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_ON_USE))

@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import data as rkdata
 from ..exceptions import InvalidParameterError
-from ._dropin_data import DROPIN_PARAMS, dropin_factory, dropin_model_dim
+from ._dropin_data import dropin_factory
+from ._dropin_design import DROPIN_PARAMS, dropin_model_dim
 from ._records import DataSourceRecord, register_data_source
 
 __all__: list[str] = []

@@ -48,8 +48,8 @@ data, so comparisons inside a cell are sharper.
 Maps and attention estimators are named by a bare rfkit name or, explicitly, by
 ``"package.module:Name"`` (imported: the module's code runs); in Python a design also takes
 classes and dataclass instances, stored as the equivalent study-file entry
-(:mod:`rfkit.study._plain`). Every feature map is checked against the extension protocol
-(:func:`rfkit.features.check_feature_map`) when the design is built.
+(:mod:`rfkit.study._plain`). Building a design checks names and values and runs nothing; the
+protocol probes of maps of your own run at a run's start (:func:`rfkit.study.check_design`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import InvalidParameterError
-from ._design_checks import BOUND_AXES, ESTIMATOR_AXES, check_design, design_error
+from ._design_checks import BOUND_AXES, ESTIMATOR_AXES, design_error, validate_design
 from ._estimators import build_feature_map, normalise_estimator, takes
 from ._plain import import_modules
 from ._profiles import check_profiles, matches, merge_overrides, unknown_profile
@@ -250,7 +250,7 @@ class Design:
                 object.__setattr__(self, "data", data)
                 object.__setattr__(self, "grid", {**front, **grid})
         check_profiles(self, _TOP_KEYS)
-        check_design(self)
+        validate_design(self)
 
     @classmethod
     def trusted(cls, fields: Mapping[str, Any]) -> Design:

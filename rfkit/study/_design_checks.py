@@ -1,15 +1,17 @@
-"""Validation of a study design: every key, axis, data source, metric and estimator, when it is built.
+"""Validation of a study design: every key, axis, data source, metric, figure and estimator, when it is built.
 
 Errors name the design's source (file or ``"python"``), the key and the rule, so a study file
-is refused before a run starts rather than mid-run. Each estimator is built for every cell
-(every parameter checked now). Maps and estimators of your own are checked against their protocol
-once per distinct setting; rfkit's own pass the same checks in its test suite, so loading a study
-of built-ins costs no probe.
+is refused before a run starts rather than mid-run. Names are checked against the registries
+(a misspelt one is answered with the closest: ``did you mean ...?``) and values against their
+ranges; each estimator is built for every cell (every parameter checked now). Nothing is run
+here: the protocol probes of maps and estimators of your own, which call them on data, are
+:mod:`rfkit.study._probes` (run at the start of every run, and by
+``rk.study.check_design(design, probe=True)``).
 """
 
 from __future__ import annotations
 
-import json
+import difflib
 import math
 import unicodedata
 from collections.abc import Mapping
@@ -17,15 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import theory
 from .._backend import BACKENDS
 from .._backend_random import BACKEND_DRAW_LIBRARIES, DRAWS
 from ..exceptions import InvalidParameterError
-from ..features import FeatureMap, check_feature_map
-from ._cell_data import cell_data
 from ._design_limits import check_size
-from ._estimators import build_attention_estimator, build_feature_map, check_attention_estimator
-from ._eval_dropin import check_dropin_design
+from ._dropin_design import check_dropin_design
+from ._estimators import build_attention_estimator, build_feature_map
+from ._figure_kinds import FIGURE_KINDS
 from ._plain import is_path
 from ._record_types import ATTENTION_KINDS, KINDS
 from ._records import attention_estimator_record, data_source_record
@@ -42,21 +42,19 @@ if TYPE_CHECKING:
     from ._design import Design
 
 __all__ = [
-    "check_design",
+    "validate_design",
     "design_error",
+    "did_you_mean",
     "check_file_name",
     "check_scalars",
     "ESTIMATOR_AXES",
     "BOUND_AXES",
     "INTEGER_AXES",
-    "PROBE_ENTROPY",
     "VALUE_RULES",
     "MAX_NAME_LENGTH",
     "MAX_NAME_BYTES",
 ]
 
-#: seed entropy of the data on which attention estimators are checked when a design is built
-PROBE_ENTROPY = 0x5EED_DA7A
 #: grid axes that are estimator parameters (or budgets), not data parameters
 ESTIMATOR_AXES = frozenset({"n_features", "feature_dim", "degree", "n", "projection", "samples", "weights"})
 #: axes of concentration designs that are neither data nor estimator parameters
@@ -113,8 +111,22 @@ def design_error(source: str, key: str, rule: str, got: Any) -> InvalidParameter
 _err = design_error
 
 
-def check_design(d: Design) -> None:
-    """Validate every field of a design (called by ``Design.__post_init__``)."""
+def did_you_mean(name: Any, known: Any) -> str:
+    """``" (did you mean 'x'?)"`` with the registered name closest to ``name``, or ``""`` if none is close.
+
+    >>> did_you_mean("mse_vs_featurez", ["mse_vs_features", "cost"])
+    " (did you mean 'mse_vs_features'?)"
+    """
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, [str(k) for k in known], n=1, cutoff=0.6)
+    if not close:  # a name in the wrong case ("positive" for "Positive")
+        close = [k for k in map(str, known) if k.casefold() == name.casefold()][:1]
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def validate_design(d: Design) -> None:
+    """Validate every field of a design (called by ``Design.__post_init__``): names and ranges, nothing run."""
     src = d.source
     check_file_name(d.name, src, "name", spaces=False)
     for key, typ, what in (
@@ -143,11 +155,16 @@ def check_design(d: Design) -> None:
         object.__setattr__(d, "metrics", list(DEFAULT_METRICS[d.kind]))
     bad = [m for m in d.metrics if m not in allowed]
     if bad or not d.metrics:
+        hint = did_you_mean(bad[0], allowed) if bad else ""
         raise _err(
-            src, "metrics", f"must be a non-empty list from {list(allowed)} (kind {d.kind!r})", d.metrics
+            src,
+            "metrics",
+            f"must be a non-empty list from {list(allowed)} (kind {d.kind!r}){hint}",
+            d.metrics,
         )
     if not isinstance(d.metrics, list):
         raise _err(src, "metrics", "must be a list of metric names", d.metrics)
+    _check_figures(src, "outputs.figures", d.outputs.get("figures", []))
     _check_data(d)
     _check_grid(d)
     _check_values(d)
@@ -157,6 +174,16 @@ def check_design(d: Design) -> None:
     _check_estimators(d)
     if d.kind == "drop-in":
         check_dropin_design(d)  # models, texts, layers and every estimator at each model's settings
+
+
+def _check_figures(src: str, key: str, figures: Any) -> None:
+    """``[outputs] figures``: a list of the figure kinds the report draws (:data:`FIGURE_KINDS`)."""
+    rule = f"must be a list of figure kinds from {list(FIGURE_KINDS)}"
+    if not isinstance(figures, list):
+        raise _err(src, key, rule, figures)
+    for kind in figures:
+        if kind not in FIGURE_KINDS:
+            raise _err(src, key, f"{rule}{did_you_mean(kind, FIGURE_KINDS)}", kind)
 
 
 def check_file_name(name: Any, source: str, key: str, *, spaces: bool = True) -> str:
@@ -249,6 +276,8 @@ def _check_quick(d: Design) -> None:
             raise _err(src, where, "must be an integer >= 1", value)
         if key in ("data", "grid") and not isinstance(value, Mapping):
             raise _err(src, where, "must be a table", value)
+        if key == "outputs" and isinstance(value, Mapping) and "figures" in value:
+            _check_figures(src, f"{where}.figures", value["figures"])
         if key == "data":
             for k, v in value.items():
                 if k != "source":
@@ -346,7 +375,9 @@ def _check_data(d: Design) -> None:
         raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", None)
     s = d.data["source"]
     if s not in DATA_SOURCES:
-        raise _err(src, "data.source", f"must be one of {sorted(DATA_SOURCES)}", s)
+        raise _err(
+            src, "data.source", f"must be one of {sorted(DATA_SOURCES)}{did_you_mean(s, DATA_SOURCES)}", s
+        )
     serves = data_source_record(s).kinds
     if serves or d.kind == "drop-in":  # a source for some kinds only (the drop-in's models and texts)
         if d.kind not in serves:
@@ -411,37 +442,33 @@ def _check_names(d: Design, est: Any, where: str) -> None:
             raise _err(
                 src,
                 f"{where}.estimator",
-                f"must be one of {list(ATTENTION_ESTIMATORS)} or 'package.module:Name'",
+                f"must be one of {list(ATTENTION_ESTIMATORS)} or 'package.module:Name'"
+                + did_you_mean(e, ATTENTION_ESTIMATORS),
                 e,
             )
         spec = attention_estimator_record(e).map_spec(est)
         if spec is not None and not (spec[0] in FEATURE_MAPS or is_path(spec[0])):
-            raise _err(src, f"{where}.map", f"must name a feature map among {names}", spec[0])
+            hint = did_you_mean(spec[0], FEATURE_MAPS)
+            raise _err(src, f"{where}.map", f"must name a feature map among {names}{hint}", spec[0])
     else:
         m = est.get("map") if isinstance(est, Mapping) else est
         if not (m in FEATURE_MAPS or is_path(m)):
-            raise _err(src, f"{where}.map", f"must name a feature map among {names}", m)
-
-
-def _probe_size(checked: set[str]) -> dict[str, Any]:
-    """The protocol check at realistic size (256 rows, float32, array_api_strict) for an
-    estimator's first parameter set; a small probe for its other grid values, which change
-    sizes (``n_features``, ``dim``) but not how the map computes."""
-    return {} if not checked else {"n_rows": 8, "array_api": False}
-
-
-def _is_own(obj: Any) -> bool:
-    """A map or estimator of rfkit itself: its protocol is checked by rfkit's test suite
-    (``tests/unit/test_feature_protocol.py``, ``test_conformance_scale.py``), not on every load."""
-    return type(obj).__module__.split(".", 1)[0] == "rfkit"
+            raise _err(
+                src,
+                f"{where}.map",
+                f"must name a feature map among {names}{did_you_mean(m, FEATURE_MAPS)}",
+                m,
+            )
 
 
 def _check_estimators(d: Design) -> None:
+    """Each entry names a registered map or estimator (or ``package.module:Name``), has a unique
+    label, and builds for every cell: every parameter is checked now, not mid-run. Nothing is
+    called on data (the protocol probes: :func:`rfkit.study._probes.probe_design`)."""
     src = d.source
     if not isinstance(d.estimators, list) or not d.estimators:
         raise _err(src, "estimators", "must be a non-empty list of [[estimators]] tables", d.estimators)
     labels = set()
-    probe = data_source_record(d.data["source"]).probe
     for i, est in enumerate(d.estimators):
         where = f"estimators[{i}]"
         _check_names(d, est, where)
@@ -450,51 +477,16 @@ def _check_estimators(d: Design) -> None:
         if label.casefold() in labels:
             raise _err(src, f"{where}.label", "must be unique (also ignoring case)", label)
         labels.add(label.casefold())
-        # build for every cell to validate every parameter now, not mid-run; check the
-        # protocol once per distinct (parameters, dim)
-        checked: set[str] = set()
         for cell in d.cells():
             try:
                 params = d.estimator_params(est, cell)
-                raw_dim = cell.get("dim", d.data.get("dim"))
-                dim = None if raw_dim is None else int(raw_dim)  # None: real data (from the model)
-                key = json.dumps([params, dim], sort_keys=True, default=str)
                 if d.kind in ATTENTION_KINDS:
-                    obj = build_attention_estimator(params)
-                    fm = getattr(obj, "feature_map", None)
-                    if (
-                        isinstance(fm, FeatureMap)
-                        and dim is not None
-                        and key not in checked
-                        and not _is_own(fm)
-                    ):
-                        check_feature_map(fm, dim, **_probe_size(checked))  # e.g. RFA with a map of your own
-                    if not checked and probe and not (_is_own(obj) and (fm is None or _is_own(fm))):
-                        # one call pair on the first cell's shapes (probe seed): the output's type,
-                        # shape and reproducibility; every call of a run checks type and shape
-                        qkv = cell_data(d, cell, PROBE_ENTROPY, ())
-                        check_attention_estimator(obj, data=qkv)  # type: ignore[arg-type]
+                    build_attention_estimator(params)
                 else:
                     fm = build_feature_map(est["map"], params)
-                    if key not in checked and not _is_own(fm):
-                        check_feature_map(fm, dim, **_probe_size(checked))
-                        if d.kind == "concentration" and dim is not None:
-                            _check_closed_form(fm, dim)
-                checked.add(key)
+                    if d.kind == "concentration" and fm.needs_data:
+                        raise InvalidParameterError(
+                            f"{fm!r}: the concentration theorem needs a fixed A (not a rule fitted to the data)."
+                        )
             except InvalidParameterError as exc:
                 raise InvalidParameterError(f"{src}: {where} ({label!r}): {exc}") from exc
-
-
-def _check_closed_form(fm: Any, dim: int) -> None:
-    """Concentration designs compare with the closed-form MSE: the map must have one."""
-    if fm.needs_data:
-        raise InvalidParameterError(
-            f"{fm!r}: the concentration theorem needs a fixed A (not a rule fitted to the data)."
-        )
-    x = np.full(dim, 0.1)
-    try:
-        theory.relative_mse(fm, x, x)
-    except InvalidParameterError as exc:
-        raise InvalidParameterError(
-            f"concentration designs need a map with a closed-form MSE in rfkit.theory: {exc}"
-        ) from exc

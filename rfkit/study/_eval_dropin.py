@@ -19,7 +19,7 @@ Per cell and trial, for every estimator and each model of ``data.models``:
   ``one_layer.texts`` texts: the same damage measures per layer.
 
 Randomness: trial ``t`` has the stream of :func:`rfkit.study._units.trial_streams`; model ``m``
-(its index in :data:`~rfkit.study._dropin_data.MODEL_CLASSES`) uses the root
+(its index in :data:`~rfkit.study._dropin_design.MODEL_CLASSES`) uses the root
 ``SeedSequence(entropy, spawn_key=trial_key + (m,))`` and layer ``l`` its
 :func:`rfkit.data.layer_stream`, in all three measurements and for every estimator (common
 random numbers). ``feature_dim`` is the cost per query: feature columns for RFA, samples for
@@ -40,19 +40,24 @@ import numpy as np
 import pandas as pd
 
 from .. import data as rkdata
-from ..attention import Hybrid
-from ..exceptions import IllConditionedWarning, InvalidParameterError, NonPositiveNormalizerWarning
+from ..exceptions import IllConditionedWarning, NonPositiveNormalizerWarning
 from ._cell_data import cell_data
-from ._dropin_data import MODEL_CLASSES, DropInData, dropin_data, dropin_model
+from ._dropin_data import dropin_model
+from ._dropin_design import (
+    MODEL_CLASSES,
+    MODEL_METRICS,
+    DropInData,
+    dropin_data,
+    model_estimator_params,
+    support_size,
+)
 from ._estimators import build_attention_estimator
-from ._records import attention_estimator_record, metric_record
 from ._units import WorkUnit, trial_failure
 
 if TYPE_CHECKING:
     from ._design import Design
 
 __all__ = [
-    "check_dropin_design",
     "dropin_partial",
     "dropin_finalize",
     "dropin_replay",
@@ -63,11 +68,6 @@ __all__ = [
     "MODEL_METRICS",
 ]
 
-#: the metrics each model's runs give
-MODEL_METRICS = {
-    "smollm2": ("kl", "top1_agree", "ppl_ratio", "dec_head_mse"),
-    "minilm": ("emb_cos", "hidden_cos", "enc_head_mse"),
-}
 #: per-trial columns of a drop-in trials table (besides cell, estimator, trial, status)
 TRIAL_COLUMNS = (
     *MODEL_METRICS["smollm2"],
@@ -80,82 +80,6 @@ TRIAL_COLUMNS = (
 LAYER_COLUMNS = ("head_mse", "kl", "top1_agree", "ppl_ratio", "emb_cos", "hidden_cos")
 _MODEL_INDEX = {name: i for i, name in enumerate(MODEL_CLASSES)}
 _CHUNK = 128  # positions whose logits (x 49152) are computed at once
-
-
-# ----------------------------------------------------------------------------- estimators per model
-def support_size(params: dict[str, Any], causal: bool) -> int:
-    """Keys a :class:`~rfkit.attention.Hybrid` computes exactly per query (at most): window and sinks."""
-    w = params.get("window")
-    window = 0 if w is None else (int(w) + 1 if causal else 2 * int(w) + 1)
-    return window + int(params.get("n_global", 0) or 0)
-
-
-def model_estimator_params(
-    design: Design, est: dict[str, Any], cell: dict[str, Any], model: str
-) -> dict[str, Any]:
-    """An estimator's parameters for one model in a cell: the model's head dimension and causality,
-    and for a Hybrid the feature budget left after its exact support (equal cost per query)."""
-    cls = MODEL_CLASSES[model]
-    label = design.label(est)
-    if "causal" in est:
-        raise InvalidParameterError(
-            f"{label!r}: drop-in designs set `causal` from the model (SmolLM2 causal, MiniLM bidirectional); "
-            "leave it out of the estimator."
-        )
-    c = {**cell, "dim": cls.head_dim}
-    if attention_estimator_record(est.get("estimator")).factory is Hybrid:
-        if est.get("lsh_buckets") is not None:
-            raise InvalidParameterError(
-                f"{label!r}: LSH buckets have no fixed size, so a Hybrid with `lsh_buckets` has no fixed cost per "
-                "query; drop-in designs compare estimators at equal cost (use `window` and `n_global`)."
-            )
-        exact = support_size(est, cls.causal)
-        left = int(cell["feature_dim"]) - exact
-        if left < 1:
-            raise InvalidParameterError(
-                f"{label!r}: `feature_dim` = {cell['feature_dim']} is the cost per query, and the support already "
-                f"computes {exact} keys exactly on {cls.name}: give a larger budget or a smaller support."
-            )
-        # the record's budget split (rfkit.study._builtin_records.hybrid_budget) leaves the map the
-        # `left` columns: it counts the support as this model's causality says
-        est = {**est, "causal": cls.causal}
-    params = design.estimator_params(est, c)
-    params["causal"] = cls.causal
-    return params
-
-
-def check_dropin_design(d: Design) -> None:
-    """The checks of a drop-in design beyond every design's: budget axis, metrics, data, each estimator per model."""
-    src = d.source
-    if "feature_dim" not in d.grid:
-        raise InvalidParameterError(
-            f"{src}: `grid.feature_dim` (the cost per query) must be a grid axis of a drop-in design."
-        )
-    for m in d.metrics:
-        if metric_record(m).compute is not None:
-            raise InvalidParameterError(
-                f"{src}: `metrics`: drop-in designs compute no metric of your own ({m!r})."
-            )
-    for cell in d.cells():
-        try:
-            dd = dropin_data(d.data_params(cell), cell.get("feature_dim"))
-        except InvalidParameterError as exc:
-            raise InvalidParameterError(f"{src}: {exc}") from None
-        for model, names in MODEL_METRICS.items():
-            wanted = [m for m in d.metrics if m in names]
-            if wanted and model not in dd.models:
-                raise InvalidParameterError(
-                    f"{src}: `metrics` {wanted} measure {MODEL_CLASSES[model].name}, which `data.models` = "
-                    f"{list(dd.models)} does not run."
-                )
-        for i, est in enumerate(d.estimators):
-            for model in dd.models:
-                try:
-                    build_attention_estimator(model_estimator_params(d, est, cell, model))
-                except InvalidParameterError as exc:
-                    raise InvalidParameterError(
-                        f"{src}: estimators[{i}] ({d.label(est)!r}), {model}: {exc}"
-                    ) from None
 
 
 @contextlib.contextmanager

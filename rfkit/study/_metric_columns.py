@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ._eval_attention import attention_error_columns
-
 __all__ = [
     "PerKind",
     "kernel_err",
@@ -108,6 +106,9 @@ def attention_column(column: str) -> Callable[..., np.ndarray]:
     def compute(
         *, output: np.ndarray, exact: np.ndarray, ok: np.ndarray, nonpositive_rows: np.ndarray
     ) -> np.ndarray:
+        # registered when rfkit.study is imported; building a design loads no evaluation module
+        from ._eval_attention import attention_error_columns  # lazy: computed inside a run only
+
         trials, _ = attention_error_columns(output, exact, ok, nonpositive_rows)
         return np.asarray(trials[column])
 

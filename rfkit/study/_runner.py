@@ -27,6 +27,7 @@ from ._design import Design, load_design
 from ._device_draws import numpy_draws
 from ._executors import _iter_results, worker_env
 from ._plain import workers_can_import
+from ._probes import probe_design
 from ._records import registered_modules
 from ._results import StudyResult
 from ._runfolder import RunFolder
@@ -71,6 +72,7 @@ def _resolve_design(design: Design | str | Path, quick: bool, trials: int | None
         design = design.quick_profile()
     if trials is not None:
         design = design.with_trials(check_int(trials, "trials", "rk.study.run", low=1))
+    probe_design(design)  # maps and estimators of your own, on probe data: before any unit or folder
     return design
 
 

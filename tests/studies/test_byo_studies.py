@@ -121,7 +121,10 @@ def test_bad_estimator_entries_are_clear_errors(tmp_path, monkeypatch):
         small([Doubling(4)])
 
 
-def test_protocol_violations_are_raised_when_the_design_is_loaded(tmp_path, monkeypatch):
+def test_protocol_violations_are_raised_when_the_run_starts(tmp_path, monkeypatch):
+    """Loading a design checks names and values only; the protocol probes (which run the map) are
+    run by ``rk.study.check_design(design, probe=True)`` and at the start of every run, before
+    any work unit or output folder, with the same named error."""
     (tmp_path / "badmaps.py").write_text(
         textwrap.dedent(
             """
@@ -172,20 +175,29 @@ def test_protocol_violations_are_raised_when_the_design_is_loaded(tmp_path, monk
             """
         )
     )
-    with pytest.raises(InvalidParameterError) as info:
-        st.load_design(study)
-    msg = str(info.value)
-    assert str(study) in msg and "'frozen'" in msg and "Frozen" in msg and "ignores `rng`" in msg
+    design = st.load_design(study)  # names and values are fine: nothing is run yet
+    for call in (
+        lambda: st.check_design(design, probe=True),
+        lambda: st.check_design(study),
+        lambda: st.run(design, out=tmp_path / "out"),
+    ):
+        with pytest.raises(InvalidParameterError) as info:
+            call()
+        msg = str(info.value)
+        assert str(study) in msg and "'frozen'" in msg and "Frozen" in msg and "ignores `rng`" in msg
+    assert not (tmp_path / "out").exists()  # refused before the run folder is made
+    assert st.check_design(design, probe=False) is design
     from badmaps import Doubling
 
     with pytest.raises(InvalidParameterError, match="does not survive the round trip"):
         small([Doubling(4)])
     with pytest.raises(InvalidParameterError, match=r"NoDim does not implement \['feature_dim'\]"):
         small([{"map": "badmaps:NoDim"}], grid={"dim": [3]})
+    bad_theory = small([{"map": "badmaps:BadTheory"}])
     with pytest.raises(
         InvalidParameterError, match=r"BadTheory .*mse\(x, y\) must return one finite value >= 0"
     ):
-        small([{"map": "badmaps:BadTheory"}])
+        st.run(bad_theory)
 
 
 # ----------------------------------------------------------------------------- executors, interruption
@@ -197,8 +209,8 @@ from rescaled import RescaledPositive, RescaledPositiveDraw
 
 class FlakyDraw(RescaledPositiveDraw):
     def _log_features(self, X, side):
-        # fails on the study's data (5 pairs), not on the 3-point protocol probe
-        if os.environ.get("BYO_FAIL_AT") == str(self.spec.n_features) and X.shape[-2] > 3:
+        # fails on the study's data (5 pairs), not on the protocol probes of a run's start (3, 8, 256 rows)
+        if os.environ.get("BYO_FAIL_AT") == str(self.spec.n_features) and X.shape[-2] == 5:
             raise RuntimeError("interrupted")
         return super()._log_features(X, side)
 
@@ -415,12 +427,15 @@ def test_attention_estimators_of_your_own(tmp_path, monkeypatch):
         set(res.summary()["estimator"]) == {"mine", "rfa-mine", "ra"} and (res.trials["status"] == "ok").all()
     )
     assert res.pairs.query("estimator == 'rfa-mine'")["cell"].nunique() == 2
-    with pytest.raises(
-        InvalidParameterError, match=r"Transposed .*shape of exact attention \(6, 2\).*Got shape \(2, 6\)"
-    ):
-        st.Design(estimators=[{"estimator": "myattn:Transposed"}], **base)
+    transposed = st.Design(estimators=[{"estimator": "myattn:Transposed"}], **base)  # not run yet
+    for call in (lambda: st.run(transposed), lambda: st.check_design(transposed)):
+        with pytest.raises(
+            InvalidParameterError,
+            match=r"Transposed .*shape of exact attention \(6, 2\).*Got shape \(2, 6\)",
+        ):
+            call()
     with pytest.raises(InvalidParameterError, match=r"bare .*AttentionResult.*Got ndarray"):
-        st.Design(estimators=[{"estimator": "myattn:bare"}], **base)
+        st.run(st.Design(estimators=[{"estimator": "myattn:bare"}], **base))
     with pytest.raises(
         InvalidParameterError, match=r"`estimators\[0\].estimator` must be one of .* or 'package.module:Name'"
     ):

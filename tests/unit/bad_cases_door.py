@@ -107,6 +107,30 @@ CASES: list[Bad] = [
         "`data.spread`",
         "-0.1",
     ),
+    # ------------------------------------------------------------------ names against the registries
+    Bad(
+        "load_design-figure-misspelt",
+        lambda t: st.load_design(
+            _file(t, 'map = "Positive"', 'map = "Positive"\n[outputs]\nfigures = ["mse_vs_featurez"]')
+        ),
+        InvalidParameterError,
+        "`outputs.figures`",
+        "'mse_vs_featurez'",
+    ),
+    Bad(
+        "Design-figures-not-a-list",
+        lambda t: _design(outputs={"figures": "mse_vs_features"}),
+        InvalidParameterError,
+        "`outputs.figures`",
+        "'mse_vs_features'",
+    ),
+    Bad(
+        "load_design-map-misspelt",
+        lambda t: st.load_design(_file(t, 'map = "Positive"', 'map = "Positve"')),
+        InvalidParameterError,
+        "`estimators[0].map`",
+        "'Positve'",
+    ),
     Bad(
         "Design-p-1",
         lambda t: _design(

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -78,3 +83,80 @@ def test_the_longest_names_make_a_run_folder_of_name_and_profile(tmp_path: Path)
     folder = tmp_path / f"{d.name}-{name}"  # the folder `rfkit run --profile NAME` makes
     folder.mkdir()
     (folder / ".write-test-12345-140000000000000.rfkit-tmp").write_text("ok")
+
+
+# ----------------------------------------------------------------------------- names against the registries
+@pytest.mark.parametrize(
+    ("over", "key", "hint"),
+    [
+        (
+            {"outputs": {"figures": ["mse_vs_features", "mse_vs_featurez"]}},
+            "outputs.figures",
+            "mse_vs_features",
+        ),
+        ({"outputs": {"figures": ["kernel_scater"]}}, "outputs.figures", "kernel_scatter"),
+        ({"estimators": [{"map": "Positve"}]}, "estimators[0].map", "Positive"),
+        ({"metrics": ["rel_mse", "rel_mes"]}, "metrics", "rel_mse"),
+        ({"data": {"source": "gausian", "n_pairs": 3, "dim": 2}}, "data.source", "gaussian"),
+    ],
+)
+def test_a_misspelt_name_is_refused_with_the_closest_registered_one(over, key, hint) -> None:
+    with pytest.raises(InvalidParameterError, match=rf"`{re.escape(key)}` .*did you mean '{hint}'\?"):
+        _design(**over)
+
+
+def test_an_attention_estimator_name_gets_a_suggestion() -> None:
+    with pytest.raises(InvalidParameterError, match=r"`estimators\[0\].estimator` .*did you mean 'SNIS'\?"):
+        st.Design(
+            name="a",
+            kind="attention",
+            estimators=[{"estimator": "SNSI"}],
+            grid={"feature_dim": [8]},
+            data={"source": "sequence", "n_tokens": 8, "dim": 4},
+            trials=2,
+            seed=1,
+        )
+
+
+def test_the_figure_kinds_designs_name_today_are_accepted() -> None:
+    """Every built-in study loads with its figures, and the report draws exactly the kinds a design may name."""
+    import rfkit.report as rp
+
+    for name in st.builtin_studies():
+        d = st.load_design(st.find_study(name))
+        assert set(d.outputs.get("figures", [])) <= set(st.FIGURE_KINDS), name
+    assert tuple(rp.FIGURE_KINDS) == tuple(st.FIGURE_KINDS)
+    assert "cost" in st.FIGURE_KINDS  # the kind; its file is cost_vs_samples (not a design name)
+    d = _design(outputs={"figures": list(st.FIGURE_KINDS)})
+    assert d.outputs["figures"] == list(st.FIGURE_KINDS)
+
+
+# ----------------------------------------------------------------------------- validation is pure
+#: the modules that run estimators on data (the evaluation of each kind, its data per cell, the runner)
+_EVALUATION = re.compile(r"rfkit\.study\.(_eval_\w+|_cell_data|_cell|_probes|_runner|_executors|_units)$")
+
+
+def _modules_after(code: str) -> list[str]:
+    root = Path(__file__).resolve().parents[2]
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env, cwd=root
+    ).stdout
+    return [m for m in json.loads(out.strip().splitlines()[-1]) if _EVALUATION.match(m)]
+
+
+@pytest.mark.parametrize("study", ["performer-mse", "attention-estimators", "concentration", "drop-in"])
+def test_validating_a_design_imports_no_evaluation_module(study: str) -> None:
+    code = f"import rfkit as rk\nd = rk.study.load_design(rk.study.find_study({study!r}))\nd.quick_profile()"
+    assert _modules_after(code) == []
+
+
+def test_validating_a_study_file_imports_no_evaluation_module(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(textwrap.dedent(GOOD_TOML))
+    code = f"import rfkit.study as st\nst.load_design({str(path)!r}).with_trials(2)"
+    assert _modules_after(code) == []
+    # the runner and rfkit.study.check_design (its probes call estimators on data) load them when asked
+    assert "rfkit.study._cell_data" in _modules_after("import rfkit as rk\nrk.study.check_design")
+    assert "rfkit.study._runner" in _modules_after("import rfkit as rk\nrk.study.run")
