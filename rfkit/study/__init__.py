@@ -113,6 +113,7 @@ __all__ = [
     "records",
 ]
 
+
 def __getattr__(name: str) -> Any:
     if name in _ON_USE:
         value = getattr(importlib.import_module(f".{_ON_USE[name]}", __name__), name)
