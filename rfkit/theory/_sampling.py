@@ -15,13 +15,13 @@ examples* (2013), ch. 9):
 
 * uniform without replacement, :math:`\hat X = (N_R/s)\sum_{\text{sample}}x_j`:
   :math:`\mathrm{Cov}(\hat X, \hat Y) = N_R^2(1 - s/N_R)\,S_{xy}/s`,
-  :math:`S_{xy} = \sum_R (x_j-\bar x)(y_j-\bar y)/(N_R-1)` (Cochran, Thm 2.2 and eq. 2.8 ff.);
+  :math:`S_{xy} = \sum_R (x_j-\bar x)(y_j-\bar y)/(N_R-1)` (Cochran (1977), ch. 2);
 * uniform with replacement: :math:`N_R^2\sigma_{xy}/s`, :math:`\sigma_{xy}` with divisor :math:`N_R`;
 * stratified (contiguous strata :math:`h` of :math:`N_h` keys, :math:`s_h` drawn without
-  replacement in each): the sum over the strata of the first formula (Cochran, Thm 5.3);
+  replacement in each): the sum over the strata of the first formula (Cochran (1977), ch. 5);
 * importance (``s`` draws with replacement from :math:`p`, :math:`\hat X = \frac1s\sum_i x_{j_i}/p_{j_i}`):
   :math:`\mathrm{Cov}(\hat X, \hat Y) = \frac1s\sum_R (x_j - p_jX)(y_j - p_jY)/p_j
-  = \frac1s\big(\sum_R x_jy_j/p_j - XY\big)` (Owen (2013), ch. 9, eq. 9.3).
+  = \frac1s\big(\sum_R x_jy_j/p_j - XY\big)` (Owen (2013), ch. 9).
 
 The output is a ratio of such estimators; its bias and variance are the delta method's
 (Cochran (1977), ch. 6, the ratio estimator), see :func:`sampled_remainder_moments`.
@@ -59,9 +59,10 @@ class SampledRemainderMoments:
     Totals are on the shifted scale :math:`w_j = e^{q^\top k_j - c}` with
     :math:`c` = ``log_shift`` (the largest logit the query sees); multiply a variance by
     :math:`e^{2c}` for the unshifted one. Per-coordinate arrays have shape ``(dv,)`` (``(1,)`` for
-    one-dimensional ``V``).
+    one-dimensional ``V``). ``mse_total``, ``variance_total`` and ``bias_sq_total`` sum over the
+    value coordinates. The fields, which the constructor takes in this order:
 
-    Attributes
+    Parameters
     ----------
     remainder : str
         ``"uniform"``, ``"stratified"``, ``"importance"`` or ``"none"``.
