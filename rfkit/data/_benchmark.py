@@ -92,6 +92,24 @@ def kernel_benchmark_pairs(
         Pairs from the 72 attention heads of all-MiniLM-L6-v2 on the built-in passages
         (:func:`real_pairs`); needs ``dim = 32``, the model's head dimension.
 
+    Parameters
+    ----------
+    set : {"norm-0.5", "norm-1.0", "norm-1.5", "anisotropic", "minilm"}
+        The pair set (``"seed004"`` is an alias of ``"anisotropic"``).
+    n_pairs : int
+        The number of pairs (>= 1).
+    dim : int, default=32
+        The dimension (>= 1; 32 for ``"minilm"``).
+    rng : {None, int, SeedSequence, Generator}, optional
+        When ``rng`` is None, a new Generator is created using entropy from the
+        operating system. Types other than Generator are passed to
+        :func:`numpy.random.default_rng`. Pass an int for reproducible output.
+
+    Returns
+    -------
+    X, Y : ndarray of shape (n_pairs, dim)
+        The pairs ``(X[i], Y[i])``.
+
     Raises
     ------
     InvalidParameterError

@@ -58,7 +58,7 @@ def describe(
     axis_names: Sequence[str] | None = None,
     causal: bool | None = None,
 ) -> pd.DataFrame:
-    """Statistics that decide how hard random-feature estimation of ``softmax(q kᵀ)`` is.
+    """Compute the statistics that decide how hard random-feature estimation of ``softmax(q kᵀ)`` is.
 
     One row per leading index of ``q`` and ``k`` (per text, layer and head for
     :func:`minilm_qk` and :func:`smollm2_qk` output). A "pair" is a query and a key it

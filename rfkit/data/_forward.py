@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 
-class AttentionHook(Protocol):
+class AttentionHook(Protocol):  # numpydoc ignore=PR01
     """``attention(q, k, v, *, causal, layer, key_padding_mask) -> output`` (see the module docstring)."""
 
     def __call__(
@@ -106,6 +106,20 @@ def exact_attention(
 def layer_stream(root: np.random.SeedSequence, layer: int) -> np.random.SeedSequence:
     """The stream of ``layer``: ``SeedSequence(root.entropy, spawn_key=root.spawn_key + (layer,))``.
 
+    Parameters
+    ----------
+    root : numpy.random.SeedSequence
+        The root stream.
+    layer : int
+        The layer.
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+        The layer's stream.
+
+    Examples
+    --------
     >>> layer_stream(np.random.SeedSequence(7, spawn_key=(2,)), 5).spawn_key
     (2, 5)
     """
@@ -115,12 +129,15 @@ def layer_stream(root: np.random.SeedSequence, layer: int) -> np.random.SeedSequ
 class EstimatorAttention:
     """An attention estimator used as a forward-pass hook (made by :func:`estimator_attention`).
 
-    Attributes
+    Parameters
     ----------
     estimator : callable
         The estimator, ``(Q, K, V, *, rng, key_padding_mask) -> AttentionResult``.
     root : numpy.random.SeedSequence
         The root of the per-layer streams: layer ``l`` draws from :func:`layer_stream` ``(root, l)``.
+
+    Attributes
+    ----------
     n_nonpositive : dict of int to int
         Per layer, the query rows whose estimated normaliser was not positive in the last call
         (their output is NaN).

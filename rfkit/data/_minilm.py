@@ -177,7 +177,20 @@ def _encode(tok: WordPieceTokenizer, texts: tuple[str, ...], max_len: int | None
 
 
 def tokenize(texts: Any = None, *, max_len: int | None = 64) -> list[list[str]]:
-    """WordPiece tokens of each text, with ``[CLS]`` and ``[SEP]``, as :func:`minilm_qk` sees them."""
+    """WordPiece tokens of each text, with ``[CLS]`` and ``[SEP]``, as :func:`minilm_qk` sees them.
+
+    Parameters
+    ----------
+    texts : str or sequence of str, optional
+        The texts; None: the built-in passages (:data:`PASSAGES`).
+    max_len : int or None, default=64
+        Truncation length in positions, counting ``[CLS]`` and ``[SEP]``; None: no truncation.
+
+    Returns
+    -------
+    list of list of str
+        The tokens of each text.
+    """
     texts = check_texts(texts)
     max_len = _SOURCE.check_max_len(max_len, "tokenize")
     tok = _tokenizer(str(model_dir()))
@@ -193,7 +206,7 @@ class MiniLMQK(TransformerQK):
     Unpacks as ``q, k = result``. Padded positions (``mask`` False) hold zeros in
     ``q``, ``k``, ``v`` and in the rows and columns of ``attention``.
 
-    Attributes
+    Parameters
     ----------
     q, k : ndarray of shape (texts, layers, heads, tokens, 32)
         Queries and keys, scaled so that ``q[..., i, :] @ k[..., j, :]`` is the model's
@@ -207,6 +220,7 @@ class MiniLMQK(TransformerQK):
     tokens : list of list of str
         WordPiece tokens of each text, with ``[CLS]`` and ``[SEP]`` (no padding).
     texts : tuple of str
+        The texts.
     layers, heads : tuple of int
         Model layer (0-5) and head (0-11) of each index along axes 1 and 2.
     scale : {"symmetric", "query"}
@@ -214,6 +228,9 @@ class MiniLMQK(TransformerQK):
         ``"query"``: q is times 32^(-1/2), k is raw.
     max_len : int or None
         Truncation length used (positions, counting [CLS] and [SEP]).
+
+    Attributes
+    ----------
     causal : bool
         False: a bidirectional encoder (every query attends to every valid key).
     """
@@ -315,10 +332,19 @@ def minilm_qk(
 def embed(
     texts: str | Sequence[str] | None = None, *, max_len: int | None = 256, dtype: Any = np.float64
 ) -> np.ndarray:
-    """Sentence embeddings of all-MiniLM-L6-v2: mean of the last hidden states over valid
-    tokens, L2-normalised (what ``sentence-transformers`` returns for this model).
+    """Sentence embeddings of all-MiniLM-L6-v2 (what ``sentence-transformers`` returns for it).
 
-    ``max_len`` defaults to 256, the model's ``max_seq_length`` in sentence-transformers.
+    The mean of the last hidden states over valid tokens, L2-normalised.
+
+    Parameters
+    ----------
+    texts : str or sequence of str, optional
+        The texts; None: the built-in passages (:data:`PASSAGES`).
+    max_len : int or None, default=256
+        Truncation length in positions, counting ``[CLS]`` and ``[SEP]`` (256 is the model's
+        ``max_seq_length`` in sentence-transformers); None: no truncation.
+    dtype : numpy.float32 or numpy.float64, default=numpy.float64
+        Precision of the forward pass.
 
     Returns
     -------
@@ -346,7 +372,7 @@ def _pool(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 class MiniLMModel(PretrainedModel):
-    """all-MiniLM-L6-v2, ready to run with an ``attention=`` hook (:meth:`run`, :meth:`embedding`).
+    """The all-MiniLM-L6-v2 model, ready to run with an ``attention=`` hook (:meth:`run`, :meth:`embedding`).
 
     Parameters
     ----------
@@ -415,7 +441,7 @@ class MiniLMModel(PretrainedModel):
 class MiniLMForward:
     """Outputs of an all-MiniLM-L6-v2 forward pass (:func:`minilm_forward`).
 
-    Attributes
+    Parameters
     ----------
     hidden : ndarray of shape (texts, tokens, 384)
         Last hidden states. Zero at padded positions.
@@ -423,12 +449,17 @@ class MiniLMForward:
         Sentence embeddings: mean of ``hidden`` over valid tokens, L2-normalised (as
         sentence-transformers and :func:`embed`).
     ids : ndarray of int, shape (texts, tokens)
+        Token ids (WordPiece, with ``[CLS]`` and ``[SEP]``).
     mask : ndarray of bool, shape (texts, tokens)
+        Valid (non-padding) positions.
     tokens : list of list of str
+        The tokens of each text (no padding).
     texts : tuple of str
+        The texts.
     layers : tuple of int
         The layers whose attention called ``attention`` (empty: exact attention everywhere).
     scale : {"symmetric", "query"}
+        How the model's 1/sqrt(32) was split between the hook's q and k.
     """
 
     hidden: np.ndarray

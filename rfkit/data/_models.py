@@ -35,7 +35,7 @@ def check_scale(scale: Any, owner: str) -> str:
 class ModelRun:
     """The result of :meth:`PretrainedModel.run`.
 
-    Attributes
+    Parameters
     ----------
     hidden : ndarray of shape (texts, tokens, hidden)
         The last hidden states (SmolLM2: after the final RMSNorm, what the output head reads;
@@ -58,6 +58,13 @@ class PretrainedModel(abc.ABC):
 
     Subclasses set the class attributes and implement :meth:`pieces`, :meth:`wrap`,
     :meth:`encode` and :meth:`_run`.
+
+    Parameters
+    ----------
+    dtype : numpy.float32 or numpy.float64
+        Precision of the forward pass.
+    scale : {"symmetric", "query"}
+        How :math:`1/\\sqrt{d_h}` is split between the hook's q and k.
 
     Attributes
     ----------

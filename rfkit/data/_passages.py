@@ -209,6 +209,11 @@ def long_passages(n_texts: int = 16) -> tuple[str, ...]:
     n_texts : int in [1, 16], default=16
         How many texts (the first ``n_texts`` rotations).
 
+    Returns
+    -------
+    tuple of str
+        The texts.
+
     Examples
     --------
     >>> from rfkit.data import PASSAGES, long_passages

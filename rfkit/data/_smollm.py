@@ -173,7 +173,20 @@ def _encode(tok: ByteLevelBPE, texts: tuple[str, ...], max_len: int | None) -> l
 
 
 def smollm2_tokenize(texts: Any = None, *, max_len: int | None = 64) -> list[list[str]]:
-    """Byte-level BPE tokens of each text as :func:`smollm2_qk` sees them ("Ġ" marks a space)."""
+    """Byte-level BPE tokens of each text as :func:`smollm2_qk` sees them ("Ġ" marks a space).
+
+    Parameters
+    ----------
+    texts : str or sequence of str, optional
+        The texts; None: the built-in passages (:data:`PASSAGES`).
+    max_len : int or None, default=64
+        Truncation length in tokens; None: no truncation.
+
+    Returns
+    -------
+    list of list of str
+        The tokens of each text.
+    """
     texts = check_texts(texts)
     max_len = _SOURCE.check_max_len(max_len, "smollm2_tokenize")
     _, tok = _model()
@@ -186,7 +199,7 @@ class SmolLM2QK(TransformerQK):
     Unpacks as ``q, k = result``. Padded positions (``mask`` False) hold zeros in ``q``,
     ``k``, ``v`` and in the rows and columns of ``attention``.
 
-    Attributes
+    Parameters
     ----------
     q, k : ndarray of shape (texts, layers, heads, tokens, 64)
         Rotated queries and keys, scaled so that ``q[..., i, :] @ k[..., j, :]`` is the
@@ -202,6 +215,7 @@ class SmolLM2QK(TransformerQK):
     tokens : list of list of str
         Byte-level BPE tokens of each text (no padding, no special tokens).
     texts : tuple of str
+        The texts.
     layers, heads : tuple of int
         Model layer (0-29) and query head (0-8) of each index along axes 1 and 2.
     scale : {"symmetric", "query"}
@@ -209,6 +223,9 @@ class SmolLM2QK(TransformerQK):
         ``"query"``: q is times 64^(-1/2), k is unscaled.
     max_len : int or None
         Truncation length used (tokens).
+
+    Attributes
+    ----------
     causal : bool
         True: query ``i`` attends to keys ``j <= i`` only.
     """
@@ -398,7 +415,7 @@ class SmolLM2Model(PretrainedModel):
 class SmolLM2Forward:
     """Outputs of a SmolLM2-135M-Instruct forward pass (:func:`smollm2_forward`).
 
-    Attributes
+    Parameters
     ----------
     logits : ndarray of shape (texts, tokens, 49152)
         Next-token logits: position ``t`` predicts token ``t + 1``. Zero at padded positions.
@@ -407,11 +424,15 @@ class SmolLM2Forward:
     ids : ndarray of int, shape (texts, tokens)
         Token ids (0 at padding).
     mask : ndarray of bool, shape (texts, tokens)
+        Valid (non-padding) positions.
     tokens : list of list of str
+        The tokens of each text (no padding).
     texts : tuple of str
+        The texts.
     layers : tuple of int
         The layers whose attention called ``attention`` (empty: exact attention everywhere).
     scale : {"symmetric", "query"}
+        How the model's 1/sqrt(64) was split between the hook's q and k.
     """
 
     logits: np.ndarray

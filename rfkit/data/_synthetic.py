@@ -23,7 +23,7 @@ class SyntheticQK:
 
     Unpacks as ``q, k = sample``.
 
-    Attributes
+    Parameters
     ----------
     q, k : ndarray of shape ([sets,] n, d)
         Queries and keys (points are rows).
@@ -53,14 +53,31 @@ def pairs_with_norms(
     cosine: float | None = None,
     rng: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Pairs :math:`(x_i, y_i)` with :math:`\|x_i\| = ` ``norm_x``, :math:`\|y_i\| = ` ``norm_y``.
+    r"""Draw pairs :math:`(x_i, y_i)` with :math:`\|x_i\| = ` ``norm_x``, :math:`\|y_i\| = ` ``norm_y``.
 
     Directions are uniform on the sphere; with ``cosine`` the angle between
     :math:`x_i` and :math:`y_i` is fixed (:math:`x_i^\top y_i = ` ``cosine * norm_x * norm_y``).
 
+    Parameters
+    ----------
+    n_pairs : int
+        The number of pairs (>= 1).
+    dim : int
+        The dimension (>= 1).
+    norm_x, norm_y : float, default=1.0
+        The norms of :math:`x_i` and :math:`y_i` (>= 0).
+    cosine : float, optional
+        The cosine of the angle between :math:`x_i` and :math:`y_i`, in ``[-1, 1]``; None:
+        independent directions.
+    rng : {None, int, SeedSequence, Generator}, optional
+        When ``rng`` is None, a new Generator is created using entropy from the
+        operating system. Types other than Generator are passed to
+        :func:`numpy.random.default_rng`. Pass an int for reproducible output.
+
     Returns
     -------
     X, Y : ndarray of shape (n_pairs, dim)
+        The pairs ``(X[i], Y[i])``.
     """
     owner = "pairs_with_norms"
     n = check_int(n_pairs, "n_pairs", owner, low=1)
@@ -145,6 +162,28 @@ def gaussian_qk(
 
     Means are scalars or (d,); covariances scalars (isotropic), (d,) diagonals or
     (d, d) PSD matrices. ``n`` queries and ``n_k`` (default ``n``) keys.
+
+    Parameters
+    ----------
+    n : int
+        The number of queries (>= 1).
+    dim : int
+        The dimension ``d`` (>= 1).
+    mean_q, mean_k : float or array_like of shape (d,), default=0.0
+        The means :math:`\mu_q`, :math:`\mu_k`.
+    cov_q, cov_k : float or array_like of shape (d,) or (d, d), default=1.0
+        The covariances :math:`\Sigma_q`, :math:`\Sigma_k`: isotropic, diagonal or full PSD.
+    n_k : int, optional
+        The number of keys; None: ``n``.
+    rng : {None, int, SeedSequence, Generator}, optional
+        When ``rng`` is None, a new Generator is created using entropy from the
+        operating system. Types other than Generator are passed to
+        :func:`numpy.random.default_rng`. Pass an int for reproducible output.
+
+    Returns
+    -------
+    SyntheticQK
+        Queries (n, d), keys (n_k, d) and the distribution's means and covariances.
     """
     owner = "gaussian_qk"
     nq = check_int(n, "n", owner, low=1)
@@ -215,12 +254,23 @@ def hard_qk(
 
     Parameters
     ----------
+    n : int, default=1000
+        The number of queries and of keys per set (>= 1).
+    dim : int, default=50
+        The dimension ``d`` (>= 1).
+    n_sets : int, optional
+        The number of independent sets (each with its own means and covariances); None: one set,
+        no leading axis.
     regime : {"writeup", "notebook"}, default="writeup"
         Parameter set (:data:`HARD_REGIMES`); the other keywords override its values.
     mean_scale, var_shape_q, var_shape_k : float, optional
         Laplace scale of the means and Gamma shapes of the variances.
     norm_q, norm_k : float, optional
         Target mean norms of the rescaled samples (``None`` in the notebook regime: no rescaling).
+    rng : {None, int, SeedSequence, Generator}, optional
+        When ``rng`` is None, a new Generator is created using entropy from the
+        operating system. Types other than Generator are passed to
+        :func:`numpy.random.default_rng`. Pass an int for reproducible output.
 
     Returns
     -------
@@ -294,10 +344,33 @@ def sequence_qkv(
     :math:`j` has :math:`q_i, k_i = \text{scale}\,(c_j + \text{spread}\,\varepsilon)`, so
     attention is peaked within segments. Values are i.i.d. :math:`\mathcal N(0, 1)`.
 
+    Parameters
+    ----------
+    n_tokens : int
+        The sequence length (>= 1).
+    dim : int
+        The query and key dimension ``d`` (>= 1).
+    d_v : int, default=8
+        The value dimension (>= 1).
+    structure : {"iid", "local"}, default="iid"
+        Independent tokens, or tokens clustered by position.
+    scale : float, default=1.0
+        The factor on queries and keys (>= 0).
+    n_clusters : int, default=8
+        ``"local"``: the number of segments, in ``[1, n_tokens]``.
+    spread : float, default=0.3
+        ``"local"``: the tokens' spread around their segment's centre (>= 0).
+    rng : {None, int, SeedSequence, Generator}, optional
+        When ``rng`` is None, a new Generator is created using entropy from the
+        operating system. Types other than Generator are passed to
+        :func:`numpy.random.default_rng`. Pass an int for reproducible output.
+
     Returns
     -------
     Q, K : ndarray of shape (n_tokens, dim)
+        Queries and keys.
     V : ndarray of shape (n_tokens, d_v)
+        Values.
     """
     owner = "sequence_qkv"
     n = check_int(n_tokens, "n_tokens", owner, low=1)
