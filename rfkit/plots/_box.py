@@ -12,7 +12,22 @@ __all__ = ["prepare_metric_boxplot", "plot_metric_boxplot"]
 
 
 def prepare_metric_boxplot(summary: pd.DataFrame, metric: str, by: str = "dataset") -> pd.DataFrame:
-    """Rows drawn: ``estimator``, ``by`` value, ``value`` (one per data set and estimator)."""
+    """The rows :func:`plot_metric_boxplot` draws.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str
+        The metric drawn.
+    by : str, default="dataset"
+        The column whose values are the dots.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per data set and estimator: ``estimator``, the ``by`` value, ``value``.
+    """
     s = summary[summary["metric"] == metric]
     if s.empty:
         raise ValueError(f"summary has no rows for metric {metric!r}")
@@ -35,6 +50,26 @@ def plot_metric_boxplot(
     """Boxplot of ``metric`` over data sets per estimator, with the individual data sets as dots.
 
     ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str
+        The metric drawn.
+    by : str, default="dataset"
+        The column whose values are the dots (one per data set).
+    log : bool, default=True
+        Logarithmic value axis.
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on; None: a new figure.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
     """
     import matplotlib.pyplot as plt
     import seaborn as sns

@@ -38,6 +38,24 @@ def prepare_mse_vs_cost(
 
     Returns columns ``col`` (None without panels), ``family``, ``cost``, ``estimate``, ``q25``,
     ``q75``, ``n``, sorted by panel, family (first appearance) and cost.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric). It needs ``cost`` and ``estimate``.
+    metric : str, default="mse"
+        The metric drawn.
+    family : str, default="estimator"
+        The column whose values are the lines.
+    point : sequence of str, default=()
+        The columns whose values are the points of a line (e.g. ``("feature_dim",)``).
+    col : str, optional
+        The column whose values are the panels; None: one panel.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The points, as described above.
     """
     need = {"metric", "estimate", "cost", family, *point} | ({col} if col else set())
     missing = sorted(need - set(summary.columns))
@@ -96,6 +114,28 @@ def plot_mse_vs_cost(
     ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
 
     Returns the array of the panels' Axes.
+
+    Parameters
+    ----------
+    points : pandas.DataFrame
+        The points (:func:`prepare_mse_vs_cost`).
+    logx, logy : bool, default=True
+        Logarithmic axes.
+    xlabel : str, default="cost per query"
+        The x-axis label.
+    ylabel : str, default="output MSE (median)"
+        The y-axis label.
+    col_title : str, optional
+        The panels' title format (``"{}"`` is replaced by the panel's value).
+    spread : bool, optional
+        Draw the interquartile bars; None: with up to six families.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    ndarray of matplotlib.axes.Axes
+        The panels' Axes.
     """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter

@@ -45,7 +45,20 @@ def _as_damage(values: Any, metric: str) -> np.ndarray:
 
 
 def prepare_damage_vs_budget(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """The summary rows of ``metric`` with ``estimate`` as damage (``1 - cosine`` for the cosines)."""
+    """The summary rows of ``metric`` with ``estimate`` as damage (``1 - cosine`` for the cosines).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str
+        The damage metric.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The summary rows of ``metric``.
+    """
     s = summary[summary["metric"] == metric].copy()
     if s.empty:
         raise ValueError(f"summary has no rows for metric {metric!r}")
@@ -59,6 +72,22 @@ def plot_damage_vs_budget(
     """Damage against the cost per query (``feature_dim``), one line per estimator, a panel per context.
 
     Log-log axes with ±2 MCSE bars (over draws). Returns the panels' Axes.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str
+        The damage metric drawn.
+    col : str or None, default="n_tokens"
+        The column whose values are the panels (the context length); None: one panel.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    ndarray of matplotlib.axes.Axes
+        The panels' Axes.
     """
     frame = prepare_damage_vs_budget(summary, metric)
     col = col if col is not None and col in frame.columns and frame[col].nunique() > 1 else None
@@ -77,10 +106,22 @@ def plot_damage_vs_budget(
 
 
 def prepare_layer_damage(pairs: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Rows drawn per (model, estimator, layer): ``damage``, ``lower``, ``upper`` (±2 MCSE, log scale).
+    """Return the rows drawn per (model, estimator, layer): ``damage``, ``lower``, ``upper`` (±2 MCSE, log scale).
 
     ``column`` is a per-layer column of the drop-in ``pairs`` table (``kl``, ``emb_cos``,
     ``head_mse``, ...); rows where it was not measured (NaN) are left out.
+
+    Parameters
+    ----------
+    pairs : pandas.DataFrame
+        The drop-in study's ``pairs`` table.
+    column : str
+        A per-layer column of it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows, as described above.
     """
     if column not in pairs.columns:
         raise ValueError(f"pairs has no column {column!r}")
@@ -100,8 +141,22 @@ def prepare_layer_damage(pairs: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, size: str | None = None) -> Any:
-    """Damage per layer, one panel per ``(model, column)``: each layer replaced alone (``kl``, ``emb_cos``)
-    or the layer's per-head output MSE (``head_mse``). Returns the panels' Axes."""
+    """Damage per layer, one panel per ``(model, column)``.
+
+    Parameters
+    ----------
+    pairs : pandas.DataFrame
+        The drop-in study's ``pairs`` table.
+    panels : list of tuple of (str, str)
+        The ``(model, column)`` of each panel.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    ndarray of matplotlib.axes.Axes
+        The panels' Axes.
+    """
     import matplotlib.pyplot as plt
 
     frames = [(m, c, prepare_layer_damage(pairs[pairs["model"] == m], c)) for m, c in panels]
@@ -140,7 +195,18 @@ def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, siz
 
 
 def prepare_proxy_vs_damage(points: pd.DataFrame) -> pd.DataFrame:
-    """The proxy points (:func:`rfkit.study.summaries.dropin_points`) with a ``panel`` name each."""
+    """The proxy points (:func:`rfkit.study.summaries.dropin_points`) with a ``panel`` name each.
+
+    Parameters
+    ----------
+    points : pandas.DataFrame
+        The proxy points (:func:`rfkit.study.summaries.dropin_points`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy of ``points`` with a ``panel`` column.
+    """
     setting = [c for c in points.columns if c not in _POINT_COLUMNS]
     names = {"smollm2": "SmolLM2, KL", "minilm": "MiniLM, 1 − cos"}
     out = points.copy()
@@ -169,9 +235,22 @@ _POINT_COLUMNS = {
 def plot_proxy_vs_damage(
     points: pd.DataFrame, correlation: pd.DataFrame | None = None, *, size: str | None = None
 ) -> Any:
-    """End-to-end damage against the per-head output MSE, one point per (estimator, budget), a panel per
-    (model, setting); the Spearman rho with its interval and p-value in each panel's title when
-    ``correlation`` (:func:`rfkit.study.summaries.proxy_correlation`) is given. Returns the Axes."""
+    """End-to-end damage against the per-head output MSE, one point per (estimator, budget).
+
+    Parameters
+    ----------
+    points : pandas.DataFrame
+        The proxy points (:func:`rfkit.study.summaries.dropin_points`).
+    correlation : pandas.DataFrame, optional
+        The rank correlations (:func:`rfkit.study.summaries.proxy_correlation`) quoted in the titles.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    ndarray of matplotlib.axes.Axes
+        The panels' Axes.
+    """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter
 

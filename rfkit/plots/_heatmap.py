@@ -17,7 +17,22 @@ __all__ = ["prepare_head_heatmap", "plot_head_heatmap", "plot_attention_matrices
 def prepare_head_heatmap(
     summary: pd.DataFrame, metric: str = "mse", rows: str = "layer", cols: str = "head"
 ) -> dict[str, pd.DataFrame]:
-    """One (rows x cols) table of ``metric`` per estimator: the matrices drawn."""
+    """One (rows x cols) table of ``metric`` per estimator: the matrices drawn.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str, default="mse"
+        The metric.
+    rows, cols : str, default="layer", "head"
+        The columns whose values are the tables' rows and columns.
+
+    Returns
+    -------
+    dict of str to pandas.DataFrame
+        One table per estimator.
+    """
     s = summary[summary["metric"] == metric]
     if s.empty:
         raise ValueError(f"summary has no rows for metric {metric!r}")
@@ -37,12 +52,32 @@ def plot_head_heatmap(
     colorbar_label: str | None = None,
     size: str | None = None,
 ) -> Any:
-    """log10 of ``metric`` per (layer, head), one panel per estimator, on a shared colour scale.
+    """Draw log10 of ``metric`` per (layer, head), one panel per estimator, on a shared colour scale.
 
     Axis labels and tick labels appear on the outer panels only (the bottom panel of each column,
     the first of each row); ``colorbar_label`` defaults to ``"log10 <metric>"``.
     Panels wrap into rows of up to 5 (3 on a one-column figure); ``size`` is ``"one-column"`` or
     ``"two-column"`` (default: :func:`set_paper_size`).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str, default="mse"
+        The metric drawn (its log10).
+    estimators : sequence of str, optional
+        The estimators, in panel order; None: all.
+    rows, cols : str, default="layer", "head"
+        The columns whose values are the heatmap's rows and columns.
+    colorbar_label : str, optional
+        The colour bar's label; None: ``"log10 <metric>"``.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    ndarray of matplotlib.axes.Axes
+        The panels' Axes.
     """
     import matplotlib.pyplot as plt
 
@@ -87,6 +122,18 @@ def plot_attention_matrices(exact: np.ndarray, estimates: dict[str, np.ndarray])
 
     ``exact`` and each estimate are (n, n) matrices computed beforehand (e.g. with
     ``rk.attention.softmax(Q, K, np.eye(n))`` and an estimator called on the same ``V``).
+
+    Parameters
+    ----------
+    exact : ndarray of shape (n, n)
+        The exact attention probabilities.
+    estimates : dict of str to ndarray of shape (n, n)
+        The estimated ones, by label.
+
+    Returns
+    -------
+    ndarray of matplotlib.axes.Axes
+        One Axes per matrix, the exact one first.
     """
     import matplotlib.pyplot as plt
 

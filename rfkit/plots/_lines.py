@@ -13,9 +13,25 @@ __all__ = ["prepare_metric_lines", "plot_metric_lines", "panel_grid"]
 
 
 def prepare_metric_lines(summary: pd.DataFrame, metric: str, x: str, col: str | None = None) -> pd.DataFrame:
-    """Rows drawn: ``estimator``, ``x``, ``col`` (or None), ``estimate``, ``lower``, ``upper``.
+    """Return the rows drawn: ``estimator``, ``x``, ``col`` (or None), ``estimate``, ``lower``, ``upper``.
 
     ``lower``/``upper`` are the ±2 MCSE interval of the log (:func:`log_interval`).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str
+        The metric drawn.
+    x : str
+        The column on the x axis.
+    col : str, optional
+        The column whose values are the panels.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows drawn.
     """
     s = summary[summary["metric"] == metric]
     if s.empty:
@@ -56,7 +72,7 @@ def plot_metric_lines(
     col_title: str | None = None,
     size: str | None = None,
 ) -> Any:
-    """Lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value.
+    """Draw lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value.
 
     Each estimator has its own colour, line style and marker (:func:`series_styles`), and its
     points are shifted slightly sideways so that estimators with equal values do not hide each
@@ -65,6 +81,32 @@ def plot_metric_lines(
     figure); ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
 
     Returns the array of the panels' Axes.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str
+        The metric drawn.
+    x : str
+        The column on the x axis.
+    col : str, optional
+        The column whose values are the panels; None: one panel.
+    logx : bool, default=False
+        Logarithmic x axis.
+    logy : bool, default=True
+        Logarithmic y axis.
+    xlabel, ylabel : str, optional
+        The axis labels; None: the column and metric names.
+    col_title : str, optional
+        The panels' title format.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    ndarray of matplotlib.axes.Axes
+        The panels' Axes.
     """
     import matplotlib.pyplot as plt
 

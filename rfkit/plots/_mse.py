@@ -63,6 +63,22 @@ def prepare_mse_vs_features(
     grid axis), so a point only ever meets the prediction for its own setting. A ``theory`` with
     more than one prediction for a point raises
     :class:`~rfkit.exceptions.InvalidParameterError` (a ``ValueError``).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    theory : pandas.DataFrame, optional
+        The theory comparison (``StudyResult.compare_theory()``); None: no predictions.
+    metric : str, default="mse"
+        The metric drawn.
+    x : str, default="n_features"
+        The column on the x axis.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The frame, as described above.
     """
     s = summary[summary["metric"] == metric]
     if s.empty:

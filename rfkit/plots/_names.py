@@ -99,6 +99,20 @@ def _param_text(key: str, val: Any) -> str:
 def display_name(entry: Mapping[str, Any], *, secondary: bool = False) -> str:
     """The display name of one ``estimators`` entry of a study.
 
+    Parameters
+    ----------
+    entry : mapping
+        One ``estimators`` entry of a study (``map`` or ``estimator`` with its parameters).
+    secondary : bool, default=False
+        Name the secondary parameters too.
+
+    Returns
+    -------
+    str
+        The display name.
+
+    Examples
+    --------
     >>> display_name({"map": "Positive", "projection": "orthogonal"})
     'PRF (ORF)'
     >>> display_name({"estimator": "LARA", "weights": "balance"})
@@ -135,6 +149,18 @@ def display_names(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     Entries whose names coincide get their secondary parameters too, and where that is not
     enough a number (``"PRF (iid) #2"``).
 
+    Parameters
+    ----------
+    entries : iterable of mapping
+        A study's ``estimators`` entries.
+
+    Returns
+    -------
+    list of str
+        The display names, in order, all distinct.
+
+    Examples
+    --------
     >>> display_names([{"map": "Trig"}, {"map": "Trig", "projection": "orthogonal"}])
     ['Trig (iid)', 'Trig (ORF)']
     """

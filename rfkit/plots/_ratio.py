@@ -20,6 +20,22 @@ def prepare_ratio_to_reference(
     One row per (cell, estimator other than ``reference``): the columns ``by`` (e.g. a budget
     axis), ``cell``, ``estimator`` and ``ratio`` = the estimator's ``metric`` divided by the
     reference's in the same cell (< 1: better than the reference).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    reference : str
+        The reference estimator.
+    metric : str, default="mse"
+        The metric compared.
+    by : tuple of str, default=()
+        Further columns kept (e.g. a budget axis).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The frame, as described above.
     """
     s = summary[summary["metric"] == metric]
     if s.empty:
@@ -46,6 +62,28 @@ def plot_ratio_to_reference(
 
     Estimators are ordered by their median ratio (best first); the dotted line at 1 is the
     reference. ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    reference : str
+        The reference estimator.
+    metric : str, default="mse"
+        The metric compared.
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on; None: a new figure.
+    title : str, optional
+        The axes title.
+    ylabel : str, optional
+        The y-axis label; None: one naming the metric and the reference.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
     """
     import matplotlib.pyplot as plt
 

@@ -17,7 +17,7 @@ __all__ = ["prepare_kernel_scatter", "plot_kernel_scatter"]
 def prepare_kernel_scatter(
     pairs: pd.DataFrame, *, cell: int | None = None, estimators: Sequence[str] | None = None
 ) -> pd.DataFrame:
-    """Rows drawn: ``estimator``, ``truth``, ``estimate`` (trial 0's estimate of each pair).
+    """Return the rows drawn: ``estimator``, ``truth``, ``estimate`` (trial 0's estimate of each pair).
 
     Parameters
     ----------
@@ -27,6 +27,11 @@ def prepare_kernel_scatter(
         Which cell (default: the first).
     estimators : sequence of str, optional
         Which estimators, in panel order (default: all, design order).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows drawn.
     """
     c = int(pairs["cell"].min()) if cell is None else cell
     p = pairs[pairs["cell"] == c]
@@ -62,6 +67,24 @@ def plot_kernel_scatter(
     one-column one).
 
     Returns the array of Axes (one per estimator).
+
+    Parameters
+    ----------
+    pairs : pandas.DataFrame
+        ``StudyResult.pairs`` (columns ``cell``, ``estimator``, ``truth``, ``est_trial0``).
+    cell : int, optional
+        Which cell (default: the first).
+    estimators : sequence of str, optional
+        Which estimators, in panel order (default: all, design order).
+    axes : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per estimator; None: a new figure.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: the one :func:`set_paper_size` chose.
+
+    Returns
+    -------
+    ndarray of matplotlib.axes.Axes
+        One Axes per estimator.
     """
     import matplotlib.pyplot as plt
 

@@ -21,6 +21,17 @@ def fit_slopes(
     its ``conf_int``, computed here with NumPy: importing statsmodels costs about a second). For an
     unbiased random-feature estimator the MSE is exactly :math:`\propto 1/m` (slope -1).
 
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        A study summary (``StudyResult.summary()``): one row per (cell, estimator, metric).
+    metric : str, default="mse"
+        The metric regressed.
+    x : str, default="n_features"
+        The column regressed on.
+    confidence : float, default=0.95
+        The level of the slope's interval.
+
     Returns
     -------
     DataFrame

@@ -64,6 +64,16 @@ def estimator_colors(labels: Iterable[str]) -> dict[str, str]:
     The family (the label's prefix before the first '-') fixes the colour, so the same
     family has the same colour across figures; when several labels of one figure share a
     family, the later ones take the next colours not used by any family present.
+
+    Parameters
+    ----------
+    labels : iterable of str
+        The estimator labels of one figure, in order.
+
+    Returns
+    -------
+    dict of str to str
+        A colour per label.
     """
     labels = list(dict.fromkeys(labels))
     fams = [str(lab).split("-")[0].lower() for lab in labels]
@@ -92,17 +102,45 @@ def estimator_markers(labels: Iterable[str]) -> dict[str, str]:
 
     Together with :func:`estimator_colors` this keeps estimators apart even where their
     points coincide or two colours are hard to tell apart.
+
+    Parameters
+    ----------
+    labels : iterable of str
+        The estimator labels of one figure, in order.
+
+    Returns
+    -------
+    dict of str to str
+        A matplotlib marker per label.
     """
     labels = list(dict.fromkeys(labels))
     return {lab: _MARKERS[i % len(_MARKERS)] for i, lab in enumerate(labels)}
 
 
 def dodged(x: Any, index: int, count: int, *, log: bool, width: float | None = None) -> Any:
-    """``x`` shifted sideways for series ``index`` of ``count``, so coinciding points stay visible.
+    """Shift ``x`` sideways for series ``index`` of ``count``, so coinciding points stay visible.
 
     The shifts spread evenly over ``width``: on a log2 axis a fraction of an octave (``x`` is
     multiplied by ``2**shift``; default 0.2), on a linear axis a fraction of the smallest gap
     between distinct ``x`` values (default 0.1). A single series is not moved.
+
+    Parameters
+    ----------
+    x : array_like
+        The positions.
+    index : int
+        The series, in ``[0, count)``.
+    count : int
+        The number of series.
+    log : bool
+        Whether the axis is logarithmic (base 2).
+    width : float, optional
+        The total spread; None: 0.2 octave (log) or 0.1 of the smallest gap (linear).
+
+    Returns
+    -------
+    ndarray
+        The shifted positions.
     """
     import numpy as np
 
@@ -128,6 +166,13 @@ def set_paper_size(size: str) -> None:
 
     The default is ``"two-column"``. Plot functions also take ``size=`` for one figure.
 
+    Parameters
+    ----------
+    size : {"one-column", "two-column"}
+        The width.
+
+    Examples
+    --------
     >>> set_paper_size("one-column"); paper_size()
     'one-column'
     >>> set_paper_size("two-column")
@@ -140,7 +185,18 @@ def set_paper_size(size: str) -> None:
 
 
 def paper_size(size: str | None = None) -> str:
-    """The paper size in force: ``size`` when given (checked), else the one :func:`set_paper_size` chose."""
+    """The paper size in force: ``size`` when given (checked), else the one :func:`set_paper_size` chose.
+
+    Parameters
+    ----------
+    size : {"one-column", "two-column"}, optional
+        A size to check and return; None: the one in force.
+
+    Returns
+    -------
+    str
+        ``"one-column"`` or ``"two-column"``.
+    """
     if size is None:
         return _SIZE["current"]
     if size not in PAPER_SIZES:
@@ -152,11 +208,22 @@ def paper_size(size: str | None = None) -> str:
 
 @contextlib.contextmanager
 def paper_style(width: str | None = None) -> Iterator[dict[str, Any]]:
-    """Matplotlib rc settings for paper figures; yields ``{"figsize": (w, h), "size": name, "width": w}``.
+    """Matplotlib rc settings for paper figures, as a context manager.
 
     ``width`` is ``"one-column"`` / ``"two-column"`` (the older ``"single"`` / ``"double"`` too);
     default: :func:`paper_size`. Figures are drawn with constrained layout (legends and titles
     stay on the canvas) and PDFs embed TrueType fonts (``pdf.fonttype`` 42, no Type 3).
+
+    Parameters
+    ----------
+    width : {"one-column", "two-column"}, optional
+        The figure width (``"single"`` / ``"double"`` are accepted too); None: :func:`paper_size`.
+
+    Yields
+    ------
+    dict
+        ``{"figsize": (w, h), "size": name, "width": w}``, inches; the rc settings apply inside
+        the ``with`` block.
     """
     import matplotlib as mpl
     from cycler import cycler
@@ -193,12 +260,24 @@ _LINESTYLES = ["-", "--", "-.", ":"]
 
 
 def series_styles(labels: Iterable[str]) -> dict[str, dict[str, str]]:
-    """``{label: {"color", "linestyle", "marker"}}``: a distinct combination for every series of one axes.
+    """Return a distinct colour, line style and marker for every series of one axes.
 
     Series ``i`` takes Okabe-Ito colour ``i mod 8``, line style ``(i + i div 8) mod 4`` (solid,
     dashed, dash-dot, dotted) and marker ``i mod 12``, so no two of the first 32 series share
     colour and line style, and in greyscale the markers and dashes still tell them apart.
 
+    Parameters
+    ----------
+    labels : iterable of str
+        The estimator labels of one figure, in order.
+
+    Returns
+    -------
+    dict of str to dict
+        ``{label: {"color": ..., "linestyle": ..., "marker": ...}}``.
+
+    Examples
+    --------
     >>> s = series_styles(["a", "b"]); s["a"]["marker"] != s["b"]["marker"]
     True
     """
@@ -266,6 +345,13 @@ def label_axes(ax: Any, xlabel: str | None = None, ylabel: str | None = None) ->
     """Set the axis labels, saying "(log scale)" on a logarithmic axis, wrapped to the panel's size.
 
     Tick labels of log axes are plain text (:func:`plain_log_ticks`).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes.
+    xlabel, ylabel : str, optional
+        The labels; None leaves an axis unlabelled.
     """
     plain_log_ticks(ax)
     fig = ax.figure
@@ -280,7 +366,15 @@ def label_axes(ax: Any, xlabel: str | None = None, ylabel: str | None = None) ->
 
 
 def add_caption(fig: Any, text: str) -> None:
-    """A title line above the figure (wrapped to its width): the settings that are fixed in it."""
+    """A title line above the figure (wrapped to its width): the settings that are fixed in it.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    text : str
+        The caption.
+    """
     import textwrap
 
     points = 7 if fig.get_figwidth() < 5 else 8  # as paper_style's figure titles
@@ -334,6 +428,24 @@ def legend_for(
     :data:`WIDE_LEGEND_MAX` entries, or on a narrow figure, it is the figure's, below the panels
     (in :data:`WIDE_BELOW_COLUMNS` columns on a wide one: give the figure
     :func:`wide_legend_height` more height). ``axes_legend`` is accepted for compatibility.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    ax : matplotlib.axes.Axes
+        The top right panel (the legend's owner on a wide figure).
+    handles, labels : list, optional
+        The legend entries; None: those of ``ax``.
+    axes_legend : bool, default=False
+        Accepted for compatibility; ignored.
+    **kw
+        Passed to :meth:`matplotlib.figure.Figure.legend` / :meth:`matplotlib.axes.Axes.legend`.
+
+    Returns
+    -------
+    matplotlib.legend.Legend
+        The legend.
     """
     del axes_legend
     if handles is None:
@@ -403,6 +515,18 @@ def save_figure(fig: Any, path: str | Path) -> list[Path]:
     matplotlib's own drawing of the box instead. The PDF carries no creation date, so that a
     figure's files depend on the figure only (a report's figures drawn in worker processes are
     the lead's to the byte; tested).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    path : str or path
+        The file name; a ``.pdf``, ``.png`` or ``.svg`` suffix is dropped and both are written.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The PDF and PNG paths.
     """
     import io
     import math
