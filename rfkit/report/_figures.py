@@ -69,6 +69,26 @@ def study_figures(
     ``table(name)`` gives another saved table (``"pairs"``, ``"timings"``) or None. Plots read
     these tables only: nothing is recomputed. ``size`` is ``"one-column"`` or ``"two-column"``
     (default: :func:`rfkit.plots.set_paper_size`'s choice).
+
+    Parameters
+    ----------
+    kind : str
+        The figure kind (one of :data:`FIGURE_KINDS`).
+    design : Design
+        The study's design.
+    summary : pandas.DataFrame
+        ``StudyResult.summary()`` as saved.
+    theory : pandas.DataFrame
+        ``StudyResult.compare_theory()`` as saved.
+    table : callable
+        ``table(name)`` gives another saved table (``"pairs"``, ``"timings"``) or None.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: :func:`rfkit.plots.set_paper_size`'s choice.
+
+    Returns
+    -------
+    list of tuple of (str, matplotlib.figure.Figure)
+        The figures by name (empty where the kind does not apply).
     """
     return [(name, draw(size)) for name, draw in figure_plan(kind, design, summary, theory, table)]
 
@@ -76,7 +96,26 @@ def study_figures(
 def figure_plan(
     kind: str, design: Any, summary: pd.DataFrame, theory: pd.DataFrame, table: Callable[[str], Any]
 ) -> Plan:
-    """The figures :func:`study_figures` draws for one kind, as ``(name, draw)`` pairs, none drawn yet."""
+    """The figures :func:`study_figures` draws for one kind, as ``(name, draw)`` pairs, none drawn yet.
+
+    Parameters
+    ----------
+    kind : str
+        The figure kind (one of :data:`FIGURE_KINDS`).
+    design : Design
+        The study's design.
+    summary : pandas.DataFrame
+        ``StudyResult.summary()`` as saved.
+    theory : pandas.DataFrame
+        ``StudyResult.compare_theory()`` as saved.
+    table : callable
+        ``table(name)`` gives another saved table (``"pairs"``, ``"timings"``) or None.
+
+    Returns
+    -------
+    list of tuple of (str, callable)
+        ``(name, draw)`` pairs; ``draw(size)`` draws the figure and returns it.
+    """
     grid_cols = list(design.grid)
     summary = _shown(summary, design)
     theory = _shown(theory, design)

@@ -46,14 +46,38 @@ _ATTENTION_METRICS = {
 
 
 def metric_description(metric: str, kind: str) -> str:
-    """What a summary metric measures, in words fit for this kind of design (kernel or attention)."""
+    """What a summary metric measures, in words fit for this kind of design (kernel or attention).
+
+    Parameters
+    ----------
+    metric : str
+        The summary metric's name.
+    kind : str
+        The design kind (``"kernel"``, ``"attention"``, ...).
+
+    Returns
+    -------
+    str
+        The description.
+    """
     if kind == "attention" and metric in _ATTENTION_METRICS:
         return _ATTENTION_METRICS[metric]
     return metric_words(metric)
 
 
 def provenance_line(result: StudyResult) -> str:
-    """One line: trials, cells, seed entropy, design hash, the work units' time, executor, versions."""
+    """One line: trials, cells, seed entropy, design hash, the work units' time, executor, versions.
+
+    Parameters
+    ----------
+    result : StudyResult
+        A study result.
+
+    Returns
+    -------
+    str
+        The line.
+    """
     d, prov = result.design, result.provenance
     machine = prov.get("machine", {})
     versions = prov.get("versions", {})
@@ -98,6 +122,20 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
     Figures are drawn from the saved ``summary.parquet`` / ``theory.csv`` (compute -> save -> plot);
     with ``workers > 1`` and at least three figures, in that many worker processes, one figure each
     (the same files and records as drawn here), while this process writes the text and tables.
+
+    Parameters
+    ----------
+    result : StudyResult
+        A study result. (saved: its tables are read from ``out``).
+    out : str or path
+        The run folder the report and figures are written to.
+    workers : int, default=1
+        Processes drawing the figures.
+
+    Returns
+    -------
+    pathlib.Path
+        The path of ``report.md``.
     """
     out = Path(out)
     summary = pd.read_parquet(out / "summary.parquet")

@@ -55,12 +55,22 @@ def preload_for_workers() -> None:
 
 
 def figure_workers(workers: int | None) -> int:
-    """Processes that draw a report's figures: ``workers``, else as many as rfkit's threads.
+    """Return the number of processes that draw a report's figures: ``workers``, else as many as rfkit's threads.
 
     ``None`` (``rfkit run`` without ``--workers``) follows :func:`rfkit.threads` and
     ``RFKIT_NUM_THREADS`` (all CPUs by default), as the study's own computations do, where
     workers fork from a process server; without one (Windows) each worker would be a fresh
     interpreter importing matplotlib, and ``None`` means 1.
+
+    Parameters
+    ----------
+    workers : int or None
+        The number asked for; None: as described above.
+
+    Returns
+    -------
+    int
+        The number of processes.
     """
     if workers is None and "forkserver" not in multiprocessing.get_all_start_methods():
         return 1  # pragma: no cover - Windows

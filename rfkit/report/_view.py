@@ -47,6 +47,16 @@ def figure_names(result: StudyResult) -> list[str]:
 
     Those of the kinds its study declares come first, then those of any other kind that applies;
     every name is one :func:`~rfkit.report.study_figures` draws and :func:`plot_result` accepts.
+
+    Parameters
+    ----------
+    result : StudyResult
+        A study result.
+
+    Returns
+    -------
+    list of str
+        The figure names.
     """
     summary, theory = result.summary(), result.compare_theory()
     return [name for kind in _kinds(result) for name, _ in _plan(result, kind, summary, theory)]
@@ -56,6 +66,20 @@ def plot_result(result: StudyResult, name: str | None = None, size: str | None =
     """One figure of a result by kind or saved name; see :meth:`rfkit.study.StudyResult.plot`.
 
     ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`rfkit.plots.set_paper_size`'s choice).
+
+    Parameters
+    ----------
+    result : StudyResult
+        A study result.
+    name : str, optional
+        A figure kind or saved figure name; None: the first figure of the study.
+    size : {"one-column", "two-column"}, optional
+        The figure width; None: :func:`rfkit.plots.set_paper_size`'s choice.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
     """
     summary, theory = result.summary(), result.compare_theory()
     plans = [(kind, _plan(result, kind, summary, theory)) for kind in _kinds(result)]
@@ -87,7 +111,18 @@ def _close(figs: list[Any]) -> None:
 
 
 def result_html(result: StudyResult) -> str:
-    """Notebook display: the design, the provenance line, the summary table and the first figure."""
+    """Notebook display: the design, the provenance line, the summary table and the first figure.
+
+    Parameters
+    ----------
+    result : StudyResult
+        A study result.
+
+    Returns
+    -------
+    str
+        The HTML.
+    """
     d = result.design
     esc = html.escape
     desc = d.description.strip().split("\n\n")[0].replace("\n", " ")
