@@ -34,6 +34,8 @@ lint: install
 	$(BIN)/ruff format --check rfkit tests benchmarks scripts
 	$(BIN)/mypy rfkit
 	$(BIN)/lint-imports
+	# numpydoc sections (summary, Parameters, Returns/Yields) of every public function and class
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docstrings.py
 
 # pytest runs last so its summary closes the output
 test: install lint docs
