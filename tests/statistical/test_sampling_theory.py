@@ -302,3 +302,54 @@ def test_exact_variances_on_real_heads(source, s, kind, replace):
     stats, pred, _ = _real_head_stats(source, kind, replace, s, 2000, 20261128 + s)
     for key in ("Z", "T", "ZT", "lin_var", "lin_bias"):
         assert abs(_z(stats[key], pred[key])) <= 5, (key, stats[key].mean(), pred[key])
+
+
+# ----------------------------------------------------------------------------- rk.attention.Hybrid itself
+def _hybrid_samples() -> bool:
+    import dataclasses
+
+    return "remainder" in {f.name for f in dataclasses.fields(rk.attention.Hybrid)}
+
+
+@pytest.mark.skipif(
+    not _hybrid_samples(), reason="rk.attention.Hybrid has no sampled remainders (remainder=...) in this tree"
+)
+@pytest.mark.parametrize("source", ["smollm2", "minilm"])
+@pytest.mark.parametrize("s", [8, 32])
+@pytest.mark.parametrize("kind", ["uniform", "stratified", "importance"])
+def test_theory_matches_hybrid_simulation(source, s, kind):
+    """Hybrid(window=8, n_global=2, remainder=kind, n_samples=s) on the real heads: its normaliser's and
+    numerator's remainder variances and covariance, and the delta method's two terms, as predicted.
+
+    Importance uses the oracle scorer: the proposal (1 - 0.1) softmax_R(q.k) + 0.1/N_R, the theory's default.
+    """
+    Q, K, V, causal = _head(source)
+    T = 2000
+    scorer = "oracle" if kind == "importance" else None
+    est = rk.attention.Hybrid(window=8, n_global=2, causal=causal, remainder=kind, n_samples=s, scorer=scorer)
+    r = est(Q, K, V, rng=20261128 + s, n_draws=T)
+    stats = {k: np.zeros(T) for k in ("Z", "T", "ZT", "lin_var", "lin_bias")}
+    pred = dict.fromkeys(stats, 0.0)
+    for i, (q, Kn, Vn, ex) in enumerate(_queries(Q, K, V, causal)):
+        res = _theory(q, Kn, Vn, ex, kind, s)
+        logits = Kn @ q
+        logZ = logits.max() + np.log(np.sum(np.exp(logits - logits.max())))
+        p = np.exp(logits - logZ)  # w_j / Z
+        zs, es = p[ex].sum(), p[ex] @ Vn[ex]
+        zr, tr = p[~ex].sum(), p[~ex] @ Vn[~ex]
+        eZ = np.exp(r.log_normalizer[:, i] - logZ) * np.sign(r.denominator_values[:, i]) - zs - zr
+        eT = r.numerator_values[:, i] * np.exp(r.log_scale[:, i] - logZ)[:, None] - es - tr
+        L = eT - res.attention * eZ[:, None]
+        stats["Z"] += eZ**2
+        stats["T"] += np.sum(eT**2, axis=1)
+        stats["ZT"] += np.sum(eZ[:, None] * eT, axis=1)
+        stats["lin_var"] += np.sum(L**2, axis=1)
+        stats["lin_bias"] += -np.sum(L * eZ[:, None], axis=1)
+        Z2 = res.normaliser**2
+        pred["Z"] += res.normaliser_rel_var
+        pred["T"] += float(np.sum(res.var_T)) / Z2
+        pred["ZT"] += float(np.sum(res.cov_ZT)) / Z2
+        pred["lin_var"] += res.variance_total
+        pred["lin_bias"] += float(np.sum(res.bias))
+    for key in stats:
+        assert abs(_z(stats[key], pred[key])) <= 5, (key, stats[key].mean(), pred[key])
