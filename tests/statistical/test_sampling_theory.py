@@ -288,6 +288,7 @@ def _real_head_stats(source, kind, replace, s, T, seed):
     return stats, pred, np.asarray(in_domain)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["smollm2", "minilm"])
 @pytest.mark.parametrize("s", [8, 32])
 @pytest.mark.parametrize(("kind", "replace"), KINDS)
@@ -311,6 +312,7 @@ def _hybrid_samples() -> bool:
     return "remainder" in {f.name for f in dataclasses.fields(rk.attention.Hybrid)}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not _hybrid_samples(), reason="rk.attention.Hybrid has no sampled remainders (remainder=...) in this tree"
 )
