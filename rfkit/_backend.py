@@ -25,12 +25,14 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import operator
 import threading
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from ._backend_devices import available_devices
 from ._parallel import resolve_threads, run_blocks
 from .exceptions import BackendError, BackendNotInstalledError
 
@@ -79,11 +81,15 @@ class Backend:
         CuPy; ``array_api_strict`` itself).
     device : object
         The device of the call's arrays (``"cpu"`` for NumPy).
+    inplace_ok : bool
+        False when autograd records the call (a PyTorch input requires grad, grad mode on): the shims
+        and estimate code then never write into arrays that may be saved for the backward pass.
     """
 
     name: str
     xp: Any
     device: Any
+    inplace_ok: bool = True
 
     # ------------------------------------------------------------------ basics
     @property
@@ -243,13 +249,23 @@ class Backend:
 
     # ------------------------------------------------------------------ shims
     def exp_(self, a: Any) -> Any:
-        """``exp`` in place where the library allows it (NumPy, CuPy, PyTorch); the result."""
+        """``exp`` in place where the library allows it (NumPy, CuPy, PyTorch; not under autograd)."""
+        if not self.inplace_ok:
+            return self.xp.exp(a)
         if self.name in ("numpy", "cupy"):
             mod = np if self.name == "numpy" else _cupy()
             return mod.exp(a, out=a)
         if self.name == "torch":
             return a.exp_()
         return self.xp.exp(a)
+
+    def update(self, a: Any, op: str, b: Any) -> Any:
+        """``a op= b`` for ``op`` in ``+ - * /``: in place on a work array, a new array under autograd."""
+        return _UPDATE[op][self.inplace_ok](a, b)
+
+    def detached(self, a: Any) -> Any:
+        """``a`` without autograd history (PyTorch's ``detach``), for checks that only read values."""
+        return a.detach() if self.name == "torch" else a
 
     def matmul_into(self, a: Any, b: Any, out: Any, index: Any) -> None:
         """``out[index] = a @ b`` without a temporary where the library allows it."""
@@ -398,6 +414,11 @@ class Backend:
 _SCALARS: dict[tuple[Any, ...], Any] = {}
 _SCALAR_LOCK = threading.Lock()
 
+#: ``op -> (new array, in place)`` of :meth:`Backend.update`
+_UPDATE = {
+    o: (getattr(operator, n), getattr(operator, "i" + n))
+    for o, n in zip("+-*/", ("add", "sub", "mul", "truediv"))
+}
 _NUMPY_OF = {"float32": np.float32, "float64": np.float64, "bool": np.bool_, "int64": np.int64}
 
 
@@ -494,34 +515,6 @@ def backend_for(library: str, device: Any = None) -> Backend:
     return _backend_of(probe)
 
 
-def available_devices(library: str, mod: Any = None) -> str:
-    """A readable list of the devices ``library`` can compute on here, with its version."""
-    if library == "numpy":
-        return f"numpy {np.__version__}: cpu"
-    try:
-        mod = mod if mod is not None else __import__(library)
-    except ImportError:
-        return f"{library} is not installed"
-    version = getattr(mod, "__version__", "?")
-    devices = ["cpu"]
-    try:
-        if library == "torch":
-            n_cuda = int(mod.cuda.device_count()) if mod.cuda.is_available() else 0
-            devices += [f"cuda:{i}" for i in range(n_cuda)]
-            if getattr(mod.backends, "mps", None) is not None and mod.backends.mps.is_available():
-                devices.append("mps")
-            if not n_cuda:
-                build = "CPU-only build" if mod.version.cuda is None else f"built for CUDA {mod.version.cuda}"
-                devices.append(f"no CUDA device ({build})")
-        elif library == "cupy":
-            devices = [f"cuda:{i}" for i in range(int(mod.cuda.runtime.getDeviceCount()))]
-        elif library == "array_api_strict":
-            devices = [str(d) for d in mod.__array_namespace_info__().devices()]
-    except Exception:  # pragma: no cover - a broken driver: report what is known
-        devices.append("device query failed")
-    return f"{library} {version}: {', '.join(devices) or 'no device'}"
-
-
 def _backend_of(arr: Any) -> Backend:
     lib = _library(arr)
     if lib == "numpy":
@@ -583,6 +576,13 @@ def get_backend(*named: tuple[str, Any]) -> Backend:
             f"`{first_name}` is on the meta device (shape {shape}, dtype {dtype}): meta tensors hold no data and "
             "rfkit estimates from data. Move the arrays to a device that holds it (cpu, cuda), e.g. `.to('cpu')`."
         )
+    if (
+        first.name == "torch"
+        and first.native.is_grad_enabled()
+        and any(getattr(v, "requires_grad", False) for _, _, v in arrays)
+    ):
+        key = (f"{first.name}+grad", str(first.device))  # autograd records the call: no in-place writes
+        return _CACHE.setdefault(key, dataclasses.replace(first, inplace_ok=False))
     return first
 
 

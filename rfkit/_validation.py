@@ -196,6 +196,7 @@ def check_square_norms(X: Any, name: str, owner: str) -> None:
     bk = get_backend((name, X))
     xp = bk.xp
     limit = float(xp.finfo(X.dtype).max) / 4
+    X = bk.detached(X)  # a check reads values only: no autograd history
     amax = max(float(xp.max(X)), -float(xp.min(X)))  # no temporaries: the fast path
     if amax * amax * X.shape[-1] <= limit:  # ||x||^2 <= d max|x|^2 (Python floats: no overflow)
         return

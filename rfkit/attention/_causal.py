@@ -200,7 +200,7 @@ def _all(bk: Backend, cond: Any) -> bool:
 def _key_logits(job: CausalJob, rows: slice, ci: int, pad: Any, bk: Backend) -> Any:
     xp = bk.xp
     Lk, rk_ = job.fz.logits(job.K[:, rows, :], "key", ci)
-    Lk += rk_[..., None]
+    Lk = bk.update(Lk, "+", rk_[..., None])
     if pad is not None:
         Lk = xp.where(pad[..., None], bk.scalar(-math.inf, Lk.dtype), Lk)
     return Lk
@@ -252,12 +252,12 @@ def _block_pass(
                 Lk = Lk + koff[..., None, None, :]  # the in-block part uses the usable columns only
             b = xp.max(Lk, axis=-1)  # key row maxima
             bs = _safe(xp, b)
-            Lk -= bs[..., None]
+            Lk = bk.update(Lk, "-", bs[..., None])
             w = bk.exp_(Lk)
             if fact or mixed:
                 r = xp.exp(b - _safe(xp, tmax)[..., None])  # <= 1; 0 for padded keys
                 Sb = xp.matrix_transpose(w) @ (r[..., None] * V1)
-                Sb *= xp.exp(_safe(xp, tmax)[..., None] - t)[..., :, None]
+                Sb = bk.update(Sb, "*", xp.exp(_safe(xp, tmax)[..., None] - t)[..., :, None])
                 if mixed:
                     Sb = xp.where(ok[..., None, None], Sb, Sb_exact)
             else:
@@ -266,7 +266,7 @@ def _block_pass(
             Pq = xp.reshape(Pq, L + (G, cb, job.D))
             rq = xp.reshape(rq, tuple(rq.shape[:-1]) + (G, cb))
             qm = xp.max(Pq, axis=-1)
-            Pq -= qm[..., None]
+            Pq = bk.update(Pq, "-", qm[..., None])
             u = bk.exp_(Pq)
             lq = qm + rq
         else:
@@ -288,9 +288,9 @@ def _block_pass(
         expo = b[..., None, :] - _safe(xp, Bi)[..., :, None]  # <= 0 on and below the diagonal
         expo = xp.minimum(expo, xp.zeros_like(expo))  # above it (masked next): no overflow
         E = bk.exp_(expo)
-        E *= lower
+        E = bk.update(E, "*", lower)
         A = u @ xp.matrix_transpose(w)
-        A *= E
+        A = bk.update(A, "*", E)
         st["intra"] = A @ V1
         st["L2"] = lq + Bi
         st["u"] = u
@@ -380,9 +380,9 @@ def _carried_pass(
             if not fast:  # carried query features by their own exponential (definition)
                 Pq, _ = job.fz.logits(job.Q[:, rows, :], "query", ci)
                 Pq = xp.reshape(Pq, L + (G, cb, job.D))
-                Pq += tops[..., None, :]
+                Pq = bk.update(Pq, "+", tops[..., None, :])
                 m1 = xp.max(Pq, axis=-1)  # -inf before any key was accumulated
-                Pq -= _safe(xp, m1)[..., None]
+                Pq = bk.update(Pq, "-", _safe(xp, m1)[..., None])
                 cf = bk.exp_(Pq)
                 out_e = _combine(
                     job,

@@ -124,7 +124,9 @@ def _is_key_block(job: ISJob, ks: slice, bk: Backend) -> tuple[Any, Any]:
         L = xp.where(pad[..., None], bk.scalar(-math.inf, L.dtype), L)
         keep = xp.astype(~pad, L.dtype)
     t = xp.max(L, axis=-2)  # one shift per sample, common to every key (never per key)
-    L -= (t if keep is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None, :]
+    L = bk.update(
+        L, "-", (t if keep is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None, :]
+    )
     GH = xp.matrix_transpose(bk.exp_(L)) @ with_ones(bk, job.V[:, ks, :], keep)  # (g, S, dv + 1)
     return t, GH
 
@@ -133,12 +135,12 @@ def _is_query_block(job: ISJob, qs: slice, bk: Backend, out: dict[str, Any]) -> 
     xp = bk.xp
     Qb = job.Q[:, qs, :]
     lw = Qb @ xp.matrix_transpose(job.omega) - 0.5 * bk.sqnorm(Qb)[..., None]
-    lw += job.base[..., None, :]
+    lw = bk.update(lw, "+", job.base[..., None, :])
     sign = None
     n_neg = n_floor = 0
     if job.alpha is not None:
         la, sign, n_neg, n_floor = job.alpha(job, qs)
-        lw += la
+        lw = bk.update(lw, "+", la)
     mx = xp.max(lw, axis=-1)
     mx = xp.where(xp.isfinite(mx), mx, xp.zeros_like(mx))
     w = bk.exp_(lw - mx[..., None])
@@ -283,7 +285,7 @@ class SampleFeaturizer:
     def logits(self, X: Any, side: str, chunk: int = 0) -> tuple[Any, Any]:
         P = X @ self.omegaT
         if side == "query":
-            P += self.qoff[:, chunk : chunk + 1, :]
+            P = self.bk.update(P, "+", self.qoff[:, chunk : chunk + 1, :])
         return P, -0.5 * self.bk.sqnorm(X)
 
     def features(self, X: Any, side: str) -> tuple[Any, Any]:  # pragma: no cover - fast only

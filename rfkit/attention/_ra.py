@@ -10,6 +10,7 @@ from .._backend import Backend
 from .._parallel import threads
 from .._random import TrialStreams, check_rng_or_trials
 from .._validation import check_int
+from ..exceptions import InvalidParameterError
 from ._common import CHUNK_ELEMS, QKV, check_draw_library, check_qkv, check_shared_options, run, threads_of
 from ._result import AttentionResult
 
@@ -193,6 +194,12 @@ class RA:
         ``key_padding_mask`` (..., M) bool, True = padded key (ignored).
         """
         x = check_qkv(Q, K, V, "RA", causal=self.causal, key_padding_mask=key_padding_mask)
+        if not x.bk.inplace_ok and any(getattr(a, "requires_grad", False) for a in (Q, K)):
+            raise InvalidParameterError(
+                "RA does not support gradients with respect to `Q` or `K`: it samples the key m* of each "
+                "query from softmax(q K^T), a discrete draw that depends on Q and K, so the estimate is not "
+                "differentiable in them. Detach Q and K (V may require grad), or use RFA, SNIS or LARA."
+            )
         gen = check_rng_or_trials(rng)
         nt = threads_of(self.n_threads, "RA")
         if isinstance(gen, TrialStreams):

@@ -121,7 +121,7 @@ class _Featurizer:
         U = self.transform(X, side)
         P = U @ self.WT
         if self.e is not None:
-            P += self.e
+            P = self.bk.update(P, "+", self.e)
         return P, self.c - 0.5 * self.bk.sqnorm(U)
 
     def features(self, X: Any, side: str) -> tuple[Any, Any]:
@@ -132,7 +132,7 @@ class _Featurizer:
         xp = self.bk.xp
         P, r = self.logits(X, side)
         rm = xp.max(P, axis=-1)
-        P -= rm[..., None]
+        P = self.bk.update(P, "-", rm[..., None])
         return self.bk.exp_(P), rm + r
 
     def key_offset(self, chunk: int) -> None:
@@ -169,11 +169,13 @@ def _key_block(job: _Job, ks: slice, bk: Backend) -> tuple[Any, Any]:
     neg = bk.scalar(-math.inf, job.K.dtype)
     if fz.fast:
         P, r = fz.logits(job.K[:, ks, :], "key")
-        P += r[..., None]  # full log-features of the keys
+        P = bk.update(P, "+", r[..., None])  # full log-features of the keys
         if pad is not None:
             P = xp.where(pad[..., None], neg, P)
         t = xp.max(P, axis=-2)  # one shift per feature column, common to every key of the block
-        P -= (t if pad is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None, :]
+        P = bk.update(
+            P, "-", (t if pad is None else xp.where(xp.isfinite(t), t, xp.zeros_like(t)))[..., None, :]
+        )
         return t, xp.matrix_transpose(bk.exp_(P)) @ V1
     w, ls = fz.features(job.K[:, ks, :], "key")
     if pad is not None:
@@ -188,9 +190,9 @@ def _query_block(job: _Job, qs: slice, bk: Backend) -> None:
     fz = job.fz
     if fz.fast:
         P, r = fz.logits(job.Q[:, qs, :], "query")
-        P += job.top[..., None, :]
+        P = bk.update(P, "+", job.top[..., None, :])
         rm = xp.max(P, axis=-1)
-        P -= rm[..., None]
+        P = bk.update(P, "-", rm[..., None])
         u, ls = bk.exp_(P), rm + r
     else:
         u, ls = fz.features(job.Q[:, qs, :], "query")

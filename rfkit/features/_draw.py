@@ -406,9 +406,9 @@ class FeatureDraw(abc.ABC):
         if math.prod(K.shape) == 0:
             small = False
         elif self.spec.is_positive:
-            small = float(xp.min(K)) < thr
+            small = float(xp.min(bk.detached(K))) < thr
         else:
-            small = float(xp.min(xp.abs(K))) < thr
+            small = float(xp.min(xp.abs(bk.detached(K)))) < thr
         bad = None
         if small:
             bad = xp.abs(K) < thr  # the folded product may have lost precision to underflow

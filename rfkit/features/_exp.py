@@ -471,9 +471,9 @@ class ExpDraw(FeatureDraw):
             u = Uf[rows, ...]
             P = xp.reshape(u @ WT, (-1, T, D))  # a fresh block
             if e3 is not None:
-                P += e3
+                P = bk.update(P, "+", e3)
             rm = xp.max(P, axis=-1)
-            P -= rm[..., None]
+            P = bk.update(P, "-", rm[..., None])
             out[rows, ...] = bk.exp_(P)
             ls[rows, ...] = rm + (c - 0.5 * xp.sum(u * u, axis=-1))[:, None]
 

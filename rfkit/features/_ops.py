@@ -61,7 +61,7 @@ def paired_logsumexp(
         if e is not None:
             et = e[ts, ...]
             et = xp.concat([et, et], axis=-1) if mirrored else et
-            P += et  # P is this block's own work array (a fresh product)
+            P = bk.update(P, "+", et)  # P is this block's own work array (a fresh product)
         out[ts, ns] = xp.matrix_transpose(bk.logsumexp(P, axis=-1, overwrite=True))  # (t, Nc)
 
     out = bk.empty((T, N), Zf.dtype)

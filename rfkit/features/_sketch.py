@@ -267,8 +267,15 @@ class MaclaurinDraw(FeatureDraw):
         sg = xp.ones(shape, dtype=X.dtype, device=bk.device)
         o = 0
         for c in self._sizes:  # one slice per level (at most the largest sampled degree)
-            acc[..., :c] = acc[..., :c] + la[..., o : o + c]
-            sg[..., :c] = sg[..., :c] * s[..., o : o + c]
+            if bk.inplace_ok:
+                acc[..., :c] = acc[..., :c] + la[..., o : o + c]
+                sg[..., :c] = sg[..., :c] * s[..., o : o + c]
+            else:  # autograd records the call: whole-array updates, no slice written twice
+                rest = tuple(la.shape[:-1]) + (m - c,)
+                acc = acc + xp.concat([la[..., o : o + c], bk.zeros(rest, la.dtype)], axis=-1)
+                sg = sg * xp.concat(
+                    [s[..., o : o + c], xp.ones(rest, dtype=s.dtype, device=bk.device)], axis=-1
+                )
             o += c
         return sg, acc
 
