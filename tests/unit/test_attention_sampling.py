@@ -168,7 +168,9 @@ def test_ra_chunking_same_distribution_and_reproducible():
 @pytest.mark.parametrize("masked", [False, True])
 def test_ra_equals_a_dense_reference_with_the_same_draws(causal, masked):
     """RA's output and MCSE, recomputed query by query from the same uniforms and normals with the
-    formulas of its docstring: pi_n, the inverse-CDF component, omega = q + k_m* + eps, f_n(omega)."""
+    formulas of its docstring: pi_n, the inverse-CDF component, omega = q + k_m* + B z, f_n(omega),
+    with B the first r = min(#keys, d) columns of the QR basis of the keys the query sees (diagonal
+    of R positive) and z its r normals per sample; the generator is left just after those draws."""
     rng = np.random.default_rng(11)
     B, n, d, dv, S = 3, 9, 4, 3, 5
     Q, K = 0.7 * rng.standard_normal((2, B, n, d))
@@ -176,12 +178,16 @@ def test_ra_equals_a_dense_reference_with_the_same_draws(causal, masked):
     mask = np.zeros((B, n), dtype=bool)
     if masked:
         mask[0, 2] = mask[2, -3:] = True
-    est = att.RA(n_samples=S, causal=causal)  # one chunk per slice: draws (n, S), (n, S, d) per slice
-    res = est(Q, K, V, rng=4, key_padding_mask=mask if masked else None)
+    est = att.RA(n_samples=S, causal=causal)  # one chunk per slice: draws (n, S), S * sum(r) per slice
+    gen = np.random.default_rng(4)
+    res = est(Q, K, V, rng=gen, key_padding_mask=mask if masked else None)
     g = np.random.default_rng(4)
     out, mcse = np.empty((B, n, dv)), np.empty((B, n, dv))
     for b in range(B):
-        u, eps = g.random((n, S)), g.standard_normal((n, S, d))
+        seen_keys = np.cumsum(~mask[b]) if causal else np.full(n, np.sum(~mask[b]))
+        r = np.minimum(seen_keys, d)  # normals per sample, query by query
+        u, z = g.random((n, S)), g.standard_normal(S * int(r.sum()))
+        ends = S * np.cumsum(r)
         for i in range(n):
             seen = ~mask[b] & ((np.arange(n) <= i) if causal else True)
             keys = np.flatnonzero(seen)
@@ -189,13 +195,40 @@ def test_ra_equals_a_dense_reference_with_the_same_draws(causal, masked):
             pi = np.exp(logit - logsumexp(logit))
             cum = np.cumsum(pi) / pi.sum()
             comp = keys[np.searchsorted(cum[:-1], u[i], side="right")]
-            omega = Q[b, i] + K[b, comp] + eps[i]  # (S, d)
+            basis, R = np.linalg.qr(K[b, keys].T)
+            basis = basis[:, : r[i]] * np.where(np.diag(R) < 0, -1.0, 1.0)[: r[i]]
+            eps = z[ends[i] - S * r[i] : ends[i]].reshape(S, r[i]) @ basis.T
+            omega = Q[b, i] + K[b, comp] + eps  # (S, d)
             lf = omega @ K[b, keys].T - 0.5 * np.sum(K[b, keys] ** 2, axis=-1)
             f = np.exp(lf - logsumexp(lf, axis=-1, keepdims=True)) @ V[b, keys]  # (S, dv)
             out[b, i] = f.mean(axis=0)
             mcse[b, i] = f.std(axis=0, ddof=1) / np.sqrt(S)
     np.testing.assert_allclose(res.output, out, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(res.mcse, mcse, rtol=1e-10, atol=1e-14)
+    assert gen.random() == g.random()
+
+
+@pytest.mark.parametrize(("n", "d"), [(5, 8), (9, 4)])
+def test_ra_key_span_coordinates_are_exact(n, d):
+    """RA's noise enters f_n only through eps.k_j of the keys a query sees. In the span coordinates
+    c_j = B^T k_j (B orthonormal, d x r, r = min(#keys, d)) k_j = B c_j exactly, so eps = B z with
+    z ~ N(0, I_r) gives eps.k_j = z.c_j, of covariance k_j.k_l as the full draw; the first j keys
+    have coordinates in the first min(j, d) columns only (a causal query's prefix); others are 0."""
+    from rfkit.attention import _ra
+    from rfkit.attention._common import check_qkv
+
+    rng = np.random.default_rng(12)
+    Q, K = rng.standard_normal((2, n, d))
+    x = check_qkv(Q, K, rng.standard_normal((n, 2)), "RA")
+    for idx in (np.arange(n), np.arange(3), np.array([0, 2, 3]), np.array([1, 3, 4])):
+        basis, coords = _ra._key_span(x, K, idx)
+        r = min(idx.size, d)
+        assert basis.shape == (d, r) and coords.shape == (n, r)
+        np.testing.assert_allclose(basis.T @ basis, np.eye(r), atol=1e-13)
+        np.testing.assert_allclose(coords[idx] @ basis.T, K[idx], atol=1e-13)
+        assert np.all(coords[np.setdiff1d(np.arange(n), idx)] == 0.0)
+        for j in range(1, idx.size + 1):
+            assert np.all(coords[idx[:j], min(j, d) :] == 0.0)
 
 
 @pytest.mark.parametrize("causal", [False, True])
