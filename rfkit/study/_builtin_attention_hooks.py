@@ -24,7 +24,10 @@ plus the feature count :math:`c = \overline{|S(n)|} + m`:
 * RFA: :math:`m` = its map's ``feature_dim(d)`` (columns), no exact keys;
 * Hybrid: :math:`|S(n)|` = the keys of its support that query :math:`n` may see (window, sinks,
   LSH bucket; causal: :math:`j \le n`), averaged over the queries (and, with LSH buckets, over
-  :data:`~rfkit.study._cost.LSH_ROTATIONS` rotations), plus its map's ``feature_dim(d)``;
+  :data:`~rfkit.study._cost.LSH_ROTATIONS` rotations), plus its map's ``feature_dim(d)`` with the
+  ``"features"`` remainder; with keys chosen by content, plus ``top_k`` (Quest's whole blocks may
+  add up to ``block_size - 1`` more) and, for the ``"oracle"`` scorer, every key the query may see;
+  with a sampled remainder, plus ``n_samples`` (an upper bound: :math:`\min(s, N_R)` are drawn);
 * SNIS: its ``n_samples``; LARA: its proposals times ``samples_per_proposal`` (Zheng, Wang & Kong
   (ICML 2022));
 * RA: every key the query may see (:math:`M`, causal: :math:`(n+1)/2` on average), since RA
@@ -170,6 +173,8 @@ def hybrid_batched(estimator: Hybrid, calls: TrialCalls) -> BatchedCall | None:
     """Hybrid: its features as RFA's where its support draws nothing (no LSH) and its map needs no fit."""
     if not estimator.shared_across_heads or estimator.lsh_buckets is not None:
         return None
+    if estimator.feature_map is None or estimator.remainder != "features" or estimator.top_k is not None:
+        return None  # no feature draws to batch (or a scorer that may draw)
     fm, d = estimator.feature_map, calls.dim
     if fm.needs_data or calls.device is not None:
         return None
@@ -185,7 +190,11 @@ def hybrid_batched(estimator: Hybrid, calls: TrialCalls) -> BatchedCall | None:
 def hybrid_cost(estimator: Hybrid, sizes: CellSizes) -> float:
     """Hybrid: the mean support a query may see (over LSH rotations too) plus its map's columns."""
     n, M, d, causal = sizes.n_queries, sizes.n_keys, sizes.dim, sizes.causal
-    features = int(estimator.feature_map.feature_dim(d))
+    fm = estimator.feature_map
+    features = float(fm.feature_dim(d)) if fm is not None and estimator.remainder == "features" else 0.0
+    features += float((estimator.top_k or 0) + (estimator.n_samples or 0))
+    if estimator.scorer == "oracle":
+        features += mean_visible(n, M, causal)
     if estimator.lsh_buckets is None:
         sizes_ = support_size(n, M, window=estimator.window, n_global=estimator.n_global, causal=causal)
         return float(sizes_.mean()) + features

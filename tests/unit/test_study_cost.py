@@ -59,6 +59,18 @@ def test_cost_of_each_estimator_exactly():
     assert attention_cost(rk.attention.Hybrid(pos), Q, K) == 16  # empty support: RFA's cost
 
 
+def test_cost_of_hybrids_with_keys_by_content_and_sampled_remainders():
+    Q, K, _ = _qkv(n=12, d=4)
+    sup = (1 + 2 + 3 + 9 * 4) / 12  # causal window 2 + 1 sink, as above
+    H = rk.attention.Hybrid
+    uni = H(window=2, n_global=1, causal=True, remainder="uniform", n_samples=3)
+    assert attention_cost(uni, Q, K) == pytest.approx(sup + 3)
+    top = H(window=2, n_global=1, causal=True, remainder="none", top_k=2, scorer="proxy")
+    assert attention_cost(top, Q, K) == pytest.approx(sup + 2)
+    oracle = H(rk.features.Positive(16), window=2, n_global=1, causal=True, top_k=2, scorer="oracle")
+    assert attention_cost(oracle, Q, K) == pytest.approx(sup + 16 + 2 + 6.5)  # + every visible key's score
+
+
 def test_cost_of_estimators_of_your_own():
     Q, K, _ = _qkv()
 
