@@ -104,6 +104,8 @@ class Scorer:
         self.name, self.x, self.causal = est.scorer, x, est.causal
         self.top_k, self.refresh, self.block_size = est.top_k, est.refresh, est.block_size
         xp, bk, B, n, M, d = x.xp, x.bk, x.n_slices, x.n_queries, x.n_keys, x.dim
+        if self.name in ("oracle", "proxy"):  # (B, d, M) in C order: row blocks' products run on BLAS
+            self.KT = xp.asarray(xp.matrix_transpose(x.K), copy=True)
         if self.name == "proxy":
             self.summary = self._summaries()
         elif self.name == "quest":
@@ -182,9 +184,9 @@ class Scorer:
         """Proxy logits (B, r, M) of the queries ``rows`` against every key (not masked)."""
         x, xp = self.x, self.x.xp
         if self.name == "oracle":
-            return x.Q[:, rows, :] @ xp.matrix_transpose(x.K)
+            return x.Q[:, rows, :] @ self.KT
         if self.name == "proxy":
-            return self.summary[:, rows, :] @ xp.matrix_transpose(x.K)
+            return self.summary[:, rows, :] @ self.KT
         if self.name == "quest":
             U = self._block_scores(rows)
             blk = xp.arange(x.n_keys, dtype=xp.int64, device=x.bk.device) // self.block_size
