@@ -105,7 +105,8 @@ class Scorer:
         self.top_k, self.refresh, self.block_size = est.top_k, est.refresh, est.block_size
         xp, bk, B, n, M, d = x.xp, x.bk, x.n_slices, x.n_queries, x.n_keys, x.dim
         if self.name in ("oracle", "proxy"):  # (B, d, M) in C order: row blocks' products run on BLAS
-            self.KT = xp.asarray(xp.matrix_transpose(x.K), copy=True)
+            flat = xp.reshape(xp.matrix_transpose(x.K), (B, d * M))  # a copy, in C order
+            self.KT = xp.reshape(flat, (B, d, M))
         if self.name == "proxy":
             self.summary = self._summaries()
         elif self.name == "quest":
