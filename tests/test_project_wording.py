@@ -32,7 +32,13 @@ EVERYWHERE = [
             re.IGNORECASE,
         ),
     ),
-    ("a ticket number", re.compile(r"\b(?:issues?|tickets?|PRs?|pull requests?)\s*#?\d+", re.IGNORECASE)),
+    (
+        "a ticket number",
+        re.compile(
+            r"\b(?:(?:issues?|tickets?|PRs?|pull requests?)(?:\s+#?|#)\d+|(?:issues?|tickets?)\d+)",
+            re.IGNORECASE,
+        ),
+    ),
     ("a ticket number in parentheses", re.compile(r"\(#\d+\)")),
 ]
 #: Checked in prose only: non-Python files and Python comment lines (code may hold ``"#2"`` labels).
@@ -113,6 +119,7 @@ def test_the_patterns_flag_history_words(line: str, tmp_path: Path, monkeypatch:
         'label = "PRF (iid) #2"',
         "see https://github.com/python/cpython/issues/116685",
         "requests.Session() keeps the connection",
+        "# numpydoc checks PR01, PR02 and RT01",
     ],
 )
 def test_the_patterns_leave_ordinary_words_alone(
