@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._backend import Backend, get_backend
-from ._validation import check_pairwise_memory, check_point_pair, exp_checked
+from ._validation import check_pairwise_memory, check_point_pair, exp_checked, half_precision
 from .exceptions import InvalidParameterError
 
 __all__ = ["softmax_kernel", "log_softmax_kernel", "gaussian_kernel", "log_gaussian_kernel"]
@@ -30,6 +30,7 @@ def _pair_iv(X: Any, Y: Any, check_finite: bool, owner: str) -> tuple[Any, Any, 
     return X, Y, bk
 
 
+@half_precision(cast_back=False)
 def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Logarithm of the softmax kernel, :math:`\log \mathrm{SM}(x_i, y_j) = x_i^\top y_j`.
 
@@ -51,6 +52,7 @@ def log_softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarr
     return bk.xp.matmul(X, bk.xp.matrix_transpose(Y))
 
 
+@half_precision()
 def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Exact softmax kernel :math:`\mathrm{SM}(x_i, y_j) = \exp(x_i^\top y_j)`.
 
@@ -75,6 +77,7 @@ def softmax_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     return exp_checked(logits, "softmax_kernel", "log_softmax_kernel()")
 
 
+@half_precision(cast_back=False)
 def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Logarithm of the Gaussian kernel, :math:`-\|x_i - y_j\|^2 / 2`, shape (..., n, m).
 
@@ -101,6 +104,7 @@ def log_gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndar
     return -0.5 * xp.clip(d2, min=0.0)  # only removes round-off below 0 (d2 >= 0 exactly)
 
 
+@half_precision()
 def gaussian_kernel(X: Any, Y: Any, *, check_finite: bool = True) -> np.ndarray:
     r"""Gaussian kernel :math:`\exp(-\|x_i - y_j\|^2/2)`, shape (..., n, m).
 

@@ -10,12 +10,14 @@ import numpy as np
 
 from .._parallel import threads
 from .._params import check_allocation
+from .._validation import half_precision
 from ..exceptions import DegenerateInputWarning
 from ._common import CHUNK_ELEMS, check_bool, check_chunk_size, check_qkv, check_threads, run, threads_of
 
 __all__ = ["softmax"]
 
 
+@half_precision()
 def softmax(
     Q: Any,
     K: Any,

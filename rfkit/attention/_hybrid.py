@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._random import check_rng
-from .._validation import check_int
+from .._validation import check_int, half_precision
 from ..exceptions import (
     BackendError,
     IllConditionedWarning,
@@ -267,6 +267,7 @@ class Hybrid:
             valid = valid & (idx <= xp.arange(n, dtype=xp.int64, device=bk.device)[:, None])
         return idx, valid
 
+    @half_precision()
     def __call__(
         self,
         Q: Any,

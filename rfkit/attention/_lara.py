@@ -11,7 +11,7 @@ import numpy as np
 from .._backend import Backend
 from .._parallel import threads
 from .._random import check_rng_or_trials
-from .._validation import check_int, check_option, check_real
+from .._validation import check_int, check_option, check_real, half_precision
 from ..exceptions import InvalidParameterError
 from ._common import (
     QKV,
@@ -242,6 +242,7 @@ class LARA(SampledOptions):
             )
         return C
 
+    @half_precision()
     def __call__(
         self, Q: Any, K: Any, V: Any, *, rng: Any = None, key_padding_mask: Any = None
     ) -> AttentionResult:

@@ -11,7 +11,7 @@ import numpy as np
 from .._backend import Backend
 from .._parallel import threads
 from .._random import TrialStreams, check_rng_or_trials
-from .._validation import check_int
+from .._validation import check_int, half_precision
 from ..exceptions import InvalidParameterError
 from ._common import CHUNK_ELEMS, QKV, check_draw_library, check_qkv, check_shared_options, run, threads_of
 from ._result import AttentionResult
@@ -281,6 +281,7 @@ class RA:
         object.__setattr__(self, "n_samples", check_int(self.n_samples, "n_samples", "RA", low=1))
         check_shared_options(self, "RA")
 
+    @half_precision()
     def __call__(
         self, Q: Any, K: Any, V: Any, *, rng: Any = None, key_padding_mask: Any = None
     ) -> AttentionResult:

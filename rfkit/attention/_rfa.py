@@ -13,7 +13,7 @@ from .._backend import NUMPY, Backend, get_backend
 from .._parallel import threads
 from .._params import check_allocation
 from .._random import check_rng
-from .._validation import check_int
+from .._validation import check_int, half_precision
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
 from ..features import FeatureDraw, FeatureMap, fit_to_pairs
 from ._causal import CausalJob, run_causal
@@ -327,6 +327,7 @@ class RFA:
         check_feature_map_field(self, "RFA")
         check_shared_options(self, "RFA")
 
+    @half_precision()
     def __call__(
         self,
         Q: Any,

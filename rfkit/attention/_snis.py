@@ -15,7 +15,7 @@ import numpy as np
 
 from .._parallel import threads
 from .._random import check_rng_or_trials
-from .._validation import check_int, check_option
+from .._validation import check_int, check_option, half_precision
 from ..exceptions import InvalidParameterError
 from ._common import QKV, check_qkv, check_shared_options, threads_of
 from ._importance import SampledOptions, causal_sample_attention, importance_sampling, jobs_of, sampled_result
@@ -156,6 +156,7 @@ class SNIS(SampledOptions):
             return xp.concat([xp.zeros_like(mu[:, :1, :]), mu[:, : C - 1, :]], axis=1)
         return check_means(self.proposal, x, "SNIS", "proposal")
 
+    @half_precision()
     def __call__(
         self, Q: Any, K: Any, V: Any, *, rng: Any = None, key_padding_mask: Any = None
     ) -> AttentionResult:

@@ -34,6 +34,7 @@ from .._validation import (
     check_points,
     check_square_norms,
     exp_checked,
+    half_precision,
 )
 from ._ops import iter_chunks
 
@@ -276,14 +277,17 @@ class FeatureDraw(abc.ABC):
         return X, Y
 
     # ---------------------------------------------------------------- public API
+    @half_precision()
     def queries(self, X: Any) -> Features:
         """Query-side features of the rows of ``X`` (..., n, d) -> ([T,] ..., n, D)."""
         return self._features(self._check(X, "X"), "query")
 
+    @half_precision()
     def keys(self, Y: Any) -> Features:
         """Key-side features of the rows of ``Y`` (..., n, d) -> ([T,] ..., n, D)."""
         return self._features(self._check(Y, "Y"), "key")
 
+    @half_precision(cast_back=False)
     def slog_kernel(self, X: Any, Y: Any) -> tuple[Any, Any]:
         """Sign and log-magnitude of the kernel estimate, each ([T,] ..., n, m).
 
@@ -294,6 +298,7 @@ class FeatureDraw(abc.ABC):
         fx, fy = self._features(X, "query"), self._features(Y, "key")
         return self._combine(fx, fy, X, Y, log=True)  # type: ignore[return-value]
 
+    @half_precision(cast_back=False)
     def log_kernel(self, X: Any, Y: Any) -> Any:
         r"""Log of the kernel estimate :math:`\log\hat K(x_i, y_j)`, ([T,] ..., n, m).
 
@@ -305,6 +310,7 @@ class FeatureDraw(abc.ABC):
         sign, logabs = self.slog_kernel(X, Y)
         return _log_where_positive(sign, logabs)
 
+    @half_precision()
     def kernel(self, X: Any, Y: Any) -> Any:
         r"""Kernel estimate :math:`\hat K(x_i, y_j) = \phi(x_i)^\top\phi(y_j)`, ([T,] ..., n, m).
 
@@ -317,6 +323,7 @@ class FeatureDraw(abc.ABC):
         fx, fy = self._features(X, "query"), self._features(Y, "key")
         return self._combine(fx, fy, X, Y, log=False)  # type: ignore[return-value]
 
+    @half_precision(cast_back=False)
     def slog_pairwise(self, X: Any, Y: Any) -> tuple[Any, Any]:
         """Sign and log-magnitude of the paired estimates, each ([T,] ..., n)."""
         X, Y = self._check_pair(X, Y, paired=True)
@@ -365,11 +372,13 @@ class FeatureDraw(abc.ABC):
         xp = bk.xp
         return xp.concat([p[0] for p in parts], axis=0), xp.concat([p[1] for p in parts], axis=0)
 
+    @half_precision(cast_back=False)
     def log_pairwise(self, X: Any, Y: Any) -> Any:
         r"""Log of :math:`\hat K(x_i, y_i)` for paired rows (NaN where the estimate is < 0)."""
         sign, logabs = self.slog_pairwise(X, Y)
         return _log_where_positive(sign, logabs)
 
+    @half_precision()
     def pairwise(self, X: Any, Y: Any) -> Any:
         r"""Estimate of :math:`\exp(x_i^\top y_i)` for paired rows, shape ([T,] ..., n).
 
