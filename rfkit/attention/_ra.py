@@ -58,11 +58,15 @@ def _span_normals(g: Any, S: int, widths: np.ndarray) -> Any:
     host = isinstance(flat, np.ndarray)
     if int(widths.min()) == width:
         return flat.reshape(c, S, width) if host else g.backend.xp.reshape(flat, (c, S, width))
-    valid = np.broadcast_to((np.arange(width) < widths[:, None])[:, None, :], (c, S, width))
-    if host:
+    if host:  # one copy per run of queries with the same width (causal: the first d queries, then one)
         z = np.zeros((c, S, width))
-        z[valid] = flat
+        starts = np.flatnonzero(np.diff(widths, prepend=-1))
+        offsets = S * np.concatenate([[0], np.cumsum(widths)])
+        for i0, i1 in zip(starts, [*starts[1:], c]):
+            w = int(widths[i0])
+            z[i0:i1, :, :w] = flat[offsets[i0] : offsets[i1]].reshape(i1 - i0, S, w)
         return z
+    valid = np.broadcast_to((np.arange(width) < widths[:, None])[:, None, :], (c, S, width))
     bk = g.backend  # on the device: a gather from the draws with one zero appended
     pos = np.full((c, S, width), total, dtype=np.int64)
     pos[valid] = np.arange(total)
