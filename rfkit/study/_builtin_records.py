@@ -112,7 +112,11 @@ _CAUSAL = Capabilities(causal=True)
 #: rfkit's estimators: equal instances in a cell make the same calls on the same trial streams
 _SAME: dict[str, Any] = {"deduplicate": True}
 #: SNIS, LARA and RA: each trial from its own stream (the backend's generator with draws = "backend")
-_SAMPLED: dict[str, Any] = {"call_trial": hooks.sampled_call, "device_draws": hooks.sampled_device_draws, **_SAME}
+_SAMPLED: dict[str, Any] = {
+    "call_trial": hooks.sampled_call,
+    "device_draws": hooks.sampled_device_draws,
+    **_SAME,
+}
 register_attention_estimator(
     AttentionEstimatorRecord(
         "RFA",

@@ -33,17 +33,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import features
 from ..exceptions import InvalidParameterError
 from ._attention_hooks import BatchedCall, CellSizes, TrialCalls
 from ._attention_hooks import call_trial as _call_trial
 from ._plain import PATH_HINT, construct, decode, describe, import_object, is_path, parameters
-from ._record_types import Capabilities, ClosedFormRecord, DataSourceRecord, MetricRecord
-
-
-def n_features_budget(samples: int) -> dict[str, Any]:
-    """A feature map's parameters for a budget of ``samples`` random samples: ``n_features``."""
-    return {"n_features": int(samples)}
+from ._record_types import (
+    Capabilities,
+    ClosedFormRecord,
+    DataSourceRecord,
+    FeatureMapRecord,
+    MetricRecord,
+)
 
 
 def _check_name(name: Any, what: str) -> None:
@@ -52,83 +52,6 @@ def _check_name(name: Any, what: str) -> None:
             f"A {what} record's `name` must be a non-empty string without ':' or '.' (those mean an "
             f"import, {PATH_HINT}). Got {name!r} instead."
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class FeatureMapRecord:
-    """A feature map a study can name.
-
-    Parameters
-    ----------
-    name : str
-        The bare name study files use (``map = "Positive"``).
-    factory : type
-        The :class:`~rfkit.features.FeatureMap` subclass; ``factory(**params)`` builds the map.
-    display_name : str, optional
-        Name in figures and tables (default: ``name``).
-    from_budget : callable, default=:func:`n_features_budget`
-        ``from_budget(samples) -> dict``: the map's parameters for a budget of ``samples``
-        random samples (attention designs' ``samples`` axis, RFA's map).
-    capabilities : Capabilities
-    description, reference : str
-    """
-
-    kind: ClassVar[str] = "feature map"
-    name: str
-    factory: type
-    display_name: str = ""
-    from_budget: Callable[[int], dict[str, Any]] = n_features_budget
-    capabilities: Capabilities = Capabilities()
-    description: str = ""
-    reference: str = ""
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.factory, type) and issubclass(self.factory, features.FeatureMap)):
-            raise InvalidParameterError(
-                f"`map` = {self.name!r} must be a subclass of rk.features.FeatureMap (with feature_dim and "
-                f"sample_one). Got {describe(self.factory)} instead."
-            )
-        if inspect.isabstract(self.factory):
-            missing = sorted(getattr(self.factory, "__abstractmethods__", ()))
-            raise InvalidParameterError(
-                f"`map` = {self.name!r}: {self.factory.__qualname__} does not implement {missing} (the "
-                "feature-map protocol needs feature_dim(dim) and sample_one(dim, *, rng)). Got an abstract "
-                "class instead."
-            )
-        if not self.display_name:
-            object.__setattr__(self, "display_name", self.name.rsplit(":", 1)[-1])
-
-    @property
-    def params(self) -> frozenset[str] | None:
-        """The map's parameters (its constructor's keywords; None: it takes any)."""
-        p = parameters(self.factory)
-        return None if p is None else frozenset(p)
-
-    def validate(self, params: Mapping[str, Any]) -> None:
-        """Refuse a parameter the map does not take, naming what it takes."""
-        accepted = self.params
-        for key, val in params.items():
-            if accepted is not None and key not in accepted:
-                raise InvalidParameterError(
-                    f"{self.factory.__qualname__} has no parameter `{key}` (it takes {sorted(accepted)}). "
-                    f"Got {key}={val!r}."
-                )
-
-    def build(self, params: Mapping[str, Any]) -> features.FeatureMap:
-        """``factory(**params)``, after :meth:`validate` (nested objects decoded, lists for ``A`` as arrays)."""
-        self.validate(params)
-        kwargs: dict[str, Any] = {}
-        for key, val in params.items():
-            val = decode(val)
-            if key == "A" and isinstance(val, list):
-                val = np.asarray(val, dtype=float)
-            kwargs[key] = val
-        fm = construct(self.factory, kwargs)
-        if not isinstance(fm, features.FeatureMap):  # pragma: no cover - a __new__ returning another type
-            raise InvalidParameterError(
-                f"{self.factory.__qualname__}(...) did not return a FeatureMap. Got {describe(fm)} instead."
-            )
-        return fm
 
 
 @dataclasses.dataclass(frozen=True)
