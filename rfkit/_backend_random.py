@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import Backend
+from ._backend import Backend, backend_for
 from .exceptions import InvalidParameterError
 
-__all__ = ["BackendGenerator", "DRAWS", "BACKEND_DRAW_LIBRARIES"]
+__all__ = ["BackendGenerator", "DRAWS", "BACKEND_DRAW_LIBRARIES", "as_backend_generator"]
 
 #: values of a design's ``draws`` option
 DRAWS: tuple[str, ...] = ("numpy", "backend")
@@ -82,6 +82,23 @@ class BackendGenerator:
             self._device = device
         else:  # cupy
             self._gen = backend.native.random.RandomState(_seed64(seed))
+
+    @classmethod
+    def from_torch(cls, gen: Any) -> BackendGenerator:
+        """Wrap a user's ``torch.Generator``: draws on its device, advancing its state (no reseed).
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``gen`` is not a ``torch.Generator``.
+        """
+        if not _is_torch_generator(gen):
+            raise InvalidParameterError(f"`gen` must be a torch.Generator. Got {type(gen).__name__} instead.")
+        self = cls.__new__(cls)
+        self.backend = backend_for("torch", gen.device)
+        self.seed = None
+        self._gen, self._device = gen, gen.device
+        return self
 
     @property
     def library(self) -> str:
@@ -141,3 +158,13 @@ class BackendGenerator:
 
     def __repr__(self) -> str:
         return f"BackendGenerator({self.backend!r})"
+
+
+def _is_torch_generator(gen: Any) -> bool:
+    return type(gen).__module__.split(".", 1)[0] == "torch" and type(gen).__name__ == "Generator"
+
+
+def as_backend_generator(gen: Any) -> Any:
+    """A ``torch.Generator`` wrapped as a :class:`BackendGenerator` (:meth:`BackendGenerator.from_torch`);
+    anything else unchanged."""
+    return BackendGenerator.from_torch(gen) if _is_torch_generator(gen) else gen

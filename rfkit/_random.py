@@ -57,6 +57,14 @@ def check_rng(rng: object, name: str = "rng") -> np.random.Generator:
         return np.random.Generator(np.random.PCG64(rng))
     if rng is None or isinstance(rng, np.random.SeedSequence):
         return np.random.default_rng(rng)
+    if type(rng).__module__.split(".", 1)[0] == "torch" and type(rng).__name__ == "Generator":
+        raise InvalidParameterError(
+            f"`{name}` is a torch.Generator, but these draws are NumPy's (one `rng`, the same directions on "
+            f"every backend): `{name}` must be {_RNG_DOC}. To draw on the device with a torch.Generator, draw "
+            "the directions with `feature_map.projection_on(dim, n_draws, generator)`, build the draw with "
+            "`feature_map.from_projection(dim, n_draws, W)` and pass it as `draw=` (RFA), or run a study "
+            'with draws = "backend".'
+        )
     if isinstance(rng, np.random.RandomState):
         raise InvalidParameterError(
             f"`{name}` must be {_RNG_DOC}; got a legacy numpy.random.RandomState, "

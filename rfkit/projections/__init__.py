@@ -97,7 +97,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._backend_random import BackendGenerator
+from .._backend_random import BackendGenerator, as_backend_generator
 from .._parallel import resolve_threads, run_blocks
 from .._params import check_allocation
 from .._random import check_rng
@@ -342,8 +342,9 @@ def sample_projection_on(
         Number of random directions ``m`` (>= 1).
     dim : int
         Input dimension ``d`` (>= 1).
-    gen : BackendGenerator
-        The generator of the array library and device the directions are drawn on.
+    gen : BackendGenerator or torch.Generator
+        The generator of the array library and device the directions are drawn on (a
+        ``torch.Generator`` draws on its own device and its state advances).
     n_draws : int, optional
         Number ``T`` of independent draws; adds a leading axis of length ``T``.
     hd_blocks : int, default=3
@@ -357,9 +358,11 @@ def sample_projection_on(
     kind, m, d = _check_kind(kind, n_features, dim, owner)
     T = 1 if n_draws is None else check_int(n_draws, "n_draws", owner, low=1)
     hb = check_int(hd_blocks, "hd_blocks", owner, low=1)
+    gen = as_backend_generator(gen)
     if not isinstance(gen, BackendGenerator):
         raise InvalidParameterError(
-            f"The `gen` parameter of {owner} must be an rfkit BackendGenerator. Got {gen!r} instead."
+            f"The `gen` parameter of {owner} must be an rfkit BackendGenerator or a torch.Generator. "
+            f"Got {gen!r} instead."
         )
     _check_memory(kind, T, m, d, owner)
     W = assemble_on(gen.backend, kind, device_ingredients(kind, gen, T, m, d, hb), m, d)
