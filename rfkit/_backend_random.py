@@ -70,7 +70,7 @@ class BackendGenerator:
         if not isinstance(seed, np.random.SeedSequence):
             raise InvalidParameterError(f"`seed` must be a numpy.random.SeedSequence. Got {seed!r} instead.")
         self.backend = backend
-        self.seed = seed
+        self.seed: np.random.SeedSequence | None = seed  # None: a wrapped torch.Generator (from_torch)
         self._gen: Any
         if backend.name == "numpy":
             self._gen = np.random.Generator(np.random.PCG64(seed))
