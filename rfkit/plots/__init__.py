@@ -6,6 +6,10 @@ Figures are sized for a paper: ``set_paper_size("one-column")`` (3.5 in) or
 colour, line style and marker (:func:`series_styles`); PDFs embed TrueType fonts.
 Each plot has a pure ``prepare_*`` function returning the exact frame that is drawn, so
 tests can check what a figure shows without rendering it.
+
+The figure kinds a study draws are records in one registry (:class:`FigureRecord`,
+:func:`register_figure`): what a kind applies to, how its tidy frame is prepared, drawn and
+captioned, under one name (designs, ``StudyResult.figure_names()``, ``plot()``, the file).
 """
 
 from ._box import plot_metric_boxplot, prepare_metric_boxplot
@@ -24,6 +28,15 @@ from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
 from ._names import display_name, display_names
 from ._ratio import plot_ratio_to_reference, prepare_ratio_to_reference
+from ._registry import (
+    FigureInputs,
+    FigurePlan,
+    FigureRecord,
+    figure_record,
+    figure_records,
+    register_figure,
+    unregister_figure,
+)
 from ._scatter import plot_kernel_scatter, prepare_kernel_scatter
 from ._slopes import fit_slopes
 from ._style import (
@@ -42,6 +55,13 @@ from ._style import (
 )
 
 __all__ = [
+    "FigureRecord",
+    "FigureInputs",
+    "FigurePlan",
+    "register_figure",
+    "unregister_figure",
+    "figure_record",
+    "figure_records",
     "plot_mse_vs_features",
     "prepare_mse_vs_features",
     "plot_kernel_scatter",

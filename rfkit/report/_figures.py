@@ -1,11 +1,14 @@
 """The figures of a study, drawn from its saved tables with :mod:`rfkit.plots` (nothing is recomputed).
 
-A study declares figure kinds in ``[outputs] figures = [...]``; :func:`study_figures` draws the
-figures of one kind as ``(name, matplotlib Figure)`` pairs, the name being the file stem under
-``figures/``, and :func:`figure_plan` lists those names (with a function drawing each) without
-drawing anything. Different settings of the grid are never pooled into one figure. Every figure
-has a caption line naming its fixed settings, and its legends and tick labels show the
-estimators' display names (:func:`rfkit.plots.display_names`), not the study's labels.
+Every figure kind is a record (:class:`rfkit.plots.FigureRecord`) in one registry; rfkit's own
+kinds are registered at the end of this module with :func:`rfkit.plots.register_figure`, exactly
+as a user's module registers one. A study declares kinds in ``[outputs] figures = [...]``;
+:func:`study_figures` draws the figures of one kind as ``(name, matplotlib Figure)`` pairs, the
+name being the file stem under ``figures/``, and :func:`figure_plan` lists those names (with a
+function drawing each) without drawing anything: both ask the kind's record, never the kind's
+name. Different settings of the grid are never pooled into one figure. Every figure has a
+caption line naming its fixed settings, and its legends and tick labels show the estimators'
+display names (:func:`rfkit.plots.display_names`), not the study's labels.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ..plots import (
     add_caption,
     display_names,
     legend_for,
+    paper_style,
     plot_head_heatmap,
     plot_kernel_scatter,
     plot_metric_boxplot,
@@ -28,15 +32,17 @@ from ..plots import (
     plot_ratio_to_reference,
     prepare_mse_vs_cost,
 )
+from ..plots._registry import FigureInputs, FigureRecord, figure_record, figure_records, register_figure
 from ..study import FIGURE_KINDS as STUDY_FIGURE_KINDS
+from ..study import resolve_figure_kind
 from ..study.summaries import facets
 from ._captions import caption
 from ._dropin import DROPIN_FIGURES, dropin_figure_plan
 
-__all__ = ["FIGURE_KINDS", "Figures", "Plan", "figure_plan", "study_figures"]
+__all__ = ["FIGURE_KINDS", "Figures", "Plan", "declared_kinds", "figure_plan", "record_plan", "study_figures"]
 
-#: figure kinds a study may declare in ``[outputs] figures = [...]``, in the order they are drawn:
-#: the study layer's names (a design is checked against them when it is built), drawn here
+#: rfkit's own figure kinds, in the order they are drawn: the study layer's names (a design is
+#: checked against them when it is built), each registered below as a :class:`FigureRecord`
 FIGURE_KINDS = STUDY_FIGURE_KINDS
 
 
@@ -45,6 +51,23 @@ Figures = list[tuple[str, Any]]
 
 #: ``(name, draw)`` pairs: ``draw(size)`` draws the figure of that name (``size``: paper size or None)
 Plan = list[tuple[str, Callable[[str | None], Any]]]
+
+
+def declared_kinds(design: Any) -> list[str]:
+    """The figure kinds a design declares (old names as the kinds' names now), in drawing order.
+
+    Parameters
+    ----------
+    design : Design
+        A study's design.
+
+    Returns
+    -------
+    list of str
+        The registered kinds among ``[outputs] figures``, in registration order.
+    """
+    wanted = {resolve_figure_kind(k) for k in design.outputs.get("figures", [])}
+    return [r.name for r in figure_records() if r.name in wanted]
 
 
 def _shown(summary: pd.DataFrame, design: Any) -> pd.DataFrame:
@@ -73,7 +96,7 @@ def study_figures(
     Parameters
     ----------
     kind : str
-        The figure kind (one of :data:`FIGURE_KINDS`).
+        A registered figure kind (:func:`rfkit.plots.figure_records`; an old name is warned).
     design : Design
         The study's design.
     summary : pandas.DataFrame
@@ -101,7 +124,7 @@ def figure_plan(
     Parameters
     ----------
     kind : str
-        The figure kind (one of :data:`FIGURE_KINDS`).
+        A registered figure kind (:func:`rfkit.plots.figure_records`; an old name is warned).
     design : Design
         The study's design.
     summary : pandas.DataFrame
@@ -116,50 +139,51 @@ def figure_plan(
     list of tuple of (str, callable)
         ``(name, draw)`` pairs; ``draw(size)`` draws the figure and returns it.
     """
-    grid_cols = list(design.grid)
-    summary = _shown(summary, design)
-    theory = _shown(theory, design)
-    if kind == "mse_vs_features" and ({"n_features", "feature_dim"} & set(grid_cols)):
-        return _mse_figures(design, summary, theory, grid_cols)
-    if kind == "kernel_scatter":
-        pairs = table("pairs")
-        if design.kind != "kernel" or pairs is None or not {"truth", "est_trial0"} <= set(pairs.columns):
-            return []
-        return _scatter_figure(design, _shown(pairs, design), grid_cols)
-    if kind == "error_vs_degree" and "degree" in grid_cols:
-        return _lines_figures(
-            design,
-            summary,
-            "degree",
-            "norm" if "norm" in grid_cols else None,
-            only=("rel_mse", "max_rel_err"),
-        )
-    if kind == "mse_vs_samples" and "samples" in grid_cols:
-        col = next((c for c in grid_cols if c not in ("samples",)), None)
-        return _lines_figures(  # draws those of mse and max_abs_err that the design measures
-            design, summary, "samples", col, logx=True, only=("mse", "max_abs_err")
-        )
-    if kind == "cost":
-        timings = table("timings")
-        if timings is None or "seconds_median" not in timings.columns or "samples" not in timings.columns:
-            return []
-        return _cost_figure(design, _shown(timings, design), grid_cols)
-    if kind == "head_heatmap" and {"layer", "head"} <= set(grid_cols):
-        return _heatmap_figure(design, summary, grid_cols)
-    if kind == "coverage" and "p" in grid_cols:
-        return _coverage_figures(design, summary, grid_cols)
-    if kind == "boxplots" and "dataset" in grid_cols:
-        return _box_figures(design, summary, grid_cols)
-    if kind == "mse_vs_cost" and design.kind == "attention" and "cost" in summary.columns:
-        if summary["cost"].notna().any():
-            return _cost_lines_figure(design, summary, grid_cols)
-    if kind in DROPIN_FIGURES:
-        return dropin_figure_plan(kind, design, summary, table)
-    if kind == "ratio_to_reference" and design.outputs.get("reference"):
-        ref = str(design.outputs["reference"])
-        ref = dict(zip(design.labels, display_names(design.estimators))).get(ref, ref)
-        return _ratio_figures(design, summary, grid_cols, ref)
-    return []
+    record = figure_record(kind)
+    inputs = FigureInputs(design, _shown(summary, design), _shown(theory, design), table)
+    return record_plan(record, inputs)
+
+
+def record_plan(record: FigureRecord, inputs: FigureInputs) -> Plan:
+    """The figures of one record for one result, as ``(name, draw)`` pairs, none drawn yet.
+
+    A record's ``figures`` gives them; else one figure named as the record, when it applies to
+    the design and ``prepare`` gives a frame with rows: ``draw(frame, ax)`` on a new paper-sized
+    figure, captioned with the record's caption (else the study's caption line).
+
+    Parameters
+    ----------
+    record : FigureRecord
+        The figure kind's record.
+    inputs : FigureInputs
+        The design and the saved tables (display names shown).
+
+    Returns
+    -------
+    list of tuple of (str, callable)
+        ``(name, draw)`` pairs; ``draw(size)`` draws the figure and returns it.
+    """
+    if not record.applies(inputs.design):
+        return []
+    if record.figures is not None:
+        return record.figures(inputs)
+    assert record.prepare is not None and record.draw is not None  # FigureRecord checks it
+    frame = record.prepare(inputs)
+    if frame is None or len(frame) == 0:
+        return []
+    draw_frame = record.draw
+
+    def draw(size: str | None) -> Any:
+        import matplotlib.pyplot as plt
+
+        with paper_style(size) as style:
+            fig, ax = plt.subplots(figsize=style["figsize"])
+            draw_frame(frame, ax)
+            text = record.caption_text(inputs.design, frame)
+            add_caption(fig, text if text is not None else caption(inputs.design, frame, record.shown))
+        return fig
+
+    return [(record.name, draw)]
 
 
 def _captioned(fig: Any, design: Any, rows: pd.DataFrame | None, shown: tuple[str, ...]) -> Any:
@@ -420,3 +444,120 @@ def _setting(axis: str, value: Any) -> str:
     if axis in ("max_len", "n_tokens"):
         return f"n = {value}"
     return f"{axis} = {value}"
+
+
+# ----------------------------------------------------------------------------- rfkit's own figure kinds
+# Each is registered below as a user's would be; the condition on the grid, the design kind or the
+# saved tables under which a kind draws anything is its own, in its `figures` function.
+
+
+def _grid(inputs: FigureInputs) -> list[str]:
+    return list(inputs.design.grid)
+
+
+def _mse_vs_features(inputs: FigureInputs) -> Plan:
+    grid_cols = _grid(inputs)
+    if not {"n_features", "feature_dim"} & set(grid_cols):
+        return []
+    return _mse_figures(inputs.design, inputs.summary, inputs.theory, grid_cols)
+
+
+def _kernel_scatter(inputs: FigureInputs) -> Plan:
+    pairs = inputs.table("pairs")
+    if pairs is None or not {"truth", "est_trial0"} <= set(pairs.columns):
+        return []
+    return _scatter_figure(inputs.design, _shown(pairs, inputs.design), _grid(inputs))
+
+
+def _error_vs_degree(inputs: FigureInputs) -> Plan:
+    grid_cols = _grid(inputs)
+    if "degree" not in grid_cols:
+        return []
+    col = "norm" if "norm" in grid_cols else None
+    return _lines_figures(inputs.design, inputs.summary, "degree", col, only=("rel_mse", "max_rel_err"))
+
+
+def _mse_vs_samples(inputs: FigureInputs) -> Plan:
+    grid_cols = _grid(inputs)
+    if "samples" not in grid_cols:
+        return []
+    col = next((c for c in grid_cols if c not in ("samples",)), None)
+    return _lines_figures(  # draws those of mse and max_abs_err that the design measures
+        inputs.design, inputs.summary, "samples", col, logx=True, only=("mse", "max_abs_err")
+    )
+
+
+def _cost_vs_samples(inputs: FigureInputs) -> Plan:
+    timings = inputs.table("timings")
+    if timings is None or "seconds_median" not in timings.columns or "samples" not in timings.columns:
+        return []
+    return _cost_figure(inputs.design, _shown(timings, inputs.design), _grid(inputs))
+
+
+def _head_heatmap(inputs: FigureInputs) -> Plan:
+    grid_cols = _grid(inputs)
+    if not {"layer", "head"} <= set(grid_cols):
+        return []
+    return _heatmap_figure(inputs.design, inputs.summary, grid_cols)
+
+
+def _coverage(inputs: FigureInputs) -> Plan:
+    grid_cols = _grid(inputs)
+    return _coverage_figures(inputs.design, inputs.summary, grid_cols) if "p" in grid_cols else []
+
+
+def _boxplots(inputs: FigureInputs) -> Plan:
+    grid_cols = _grid(inputs)
+    return _box_figures(inputs.design, inputs.summary, grid_cols) if "dataset" in grid_cols else []
+
+
+def _ratio_to_reference(inputs: FigureInputs) -> Plan:
+    design = inputs.design
+    if not design.outputs.get("reference"):
+        return []
+    ref = str(design.outputs["reference"])
+    ref = dict(zip(design.labels, display_names(design.estimators))).get(ref, ref)
+    return _ratio_figures(design, inputs.summary, _grid(inputs), ref)
+
+
+def _mse_vs_cost(inputs: FigureInputs) -> Plan:
+    summary = inputs.summary
+    if "cost" not in summary.columns or not summary["cost"].notna().any():
+        return []
+    return _cost_lines_figure(inputs.design, summary, _grid(inputs))
+
+
+def _dropin(kind: str) -> Callable[[FigureInputs], Plan]:
+    def figures(inputs: FigureInputs) -> Plan:
+        return dropin_figure_plan(kind, inputs.design, inputs.summary, inputs.table)
+
+    figures.__name__ = figures.__qualname__ = f"_{kind}"
+    return figures
+
+
+_BUILTIN: dict[str, tuple[Callable[[FigureInputs], Plan], tuple[str, ...], str]] = {
+    "mse_vs_features": (
+        _mse_vs_features,
+        (),
+        "MSE, relative MSE and median relative squared error against the feature count, with theory",
+    ),
+    "kernel_scatter": (_kernel_scatter, ("kernel",), "estimated against exact kernel values, one trial"),
+    "error_vs_degree": (_error_vs_degree, (), "relative MSE and max relative error against the degree"),
+    "mse_vs_samples": (_mse_vs_samples, (), "MSE and max absolute error against the sample budget"),
+    "cost_vs_samples": (_cost_vs_samples, (), "median seconds per call against the sample budget"),
+    "head_heatmap": (_head_heatmap, (), "log10 attention-output MSE per (layer, head)"),
+    "coverage": (_coverage, (), "coverage and tightness of the concentration bound against p"),
+    "boxplots": (_boxplots, (), "MSE and max relative error over data sets, per estimator"),
+    "ratio_to_reference": (_ratio_to_reference, (), "per-head MSE ratio to the reference estimator"),
+    "mse_vs_cost": (_mse_vs_cost, ("attention",), "output MSE against the cost per query"),
+    **{
+        kind: (_dropin(kind), ("drop-in",), "damage of estimators put into pretrained models")
+        for kind in DROPIN_FIGURES
+    },
+}
+
+for _name in FIGURE_KINDS:  # the study layer's order is the drawing order
+    _plan_of, _for_kinds, _description = _BUILTIN[_name]
+    register_figure(
+        FigureRecord(name=_name, figures=_plan_of, applies_to=_for_kinds, description=_description)
+    )

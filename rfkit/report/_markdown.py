@@ -18,7 +18,7 @@ from ..study.outputs import Record, atomic_text, ensure_dir, file_record, record
 from ..study.summaries import HEAVY_TAIL_RATIO, heavy_tailed, metric_words
 from ..tables import format_mcse, md_escape, summary_table, summary_values, to_latex
 from ._dropin import DROPIN_CSV, dropin_section
-from ._figures import FIGURE_KINDS, study_figures
+from ._figures import declared_kinds, study_figures
 from ._parallel_figures import MIN_PARALLEL, FiguresInWorkers, figure_names_to_draw, save_report_figure
 from ._sections import (
     COST_WORDS,
@@ -167,7 +167,6 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
     drawn = finite_rows(summary)  # figures draw finite estimates; the others are listed below
     figures: list[Path] = []
     files: dict[str, Record] = {}  # every file written here: recorded in manifest.json at the end
-    wanted = d.outputs.get("figures", [])
     names = figure_names_to_draw(d, out) if workers > 1 else []
     if len(names) >= MIN_PARALLEL:  # the workers draw while this process writes the text and tables
         with FiguresInWorkers(d, out, names, workers) as drawing:
@@ -175,12 +174,11 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
             figures, recs = drawing.result()
         files.update(recs)
     else:
-        for kind in FIGURE_KINDS:  # drawn in this order
-            if kind in wanted:
-                figures += [
-                    save_report_figure(fig, out, name, files)
-                    for name, fig in study_figures(kind, d, drawn, theory, table)
-                ]
+        for kind in declared_kinds(d):  # drawn in the figure registry's order
+            figures += [
+                save_report_figure(fig, out, name, files)
+                for name, fig in study_figures(kind, d, drawn, theory, table)
+            ]
         body = _body(result, summary, theory, out, files)
     for f in figures:
         lines += [f"![{f.stem}](figures/{f.name})", ""]

@@ -26,7 +26,7 @@ from ..exceptions import RFKitWarning
 from ..plots import paper_size, save_figure, set_paper_size
 from ..study import Design
 from ..study.outputs import Record, ensure_dir, file_record, write_error
-from ._figures import FIGURE_KINDS, figure_plan
+from ._figures import declared_kinds, figure_plan
 from ._sections import finite_rows
 
 __all__ = [
@@ -92,11 +92,9 @@ def _inputs(out: Path, design: Any) -> tuple[pd.DataFrame, pd.DataFrame, Any]:
 def figure_names_to_draw(design: Any, out: Path) -> list[tuple[str, str]]:
     """``(kind, name)`` of every figure the report draws, in order, none drawn."""
     summary, theory, table = _inputs(out, design)
-    wanted = design.outputs.get("figures", [])
     return [
         (kind, name)
-        for kind in FIGURE_KINDS
-        if kind in wanted
+        for kind in declared_kinds(design)
         for name, _ in figure_plan(kind, design, summary, theory, table)
     ]
 

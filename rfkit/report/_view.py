@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ..exceptions import InvalidParameterError
+from ..plots._registry import figure_records
+from ..study import resolve_figure_kind
 from ..tables import format_mcse
-from ._figures import FIGURE_KINDS, Plan, figure_plan
+from ._figures import Plan, figure_plan
 from ._markdown import provenance_line
 
 if TYPE_CHECKING:
@@ -31,10 +33,17 @@ def _plan(result: StudyResult, kind: str, summary: pd.DataFrame, theory: pd.Data
     return figure_plan(kind, result.design, summary, theory, extra.get)
 
 
+def _declared(result: StudyResult) -> list[str]:
+    """The registered figure kinds a result's study declares, in its order (old names as the new)."""
+    registered = [r.name for r in figure_records()]
+    kinds = [resolve_figure_kind(k) for k in result.design.outputs.get("figures", [])]
+    return [k for k in dict.fromkeys(kinds) if k in registered]
+
+
 def _kinds(result: StudyResult) -> list[str]:
     """The figure kinds of a result: those its study declares, then the others, in drawing order."""
-    declared = [k for k in result.design.outputs.get("figures", []) if k in FIGURE_KINDS]
-    return declared + [k for k in FIGURE_KINDS if k not in declared]
+    declared = _declared(result)
+    return declared + [r.name for r in figure_records() if r.name not in declared]
 
 
 def applies(result: StudyResult, kind: str) -> bool:
@@ -43,10 +52,13 @@ def applies(result: StudyResult, kind: str) -> bool:
 
 
 def figure_names(result: StudyResult) -> list[str]:
-    """The names of the figures a result draws (file stems as ``rfkit run`` saves them).
+    """The names of the figures a result draws: each kind's name, then its figures' (file stems).
 
-    Those of the kinds its study declares come first, then those of any other kind that applies;
-    every name is one :func:`~rfkit.report.study_figures` draws and :func:`plot_result` accepts.
+    Those of the kinds its study declares come first, then those of any other kind that applies.
+    A kind is listed by its own name (the one its study declares), followed by the file stems of
+    the figures it draws when they differ (a kind drawing one figure per metric or per setting);
+    every name is one :func:`plot_result` accepts, and every file stem one
+    :func:`~rfkit.report.study_figures` draws.
 
     Parameters
     ----------
@@ -59,7 +71,12 @@ def figure_names(result: StudyResult) -> list[str]:
         The figure names.
     """
     summary, theory = result.summary(), result.compare_theory()
-    return [name for kind in _kinds(result) for name, _ in _plan(result, kind, summary, theory)]
+    names: list[str] = []
+    for kind in _kinds(result):
+        stems = [name for name, _ in _plan(result, kind, summary, theory)]
+        if stems:
+            names += [kind, *stems] if kind not in stems else stems
+    return list(dict.fromkeys(names))
 
 
 def plot_result(result: StudyResult, name: str | None = None, size: str | None = None) -> Any:
@@ -87,9 +104,12 @@ def plot_result(result: StudyResult, name: str | None = None, size: str | None =
     if name is None:
         if not plans:
             raise InvalidParameterError(
-                f"study {result.design.name!r} has no figure to draw (its grid fits none of {list(FIGURE_KINDS)})."
+                f"study {result.design.name!r} has no figure to draw (none of the registered figure "
+                f"kinds {[r.name for r in figure_records()]} applies to it)."
             )
         return plans[0][1][0][1](size)
+    if isinstance(name, str):
+        name = resolve_figure_kind(name)  # an old kind name: warned, drawn under its new one
     for kind, plan in plans:
         for stem, draw in plan:
             if stem == name or kind == name:
@@ -163,9 +183,8 @@ def result_html(result: StudyResult) -> str:
 
 def _first_figure_html(result: StudyResult) -> str:
     """The study's first figure as an inline PNG (empty when there is none or matplotlib is missing)."""
-    declared = [k for k in result.design.outputs.get("figures", []) if k in FIGURE_KINDS]
     summary, theory = result.summary(), result.compare_theory()
-    declared = [k for k in declared if _plan(result, k, summary, theory)]
+    declared = [k for k in _declared(result) if _plan(result, k, summary, theory)]
     if not declared:
         return ""
     try:

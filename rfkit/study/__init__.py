@@ -29,7 +29,14 @@ from ._builtin import builtin_studies, builtin_study, builtin_study_dirs, find_s
 from ._design import Design, load_design
 from ._design_limits import StudyTooLargeError
 from ._estimators import check_attention_estimator
-from ._figure_kinds import FIGURE_KINDS
+from ._figure_kinds import (
+    FIGURE_ALIASES,
+    FIGURE_KINDS,
+    declare_figure_kind,
+    figure_kinds,
+    forget_figure_kind,
+    resolve_figure_kind,
+)
 from ._record_types import KINDS
 from ._records import (
     AttentionEstimatorRecord,
@@ -72,6 +79,11 @@ __all__ = [
     "load_design",
     "check_design",
     "FIGURE_KINDS",
+    "FIGURE_ALIASES",
+    "figure_kinds",
+    "declare_figure_kind",
+    "forget_figure_kind",
+    "resolve_figure_kind",
     "StudyTooLargeError",
     "run",
     "run_trial",

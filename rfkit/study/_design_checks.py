@@ -25,7 +25,7 @@ from ..exceptions import InvalidParameterError
 from ._design_limits import check_size
 from ._dropin_design import check_dropin_design
 from ._estimators import build_attention_estimator, build_feature_map
-from ._figure_kinds import FIGURE_KINDS
+from ._figure_kinds import FIGURE_ALIASES, figure_kinds, resolve_figure_kind
 from ._plain import is_path
 from ._record_types import ATTENTION_KINDS, KINDS
 from ._records import attention_estimator_record, data_source_record
@@ -177,13 +177,16 @@ def validate_design(d: Design) -> None:
 
 
 def _check_figures(src: str, key: str, figures: Any) -> None:
-    """``[outputs] figures``: a list of the figure kinds the report draws (:data:`FIGURE_KINDS`)."""
-    rule = f"must be a list of figure kinds from {list(FIGURE_KINDS)}"
+    """``[outputs] figures``: a list of registered figure kinds (:func:`figure_kinds`; an old name is warned)."""
+    kinds = figure_kinds()
+    rule = f"must be a list of figure kinds from {list(kinds)}"
     if not isinstance(figures, list):
         raise _err(src, key, rule, figures)
     for kind in figures:
-        if kind not in FIGURE_KINDS:
-            raise _err(src, key, f"{rule}{did_you_mean(kind, FIGURE_KINDS)}", kind)
+        if isinstance(kind, str) and kind in FIGURE_ALIASES and kind not in kinds:
+            resolve_figure_kind(kind)  # accepted for one release, with a warning naming the new name
+        elif kind not in kinds:
+            raise _err(src, key, f"{rule}{did_you_mean(kind, kinds)}", kind)
 
 
 def check_file_name(name: Any, source: str, key: str, *, spaces: bool = True) -> str:

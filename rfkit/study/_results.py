@@ -146,7 +146,11 @@ class StudyResult:
 
     # ------------------------------------------------------------------ figures and notebooks
     def figure_names(self) -> list[str]:
-        """Names of the figures this result draws (as `rfkit run` saves them): its declared kinds first, then the others."""
+        """Names of the figures this result draws: each figure kind's name, then its figures' file names.
+
+        The kinds its study declares come first, then the other registered kinds that apply (see
+        :func:`rfkit.plots.register_figure`); every name is one :meth:`plot` accepts.
+        """
         return _presentation().figure_names(self)
 
     def plot(self, name: str | None = None) -> Any:
@@ -156,10 +160,12 @@ class StudyResult:
         ----------
         name : str, optional
             A figure kind (``"mse_vs_features"``, ``"kernel_scatter"``, ``"error_vs_degree"``,
-            ``"mse_vs_samples"``, ``"cost"``, ``"head_heatmap"``, ``"coverage"``, ``"boxplots"``:
-            its first figure, e.g. the MSE one of ``mse_vs_features``) or the name of one figure
-            as saved by ``rfkit run`` (``"rel_mse_vs_features"``). Default: the first figure the
-            study declares. The figures are those of the report (:mod:`rfkit.report`, drawn with
+            ``"mse_vs_samples"``, ``"cost_vs_samples"``, ``"head_heatmap"``, ``"coverage"``,
+            ``"boxplots"``, or one registered with :func:`rfkit.plots.register_figure`: its first
+            figure, e.g. the MSE one of ``mse_vs_features``) or the name of one figure as saved by
+            ``rfkit run`` (``"rel_mse_vs_features"``); any name :meth:`figure_names` lists. The
+            old kind name ``"cost"`` is accepted with a deprecation warning. Default: the first
+            figure the study declares. The figures are those of the report (:mod:`rfkit.report`, drawn with
             :mod:`rfkit.plots`) from ``summary()``, ``compare_theory()`` and the saved tables;
             nothing is recomputed.
 

@@ -474,19 +474,24 @@ def registry(tmp_path, monkeypatch):
     for k, v in saved.items():
         _records._REGISTRIES[k].clear()
         _records._REGISTRIES[k].update(v)
+    from rfkit.plots import unregister_figure
+
+    unregister_figure("my_rel_mse")
     for name in files:
         sys.modules.pop(name, None)
 
 
 def test_docs_examples_are_one_file_plus_one_registration_each(registry):
     files, study_text = _docs_examples()
-    assert set(files) == {"my_maps", "my_attention", "my_metrics", "my_data", "my_closed_forms"}
+    import re
+
+    assert set(files) == {"my_maps", "my_attention", "my_metrics", "my_data", "my_closed_forms", "my_figures"}
     for name, code in files.items():  # one registration per file
-        assert code.count("st.register_") == 1, name
+        assert len(re.findall(r"^(?:st\.)?register_\w+\(", code, re.M)) == 1, name
     study = registry / "mine.toml"
     study.write_text(study_text)
     design = st.load_design(study).with_trials(30)  # imports the modules: their names resolve
-    assert design.imports == ["my_maps", "my_metrics", "my_data", "my_closed_forms"]
+    assert design.imports == ["my_maps", "my_metrics", "my_data", "my_closed_forms", "my_figures"]
     serial = st.run(design, rng=4)
     procs = st.run(design, rng=4, executor="processes", workers=2)  # workers import them too
     pd.testing.assert_frame_equal(serial.summary(), procs.summary(), check_exact=True)
@@ -509,6 +514,10 @@ def test_docs_examples_are_one_file_plus_one_registration_each(registry):
     assert rec in st.records("feature map") and "OrthogonalTrig" in st.FEATURE_MAPS
     assert "sphere" in st.DATA_SOURCES and "rms_rel_err" in st.METRICS_BY_KIND["kernel"]
     assert "rms_rel_err" not in st.METRICS_BY_KIND["attention"]
+    assert "my_rel_mse" in serial.figure_names()  # the figure of my_figures.py, declared in [outputs]
+    fig = serial.plot("my_rel_mse")
+    assert fig.axes[0].get_ylabel() == "relative MSE"
+    assert fig._suptitle.get_text() == "mine: relative MSE of 2 estimators"
 
 
 def test_docs_attention_estimator_runs_under_its_name_and_its_budget(registry):
