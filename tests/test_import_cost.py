@@ -26,6 +26,7 @@ HEAVY_FOR_IMPORT = (
     "pandas",
     "matplotlib",
     "array_api_compat.numpy",
+    "torch",  # rfkit.nn and the torch backend load it only when asked
 )
 #: Modules that ``rfkit --help`` must not load (its parser needs neither theory nor studies).
 HEAVY_FOR_HELP = ("scipy.stats", "scipy.special", "pandas", "matplotlib", "rfkit.study", "rfkit.report")
