@@ -7,9 +7,11 @@ covering a whole cell returns the cell's tables; otherwise it returns per-trial 
 Trial ``t`` of cell ``c`` always uses ``SeedSequence(entropy, spawn_key=spawn_key + (c, t))``
 (:func:`rfkit._random.trial_seed_sequence`). Each kind of design has its own module:
 :mod:`~rfkit.study._eval_kernel`, :mod:`~rfkit.study._eval_attention`,
-:mod:`~rfkit.study._eval_concentration`.
+:mod:`~rfkit.study._eval_concentration`, :mod:`~rfkit.study._eval_dropin`, each read through
+one :class:`Kind`.
 
-Runs inside workers: takes and returns plain, picklable data only.
+Runs inside workers: takes a :class:`~rfkit.study._messages.UnitTask` and answers a
+:class:`~rfkit.study._messages.UnitResult` (frozen dataclasses of plain, picklable data).
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ from ._eval_attention import attention_finalize, attention_partial, attention_re
 from ._eval_concentration import concentration_finalize, concentration_partial
 from ._eval_dropin import dropin_finalize, dropin_partial, dropin_replay
 from ._eval_kernel import kernel_finalize, kernel_partial, kernel_replay, kernel_setup
+from ._messages import CellTables, PartTables, UnitResult, UnitTask
 from ._units import WorkUnit, n_chunks, trial_streams
 
 __all__ = [
+    "KINDS",
+    "Kind",
+    "cell_setup",
+    "forget_setups",
     "run_cell",
     "run_unit",
     "finalize_cell",
@@ -38,84 +45,99 @@ __all__ = [
 ]
 
 
-class _Kind(NamedTuple):
-    """How one kind of design evaluates a unit and merges a cell's units."""
+class Kind(NamedTuple):
+    """How one kind of design evaluates its cells: every kind through the same three calls.
 
-    partial: Callable[[WorkUnit], dict[str, Any]]
-    finalize: Callable[[WorkUnit, list[dict[str, Any]]], dict[str, Any]]
+    ``setup(unit)`` prepares what all units of a cell share (data, fitted maps; None where a kind
+    has nothing to share), once per cell and process; ``partial(unit, setup)`` evaluates one
+    chunk of trials; ``finalize(unit, setup, parts)`` reduces the chunks' parts, in chunk order,
+    to the cell's tables.
+    """
+
+    setup: Callable[[WorkUnit], Any]
+    partial: Callable[[WorkUnit, Any], PartTables]
+    finalize: Callable[[WorkUnit, Any, list[PartTables]], CellTables]
     replay: Callable[..., pd.DataFrame]
 
 
-def _kernel_partial(unit: WorkUnit) -> dict[str, Any]:
-    setup = kernel_setup(unit.design, unit.cell_index, unit.entropy, unit.spawn_key)
-    return kernel_partial(unit, setup)
+def no_setup(unit: WorkUnit) -> None:
+    """The setup of a kind whose units share nothing: each unit reads its cell's data itself."""
+    return None
 
 
-def _kernel_finalize(unit: WorkUnit, parts: list[dict[str, Any]]) -> dict[str, Any]:
-    setup = kernel_setup(unit.design, unit.cell_index, unit.entropy, unit.spawn_key)
-    return kernel_finalize(unit.design, setup, unit.cell_index, parts)
-
-
-_KINDS = {
-    "kernel": _Kind(_kernel_partial, _kernel_finalize, kernel_replay),
-    "attention": _Kind(
-        attention_partial,
-        lambda u, parts: attention_finalize(u.design, u.cell_index, parts),
-        attention_replay,
-    ),
+KINDS = {
+    "kernel": Kind(kernel_setup, kernel_partial, kernel_finalize, kernel_replay),
+    "attention": Kind(no_setup, attention_partial, attention_finalize, attention_replay),
     # a concentration trial replays as a kernel trial: each map's ratios on the cell's data
-    "concentration": _Kind(
-        concentration_partial, lambda u, parts: concentration_finalize(u.design, parts), kernel_replay
-    ),
-    "drop-in": _Kind(
-        dropin_partial, lambda u, parts: dropin_finalize(u.design, u.cell_index, parts), dropin_replay
-    ),
+    "concentration": Kind(no_setup, concentration_partial, concentration_finalize, kernel_replay),
+    "drop-in": Kind(no_setup, dropin_partial, dropin_finalize, dropin_replay),
 }
 
+#: the last cell set up in this process: (key, setup); its chunks and its tables share it
+_LAST_SETUP: tuple[tuple[Any, ...], Any] | None = None
 
-def run_unit(
-    design_dict: dict[str, Any],
-    cell_index: int,
-    chunk: int,
-    entropy: int,
-    spawn_key: tuple[int, ...],
-    on_error: str = "raise",
-    imports: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """One work unit: the trials of chunk ``chunk`` of cell ``cell_index``, every estimator.
+
+def cell_setup(unit: WorkUnit, design_dict: dict[str, Any]) -> Any:
+    """The setup of the unit's cell: computed once per cell and process, then reused.
+
+    A process keeps the last cell's setup, keyed by the design (its ``to_dict()``, compared by
+    value), the cell and the root seed, so the chunks of a cell that follow one another, and the
+    cell's tables made in the same process, reuse it; a setup is deterministic, so the numbers are
+    those of a fresh one. :func:`forget_setups` drops it (a run does at its end).
+    """
+    global _LAST_SETUP
+    kind = KINDS[unit.design.kind]
+    if kind.setup is no_setup:
+        return None
+    key = (design_dict, unit.cell_index, unit.entropy, tuple(unit.spawn_key))
+    last = _LAST_SETUP
+    if last is not None and last[0] == key:
+        return last[1]
+    setup = kind.setup(unit)
+    _LAST_SETUP = (key, setup)
+    return setup
+
+
+def forget_setups() -> None:
+    """Drop the setup this process keeps (its data may sit on an accelerator)."""
+    global _LAST_SETUP
+    _LAST_SETUP = None
+
+
+def run_unit(task: UnitTask) -> UnitResult:
+    """One work unit: the trials of chunk ``task.chunk`` of cell ``task.cell``, every estimator.
 
     Trial ``t`` uses the stream ``SeedSequence(entropy, spawn_key=spawn_key + (cell, t))``
     whatever unit computes it, so the tables do not depend on how units are distributed.
-    ``imports`` are modules to import first (those that register records of your own:
+    ``task.imports`` are modules to import first (those that register records of your own:
     :func:`~rfkit.study._records.registered_modules`).
 
     Returns
     -------
-    dict
-        ``{"cell", "chunk", "final", "tables", "pid"}``. When the chunk is the whole cell (``final``),
-        ``tables`` are the cell's tables (``trials``, ``pairs``, maybe ``timings`` and
-        ``data_stats``); otherwise the chunk's per-trial results (arrays and frames) that
-        :func:`finalize_cell` merges, in chunk order, once every chunk of the cell is done.
+    UnitResult
+        When the chunk is the whole cell (``final``), ``tables`` are the cell's
+        :class:`CellTables`; otherwise the chunk's per-trial results (arrays and frames by name)
+        that :func:`finalize_cell` merges, in chunk order, once every chunk of the cell is done.
     """
-    for module in (*imports, *design_dict.get("imports", ())):  # modules that register records of yours
+    for module in (*task.imports, *task.design.get("imports", ())):  # modules that register records of yours
         importlib.import_module(module)
-    design = Design.trusted(design_dict)  # validated once by run(); workers skip the checks
-    unit = WorkUnit(design, cell_index, chunk, entropy, tuple(spawn_key), on_error)
-    kind = _KINDS[design.kind]
-    single = n_chunks(design) == 1
+    design = Design.trusted(task.design)  # validated once by run(); workers skip the checks
+    unit = WorkUnit(design, task.cell, task.chunk, task.entropy, tuple(task.spawn_key), task.on_error)
+    kind = KINDS[design.kind]
     with blas_limited():  # small matrices: one BLAS thread each (a busy pool of them is many times slower)
-        part = kind.partial(unit)
-        tables = kind.finalize(unit, [part]) if single else part
-    return {"cell": cell_index, "chunk": chunk, "final": single, "tables": tables, "pid": os.getpid()}
+        setup = cell_setup(unit, task.design)
+        part = kind.partial(unit, setup)
+        tables = kind.finalize(unit, setup, [part]) if n_chunks(design) == 1 else part
+    return UnitResult(task.cell, task.chunk, tables, os.getpid())
 
 
 def finalize_cell(
     design_dict: dict[str, Any],
     cell_index: int,
-    parts: list[dict[str, Any]],
+    parts: list[PartTables],
     entropy: int,
     spawn_key: tuple[int, ...],
-) -> dict[str, pd.DataFrame]:
+) -> CellTables:
     """The tables of a cell from the partial results of all its chunks, in chunk order.
 
     The per-trial arrays are concatenated in chunk order and reduced exactly as one unit
@@ -123,7 +145,7 @@ def finalize_cell(
     """
     design = Design.trusted(design_dict)
     unit = WorkUnit(design, cell_index, 0, entropy, tuple(spawn_key))
-    return _KINDS[design.kind].finalize(unit, parts)
+    return KINDS[design.kind].finalize(unit, cell_setup(unit, design_dict), parts)
 
 
 def run_cell(
@@ -132,19 +154,15 @@ def run_cell(
     entropy: int,
     spawn_key: tuple[int, ...],
     on_error: str = "raise",
-) -> dict[str, Any]:
-    """All trials of every estimator in one cell (its work units one after another, merged).
-
-    Returns ``{"cell": c, "trials": DataFrame, "pairs": DataFrame, ...}`` as :func:`finalize_cell`.
-    """
+) -> CellTables:
+    """All trials of every estimator in one cell (its work units one after another, merged)."""
     units = [
-        run_unit(design_dict, cell_index, k, entropy, spawn_key, on_error)
+        run_unit(UnitTask(design_dict, cell_index, k, entropy, tuple(spawn_key), on_error))
         for k in range(n_chunks(Design.trusted(design_dict)))
     ]
-    if units[0]["final"]:
-        return {"cell": cell_index, **units[0]["tables"]}
-    tables = finalize_cell(design_dict, cell_index, [u["tables"] for u in units], entropy, spawn_key)
-    return {"cell": cell_index, **tables}
+    if isinstance(units[0].tables, CellTables):
+        return units[0].tables
+    return finalize_cell(design_dict, cell_index, [u.tables for u in units], entropy, spawn_key)  # type: ignore[misc]
 
 
 def replay_trial(
@@ -155,6 +173,6 @@ def replay_trial(
     Kernel designs: the ratios estimate/truth per estimator and pair; attention designs: the
     squared error of each query's output per estimator.
     """
-    replay = _KINDS[design.kind].replay
+    replay = KINDS[design.kind].replay
     stream = trial_streams(entropy, spawn_key, cell, range(trial, trial + 1))[0]
     return replay(design, cell, stream, entropy, spawn_key)

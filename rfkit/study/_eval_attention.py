@@ -18,6 +18,7 @@ from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
 from ._cost import attention_costs
 from ._device_draws import DeviceDraws, unit_seed
 from ._estimators import build_attention_estimator, check_attention_output
+from ._messages import CellTables, PartTables
 from ._metric_sources import metric_values, trial_metrics
 from ._records import attention_estimator_record
 from ._units import WorkUnit, concat_chunks, frame
@@ -57,7 +58,7 @@ def cell_estimator_params(
     return params
 
 
-def attention_partial(unit: WorkUnit) -> dict[str, Any]:
+def attention_partial(unit: WorkUnit, setup: None = None) -> PartTables:
     """Outputs ``(estimator, trial, query, value dim)`` of a chunk, with statuses, counts and times.
 
     Chunk 0 also carries the cell's exact output, the cell's costs and, for real data, its data
@@ -246,9 +247,7 @@ def cell_costs(
     return attention_costs(built, Q, K, causal=causal, rng=ss, records=records)
 
 
-def attention_finalize(
-    design: Design, cell_index: int, parts: list[dict[str, Any]]
-) -> dict[str, pd.DataFrame]:
+def attention_finalize(unit: WorkUnit, setup: None, parts: list[PartTables]) -> CellTables:
     """Attention designs: every estimator's output against exact softmax attention.
 
     Per trial: the mean signed and squared error over all (query, value-dimension) entries,
@@ -259,6 +258,7 @@ def attention_finalize(
     kept apart (``timings``): it is not reproducible. An estimator whose outputs equal an earlier
     one's bit for bit takes its error tables (:func:`_repeat_of`).
     """
+    design, cell_index = unit.design, unit.cell_index
     exact2 = np.asarray(parts[0]["exact"])
     n, dv = exact2.shape
     T = design.trials
@@ -304,14 +304,12 @@ def attention_finalize(
             }
         )
     _LAST_ERRORS.entry = None  # the memo holds no outputs past the cell
-    out = {
-        "trials": frame(trial_frames),
-        "pairs": frame(query_frames),
-        "timings": pd.DataFrame(timing_rows),
-    }
-    if "data_stats" in parts[0]:
-        out["data_stats"] = parts[0]["data_stats"]
-    return out
+    return CellTables(
+        trials=frame(trial_frames),
+        pairs=frame(query_frames),
+        timings=pd.DataFrame(timing_rows),
+        data_stats=parts[0].get("data_stats"),
+    )
 
 
 def _repeat_of(

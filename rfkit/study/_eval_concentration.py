@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -11,11 +11,9 @@ from .. import data as rkdata
 from .. import theory
 from ..exceptions import InvalidParameterError
 from ._estimators import build_feature_map
+from ._messages import CellTables, PartTables
 from ._metric_sources import metric_values, trial_metrics
 from ._units import WorkUnit
-
-if TYPE_CHECKING:
-    from ._design import Design
 
 __all__ = ["concentration_partial", "concentration_finalize", "TRIAL_COLUMNS"]
 
@@ -36,7 +34,7 @@ TRIAL_COLUMNS = (
 )
 
 
-def concentration_partial(unit: WorkUnit) -> dict[str, Any]:
+def concentration_partial(unit: WorkUnit, setup: None = None) -> PartTables:
     r"""Blackwelder (2024), Thm 3.3, in simulation: does the chi-squared bound hold with probability p?
 
     Each trial draws a fresh data set (``n_pairs = s`` queries and ``s`` keys from the design's
@@ -118,12 +116,13 @@ def concentration_partial(unit: WorkUnit) -> dict[str, Any]:
     return {"trials": pd.DataFrame(rows)}
 
 
-def concentration_finalize(design: Design, parts: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+def concentration_finalize(unit: WorkUnit, setup: None, parts: list[PartTables]) -> CellTables:
     """Trial rows of all chunks, ordered by (estimator, trial); pairs: the bound per estimator."""
+    design = unit.design
     trials = pd.concat([p["trials"] for p in parts], ignore_index=True)
     if len(parts) > 1:
         order = {label: i for i, label in enumerate(design.labels)}
         key = trials["estimator"].map(order).to_numpy() * design.trials + trials["trial"].to_numpy()
         trials = trials.iloc[np.argsort(key, kind="stable")].reset_index(drop=True)
     pairs = trials.groupby(["cell", "estimator"], sort=False)[["bound", "r"]].first().reset_index()
-    return {"trials": trials, "pairs": pairs}
+    return CellTables(trials=trials, pairs=pairs)

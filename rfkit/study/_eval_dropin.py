@@ -52,6 +52,7 @@ from ._dropin_design import (
     support_size,
 )
 from ._estimators import build_attention_estimator
+from ._messages import CellTables, PartTables
 from ._units import WorkUnit, trial_failure
 
 if TYPE_CHECKING:
@@ -356,7 +357,7 @@ def _evaluate(
     }
 
 
-def dropin_partial(unit: WorkUnit) -> dict[str, Any]:
+def dropin_partial(unit: WorkUnit, setup: None = None) -> PartTables:
     """The chunk's trial rows, per-layer values (estimator, trial, layer row, column) and run times."""
     return _evaluate(
         unit.design,
@@ -369,8 +370,9 @@ def dropin_partial(unit: WorkUnit) -> dict[str, Any]:
     )
 
 
-def dropin_finalize(design: Design, cell_index: int, parts: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+def dropin_finalize(unit: WorkUnit, setup: None, parts: list[PartTables]) -> CellTables:
     """Trial rows of all chunks by (estimator, trial); per (estimator, model, layer): mean and MCSE over trials."""
+    design, cell_index = unit.design, unit.cell_index
     trials = pd.concat([p["trials"] for p in parts], ignore_index=True)
     order = {label: i for i, label in enumerate(design.labels)}
     key = trials["estimator"].map(order).to_numpy() * design.trials + trials["trial"].to_numpy()
@@ -406,11 +408,11 @@ def dropin_finalize(design: Design, cell_index: int, parts: list[dict[str, Any]]
                 "calls": n,
             }
         )
-    return {
-        "trials": trials,
-        "pairs": pd.concat(pair_frames, ignore_index=True),
-        "timings": pd.DataFrame(timing_rows),
-    }
+    return CellTables(
+        trials=trials,
+        pairs=pd.concat(pair_frames, ignore_index=True),
+        timings=pd.DataFrame(timing_rows),
+    )
 
 
 def dropin_replay(

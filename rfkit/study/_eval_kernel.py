@@ -20,6 +20,7 @@ from ._builtin_records import theory_mse
 from ._cell_data import cell_data, study_backend
 from ._device_draws import DeviceDraws, device_map, unit_seed
 from ._estimators import build_feature_map
+from ._messages import CellTables, PartTables
 from ._metric_sources import metric_values, trial_metrics
 from ._records import closed_form_record
 from ._units import WorkUnit, concat_chunks, frame
@@ -105,9 +106,11 @@ def kernel_ratios(
         return sign * np.exp(logabs - log_truth)  # ratio estimate / truth, (trials, pairs)
 
 
-def kernel_setup(design: Design, cell_index: int, entropy: int, spawn_key: tuple[int, ...]) -> dict[str, Any]:
-    cell = design.cells()[cell_index]
-    X, Y = cell_data(design, cell, entropy, spawn_key)
+def kernel_setup(unit: WorkUnit) -> dict[str, Any]:
+    """What every unit of a kernel cell shares: the cell's pairs (on the host and the design's backend),
+    the log of the exact kernel, and the feature maps, fitted to the pairs where they need data."""
+    design, cell = unit.design, unit.cell
+    X, Y = cell_data(design, cell, unit.entropy, unit.spawn_key)
     fms, fit_errors = [], []
     for est in design.estimators:
         fm = build_feature_map(est["map"], design.estimator_params(est, cell))
@@ -174,9 +177,7 @@ def kernel_partial(unit: WorkUnit, setup: dict[str, Any]) -> dict[str, Any]:
     return {"ratio": ratio, "status": status.astype(str)}
 
 
-def kernel_finalize(
-    design: Design, setup: dict[str, Any], cell_index: int, parts: list[dict[str, Any]]
-) -> dict[str, pd.DataFrame]:
+def kernel_finalize(unit: WorkUnit, setup: dict[str, Any], parts: list[PartTables]) -> CellTables:
     """Trial and pair tables of a kernel cell.
 
     ``trials`` has one row per (estimator, trial) with per-trial metrics averaged over the
@@ -184,6 +185,7 @@ def kernel_finalize(
     :data:`TRIAL_COLUMNS`, then the design's metrics of your own), ``pairs`` one row per
     (estimator, pair) with per-pair moments and the closed-form MSE.
     """
+    design, cell_index = unit.design, unit.cell_index
     X, Y, log_truth = setup["X"], setup["Y"], setup["log_truth"]
     with np.errstate(over="ignore"):
         truth = np.exp(log_truth)
@@ -235,7 +237,7 @@ def kernel_finalize(
             )
         trial_frames.append(tf)
         pair_frames.append(pf)
-    return {"trials": frame(trial_frames), "pairs": frame(pair_frames)}
+    return CellTables(trials=frame(trial_frames), pairs=frame(pair_frames))
 
 
 def kernel_replay(

@@ -15,6 +15,7 @@ from typing import Any
 
 from .._parallel import adopt_lead_state, lead_state, process_context, shutdown_pool
 from ..exceptions import InvalidParameterError, StudyError
+from ._messages import UnitTask
 
 __all__ = ["THREAD_ENV", "worker_env"]
 
@@ -114,10 +115,11 @@ def _context() -> Any:
     return process_context(_PRELOAD)
 
 
-def _died(tasks: list[tuple[Any, ...]], unit: tuple[Any, ...], left: int, hint: str, why: str) -> StudyError:
-    """The named error for a worker process that died while computing a work unit."""
+def _died(tasks: list[tuple[Any, ...]], task: tuple[Any, ...], left: int, hint: str, why: str) -> StudyError:
+    """The named error for a worker process that died while computing a work unit (or another task)."""
+    what = task[0].name if task and isinstance(task[0], UnitTask) else f"task {tasks.index(task)}"
     return StudyError(
-        f"a worker process died ({why}) while computing work unit (cell {unit[1]}, chunk {unit[2]}); "
+        f"a worker process died ({why}) while computing {what}; "
         f"{left} of {len(tasks)} units of this call were not finished. {hint}"
     )
 
@@ -130,7 +132,8 @@ def _iter_results(
     scheduler: str | None,
     hint: str = "",
 ) -> Iterable[Any]:
-    """Yield ``fn(*task)`` for every task, in the order they finish.
+    """Yield ``fn(*task)`` for every task (a tuple of arguments; a study's: one
+    :class:`~rfkit.study._messages.UnitTask`), in the order they finish.
 
     A worker process that dies (killed, out of memory) raises :class:`StudyError` naming the
     work unit and ending with ``hint`` (how to resume).

@@ -63,12 +63,12 @@ from ._manifest import (
     recorded_files,
     write_run_manifest,
 )
+from ._messages import CellTables, PartLayoutError, PartTables, UnitResult
 from ._plain import is_path
 from ._records import attention_estimator_record, feature_map_record
 
 __all__ = ["RunFolder", "PartTables", "code_hashes"]
 
-PartTables = dict[str, Any]  # part name -> DataFrame or ndarray
 #: files every finish of a run rewrites (final tables and their CSV)
 _TABLE_FILES = ("summary.csv", "theory.csv")
 #: legacy temporary files of older rfkit versions (fixed names), removed on resume
@@ -129,8 +129,8 @@ class RunFolder:
     Used by :func:`rfkit.study.run` as a context manager: on entry it takes the lock, checks
     the folder (a fresh run refuses a folder holding results; a resumed one refuses another
     design or seed), verifies every recorded part and loads the intact ones into
-    :attr:`resumed`; damaged parts are listed in :attr:`repaired` (and warned about) and their
-    units recomputed.
+    :attr:`resumed` (a finished cell's as :class:`CellTables`, a chunk's parts by name); damaged
+    parts are listed in :attr:`repaired` (and warned about) and their units recomputed.
     """
 
     def __init__(
@@ -166,7 +166,7 @@ class RunFolder:
         self.resume = resume
         self.lock = RunLock(out, lock_timeout)
         self.units: dict[str, dict[str, Any]] = {}
-        self.resumed: dict[tuple[int, int], tuple[bool, PartTables]] = {}
+        self.resumed: dict[tuple[int, int], UnitResult] = {}
         self.repaired: list[dict[str, str]] = []
         self.recorded = 0
 
@@ -358,11 +358,18 @@ class RunFolder:
                         problem = f"unreadable ({type(exc).__name__}: {exc})"
                 if problem is not None:
                     bad.append((str(self.out / rel), problem))
+            if not bad and final:
+                try:
+                    read: CellTables | PartTables = CellTables.from_parts(tables)
+                except PartLayoutError as exc:
+                    bad.append((str(self.out / PARTS / f"cell-{c:06d}.chunk-{k:05d}.*"), str(exc)))
+            else:
+                read = tables
             if bad:
                 problems += bad
                 continue
             self.units[key] = {"final": final, "files": dict(files)}
-            self.resumed[(c, k)] = (final, tables)
+            self.resumed[(c, k)] = UnitResult(c, k, read)
         self._report(
             problems,
             "damaged part file(s) {where}; their work units are recomputed (the trials are "
@@ -384,8 +391,14 @@ class RunFolder:
             },
         )
 
-    def record(self, cell: int, chunk: int, final: bool, tables: PartTables) -> None:
-        """Write a finished unit's part files, then record their sizes and SHA-256 in ``run.json``."""
+    def record(self, result: UnitResult) -> None:
+        """Write a finished unit's part files, then record their sizes and SHA-256 in ``run.json``.
+
+        One file per table or array: a finished cell's tables by name (:meth:`CellTables.as_parts`),
+        else the chunk's parts; ``final`` in ``run.json`` says which.
+        """
+        cell, chunk = result.cell, result.chunk
+        tables = result.tables.as_parts() if isinstance(result.tables, CellTables) else result.tables
         files = {}
         for name, obj in tables.items():
             if isinstance(obj, pd.DataFrame):
@@ -393,7 +406,7 @@ class RunFolder:
             else:
                 rel, data = part_name(cell, chunk, name, "npy"), npy_bytes(obj)
             files[rel] = write_atomic(self.out / rel, data)
-        self.units[f"{cell}.{chunk}"] = {"final": bool(final), "files": files}
+        self.units[f"{cell}.{chunk}"] = {"final": result.final, "files": files}
         self._save()
         self.recorded += 1
         hook(f"after-unit:{self.recorded}")

@@ -1,8 +1,17 @@
-"""Study runner: work units (cell, chunk of trials) over an executor, verified parts, resumable."""
+"""Study runner: work units (cell, chunk of trials) over an executor, verified parts, resumable.
+
+A run has three steps: :func:`~rfkit.study._plan.plan_run` checks the arguments and lists the
+work units (a frozen :class:`~rfkit.study._plan.RunPlan`; nothing computed, nothing written);
+:func:`_execute` computes the units not resumed from the run folder, over the plan's executor,
+recording each as it finishes; and :func:`_finish` joins the cells' tables with the grid, writes
+the provenance and the final files.
+Work units talk in :mod:`~rfkit.study._messages` dataclasses.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import numbers
 import os
@@ -16,27 +25,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._backend import backend_for
-from .._params import check_int
-from .._random import as_seed_sequence
 from .._version import __version__
 from ..exceptions import InvalidParameterError
-from ._builtin import find_study
-from ._cell import finalize_cell, n_chunks, replay_trial, run_unit
-from ._design import Design, load_design
+from ._cell import finalize_cell, forget_setups, replay_trial, run_unit
+from ._design import Design
 from ._device_draws import numpy_draws
 from ._executors import _iter_results, worker_env
-from ._plain import workers_can_import
-from ._probes import probe_design
-from ._records import registered_modules
+from ._messages import CellTables, PartTables, UnitResult
+from ._plan import EXECUTORS, ExecutorChoice, RunOptions, RunPlan, _resolve_design, plan_run
 from ._results import StudyResult
 from ._runfolder import RunFolder
 
-__all__ = ["run", "run_trial", "EXECUTORS", "worker_env"]
+__all__ = [
+    "run",
+    "run_trial",
+    "plan_run",
+    "RunPlan",
+    "RunOptions",
+    "ExecutorChoice",
+    "EXECUTORS",
+    "worker_env",
+]
 
-EXECUTORS = ("serial", "processes", "dask")
 #: optional per-cell tables besides trials and pairs (not part of the reproducible summary)
-EXTRA_TABLES = ("timings", "data_stats")
+EXTRA_TABLES = CellTables.EXTRAS
 
 
 def _versions(bk: Any = None) -> dict[str, str]:
@@ -58,66 +70,130 @@ def _machine() -> dict[str, Any]:
     return {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()}
 
 
-def _resolve_design(design: Design | str | Path, quick: bool, trials: int | None) -> Design:
-    if isinstance(design, str):
-        design = find_study(design)  # a built-in study by name ("performer-mse"), else a path
-    if isinstance(design, Path):
-        design = load_design(design)
-    if not isinstance(design, Design):
-        raise InvalidParameterError(
-            f"`design` must be a Design, a path to a TOML file or the name of a built-in study. "
-            f"Got {type(design).__name__}."
-        )
-    if quick:
-        design = design.quick_profile()
-    if trials is not None:
-        design = design.with_trials(check_int(trials, "trials", "rk.study.run", low=1))
-    probe_design(design)  # maps and estimators of your own, on probe data: before any unit or folder
-    return design
-
-
-def _root_seed(rng: Any, design_seed: int | None) -> np.random.SeedSequence:
-    """The root seed of a run, with one integer entropy that is recorded and can be passed back.
-
-    ``rng`` is None (the design's ``seed``, or fresh OS entropy), an int (or the decimal string
-    recorded in a provenance), a SeedSequence or a Generator. A Generator contributes one draw
-    (so it advances, and the same Generator state gives the same run); a SeedSequence whose
-    entropy is a list of ints is reduced to one 128-bit int drawn from it (deterministically).
-    """
-    if rng is None:
-        rng = design_seed
-    if isinstance(rng, str) and rng.strip().isdigit():
-        rng = int(rng)
-    if isinstance(rng, np.random.Generator):
-        rng = int(rng.integers(0, 2**63))
-    root = as_seed_sequence(rng)
-    if not isinstance(root.entropy, numbers.Integral):
-        words = root.generate_state(4, np.uint32)
-        entropy = sum(int(w) << (32 * i) for i, w in enumerate(words))
-        root = np.random.SeedSequence(entropy, spawn_key=root.spawn_key)
-    return root
-
-
 class _Merger:
     """Collects finished units; a cell's tables are built once all its chunks are in (chunk order)."""
 
-    def __init__(self, design_dict: dict[str, Any], chunks: int, entropy: int, spawn_key: tuple[int, ...]):
-        self.dd, self.chunks, self.entropy, self.spawn_key = design_dict, chunks, entropy, spawn_key
-        self.cells: dict[int, dict[str, Any]] = {}
-        self.pending: dict[int, dict[int, dict[str, Any]]] = {}
+    def __init__(self, plan: RunPlan):
+        self.plan = plan
+        self.cells: dict[int, CellTables] = {}
+        self.pending: dict[int, dict[int, PartTables]] = {}
         self.have: set[tuple[int, int]] = set()
 
-    def add(self, cell: int, chunk: int, final: bool, tables: dict[str, Any]) -> None:
-        self.have.add((cell, chunk))
-        if final:
-            self.cells[cell] = tables
+    def add(self, res: UnitResult) -> None:
+        self.have.add((res.cell, res.chunk))
+        if isinstance(res.tables, CellTables):
+            self.cells[res.cell] = res.tables
             return
-        parts = self.pending.setdefault(cell, {})
-        parts[chunk] = tables
-        if len(parts) == self.chunks:
-            ordered = [parts[k] for k in range(self.chunks)]
-            self.cells[cell] = finalize_cell(self.dd, cell, ordered, self.entropy, self.spawn_key)
-            del self.pending[cell]
+        parts = self.pending.setdefault(res.cell, {})
+        parts[res.chunk] = res.tables
+        if len(parts) == self.plan.n_chunks:
+            p = self.plan
+            ordered = [parts[k] for k in range(p.n_chunks)]
+            self.cells[res.cell] = finalize_cell(p.design_dict, res.cell, ordered, p.entropy, p.spawn_key)
+            del self.pending[res.cell]
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """What executing a plan gave: every cell's tables, and how they came (for the provenance)."""
+
+    cells: dict[int, CellTables]
+    units_computed: int
+    units_resumed: int
+    cells_resumed: int
+    pids: frozenset[int]
+    seconds: float
+
+
+def _execute(plan: RunPlan, folder: RunFolder | None) -> Execution:
+    """Every work unit of the plan not resumed from ``folder``, each recorded in it as it finishes."""
+    merger = _Merger(plan)
+    if folder is not None:
+        for _, resumed in sorted(folder.resumed.items()):
+            merger.add(resumed)
+    n_resumed = len(merger.have)
+    tasks = [(u,) for u in plan.units if (u.cell, u.chunk) not in merger.have]
+    ex = plan.executor
+    t0 = time.perf_counter()
+    bar = _progress(len(plan.units), n_resumed, plan.options.progress, plan.design.name)
+    pids = set()
+    try:
+        for res in _iter_results(run_unit, tasks, ex.name, ex.workers, ex.scheduler, plan.resume_hint()):
+            pids.add(res.pid)
+            if folder is not None:
+                folder.record(res)
+            merger.add(res)
+            bar(1)
+    finally:
+        bar(None)
+    elapsed = time.perf_counter() - t0
+    n_cells, chunks = len(plan.design.cells()), plan.n_chunks
+    whole = sum(all((c, k) in merger.have for k in range(chunks)) for c in range(n_cells))
+    return Execution(
+        cells=merger.cells,
+        units_computed=len(tasks),
+        units_resumed=n_resumed,
+        cells_resumed=int(whole) if folder is not None and n_resumed else 0,
+        pids=frozenset(p for p in pids if p is not None),
+        seconds=elapsed,
+    )
+
+
+def _finish(plan: RunPlan, folder: RunFolder | None, done: Execution) -> StudyResult:
+    """The run's tables (the grid's columns joined), its provenance and, with a folder, the final files."""
+    cells = plan.design.cells()
+    grid = pd.DataFrame(cells).assign(cell=np.arange(len(cells)))
+    tables = [done.cells[c] for c in range(len(cells))]
+    trials_df = _with_grid(pd.concat([t.trials for t in tables], ignore_index=True), grid)
+    pairs_df = _with_grid(pd.concat([t.pairs for t in tables], ignore_index=True), grid)
+    extras = {
+        name: _with_grid(pd.concat([getattr(t, name) for t in tables], ignore_index=True), grid)
+        for name in EXTRA_TABLES
+        if all(getattr(t, name) is not None for t in tables)
+    }
+    result = StudyResult(
+        design=plan.design,
+        trials=trials_df,
+        pairs=pairs_df,
+        provenance=_provenance(plan, folder, done),
+        timings=extras.get("timings"),
+        data_stats=extras.get("data_stats"),
+    )
+    if folder is not None:
+        folder.write_result(result)
+    return result
+
+
+def _provenance(plan: RunPlan, folder: RunFolder | None, done: Execution) -> dict[str, Any]:
+    design, bk = plan.design, plan.backend
+    provenance = {
+        "design": plan.design_dict,
+        "design_hash": design.hash(),
+        "design_source": design.source,
+        "entropy": str(plan.entropy),
+        "spawn_key": list(plan.spawn_key),
+        "executor": plan.executor.label,
+        "workers": plan.executor.workers_used(done.units_computed),
+        "cells": len(design.cells()),
+        "cells_resumed": done.cells_resumed,
+        "chunk_trials": design.chunk_trials,
+        "units": len(plan.units),
+        "units_resumed": done.units_resumed,
+        "worker_processes": len(done.pids),  # distinct processes that computed this run's units
+        "repaired": list(folder.repaired) if folder is not None else [],
+        "seconds": done.seconds,
+        "versions": _versions(bk),
+        "machine": _machine(),
+        "backend": design.backend,
+        "draws": design.draws,
+        "numpy_draws": numpy_draws(design) if design.draws == "backend" else [],
+        "device": str(bk.device),
+        "device_name": bk.device_name,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if folder is not None and folder.lock.taken_over:
+        provenance["lock_taken_over"] = folder.lock.taken_over
+    return provenance
 
 
 def run(
@@ -213,129 +289,29 @@ def run(
     -------
     StudyResult
     """
-    design = _resolve_design(design, quick, trials)
-    if backend is not None or device is not None or draws is not None:
-        design = design.on_backend(backend, device, draws)
-    bk = backend_for(design.backend, design.device)  # fails early, naming a missing library
-    if on_error is None:
-        on_error = design.on_error
-    if on_error not in ("raise", "record"):
-        raise InvalidParameterError(f"`on_error` must be 'raise' or 'record'. Got {on_error!r} instead.")
-    if scheduler is not None:
-        executor = "dask"
-    if isinstance(executor, str) and executor not in EXECUTORS:
-        raise InvalidParameterError(
-            f"`executor` must be one of {list(EXECUTORS)} or a dask Client. Got {executor!r}."
-        )
-    if workers is not None:
-        workers = check_int(workers, "workers", "rk.study.run", low=1)
-    if executor == "serial" and workers not in (None, 1):
-        raise InvalidParameterError(
-            f"`workers` = {workers!r} needs executor='processes' (or 'dask'): executor='serial' computes "
-            f"every work unit in this process. Got workers={workers!r} with executor='serial'."
-        )
-    if progress is not None and not isinstance(progress, bool):
-        raise InvalidParameterError(f"`progress` must be None, True or False. Got {progress!r} instead.")
-    if not isinstance(resume, bool):
-        raise InvalidParameterError(f"`resume` must be True or False. Got {resume!r} instead.")
-    if resume and out is None:
-        raise InvalidParameterError("`resume=True` needs `out`, the folder of the interrupted run.")
-    if executor != "serial":
-        reason = workers_can_import(design.estimators)
-        if reason is not None:
-            raise InvalidParameterError(f"executor={executor!r}: {reason}")
-    root = _root_seed(rng, design.seed)
-    entropy, spawn_key = int(root.entropy), tuple(int(k) for k in root.spawn_key)  # type: ignore[arg-type]
-    cells = design.cells()
-    chunks = n_chunks(design)
-    dd = design.to_dict()
-    merger = _Merger(dd, chunks, entropy, spawn_key)
-    folder = None
-    if out is not None:
-        folder = RunFolder(
-            Path(out), design, entropy, spawn_key, chunks, resume=resume, lock_timeout=lock_timeout
-        )
-    with folder if folder is not None else contextlib.nullcontext():
-        if folder is not None:
-            for (c, k), (final, tables) in sorted(folder.resumed.items()):
-                merger.add(c, k, final, tables)
-        n_resumed = len(merger.have)
-        imports = registered_modules() if executor != "serial" else ()
-        tasks = [
-            (dd, c, k, entropy, spawn_key, on_error, imports)
-            for c in range(len(cells))
-            for k in range(chunks)
-            if (c, k) not in merger.have
-        ]
-        t0 = time.perf_counter()
-        bar = _progress(len(cells) * chunks, n_resumed, progress, design.name)
-        pids = set()
-        hint = (
-            f"The finished units are kept in {out}: the run is resumable, rerun with resume=True "
-            "(--resume) and the same arguments to continue."
-            if out is not None
-            else "Nothing was saved (no `out` folder); pass out=FOLDER to make a run resumable."
-        )
-        try:
-            for res in _iter_results(run_unit, tasks, executor, workers, scheduler, hint):
-                pids.add(res["pid"])
-                if folder is not None:
-                    folder.record(res["cell"], res["chunk"], res["final"], res["tables"])
-                merger.add(res["cell"], res["chunk"], res["final"], res["tables"])
-                bar(1)
-        finally:
-            bar(None)
-        elapsed = time.perf_counter() - t0
-        results = merger.cells
-        grid = pd.DataFrame(cells).assign(cell=np.arange(len(cells)))
-        trials_df = pd.concat([results[c]["trials"] for c in range(len(cells))], ignore_index=True)
-        pairs_df = pd.concat([results[c]["pairs"] for c in range(len(cells))], ignore_index=True)
-        trials_df = _with_grid(trials_df, grid)
-        pairs_df = _with_grid(pairs_df, grid)
-        resumed_cells = sum(all((c, k) in merger.have for k in range(chunks)) for c in range(len(cells)))
-        provenance = {
-            "design": dd,
-            "design_hash": design.hash(),
-            "design_source": design.source,
-            "entropy": str(entropy),
-            "spawn_key": list(spawn_key),
-            "executor": executor if isinstance(executor, str) else type(executor).__name__,
-            "workers": _workers_used(executor, workers, scheduler, len(tasks)),
-            "cells": len(cells),
-            "cells_resumed": int(resumed_cells) if folder is not None and n_resumed else 0,
-            "chunk_trials": design.chunk_trials,
-            "units": len(cells) * chunks,
-            "units_resumed": n_resumed,
-            "worker_processes": len(pids),  # distinct processes that computed this run's units
-            "repaired": list(folder.repaired) if folder is not None else [],
-            "seconds": elapsed,
-            "versions": _versions(bk),
-            "machine": _machine(),
-            "backend": design.backend,
-            "draws": design.draws,
-            "numpy_draws": numpy_draws(design) if design.draws == "backend" else [],
-            "device": str(bk.device),
-            "device_name": bk.device_name,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        if folder is not None and folder.lock.taken_over:
-            provenance["lock_taken_over"] = folder.lock.taken_over
-        extras = {}
-        for extra in EXTRA_TABLES:
-            if all(extra in results[c] for c in range(len(cells))):
-                frames = [results[c][extra] for c in range(len(cells))]
-                extras[extra] = _with_grid(pd.concat(frames, ignore_index=True), grid)
-        result = StudyResult(
-            design=design,
-            trials=trials_df,
-            pairs=pairs_df,
-            provenance=provenance,
-            timings=extras.get("timings"),
-            data_stats=extras.get("data_stats"),
-        )
-        if folder is not None:
-            folder.write_result(result)
-    return result
+    plan = plan_run(
+        design,
+        rng=rng,
+        executor=executor,
+        workers=workers,
+        scheduler=scheduler,
+        out=out,
+        resume=resume,
+        quick=quick,
+        trials=trials,
+        on_error=on_error,
+        progress=progress,
+        lock_timeout=lock_timeout,
+        backend=backend,
+        device=device,
+        draws=draws,
+    )
+    folder = plan.folder()
+    try:
+        with folder if folder is not None else contextlib.nullcontext():
+            return _finish(plan, folder, _execute(plan, folder))
+    finally:
+        forget_setups()  # a cell's setup kept for its chunks: not past the run
 
 
 def _with_grid(df: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
@@ -343,15 +319,6 @@ def _with_grid(df: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
     merged = df.drop(columns=[c for c in cols if c in df.columns]).merge(grid, on="cell", how="left")
     front = [c for c in ("cell", "estimator") if c in merged.columns] + cols
     return merged[front + [c for c in merged.columns if c not in front]]
-
-
-def _workers_used(executor: Any, workers: int | None, scheduler: str | None, n_tasks: int) -> int | None:
-    """Worker processes this run started (1 for serial; None where a Dask scheduler decides)."""
-    if executor == "serial":
-        return 1
-    if not isinstance(executor, str) or scheduler:
-        return None
-    return min(workers or os.cpu_count() or 1, max(n_tasks, 1))
 
 
 def _in_notebook() -> bool:
