@@ -18,6 +18,7 @@ from ..exceptions import (
     NonPositiveNormalizerWarning,
 )
 from ..features import FeatureDraw, FeatureMap, fit_to_pairs
+from ._budget import budgeted_attention, check_budget_options
 from ._common import (
     QKV,
     check_feature_map_field,
@@ -167,6 +168,18 @@ class Hybrid:
         Keys per block of the ``"quest"`` scorer.
     n_hashes : int, default=4
         Rotations of the ``"lsh"`` scorer (each of ``lsh_buckets`` buckets, default 8).
+    epsilon, delta : float, optional
+        An (ε, δ) budget of the ``"uniform"`` remainder (:mod:`rfkit.attention._budget`, docs
+        section "(ε, δ) budgets"): per query, the count of sampled keys that makes
+        :math:`\lVert\hat a - a\rVert \le \varepsilon\lVert a\rVert` with probability about
+        :math:`\ge 1-\delta` by the CLT; ε in (0, 1), δ in (0, 0.2]. ``n_samples`` must then be None.
+    base_samples : int, optional
+        Keys (>= 2) of the base sample that estimates the variance; required with ``epsilon``.
+    max_samples : int, optional
+        Most sampled keys per query (>= ``base_samples``); None: up to the whole remainder.
+    budget_rule : {"normal", "t"}, default="normal"
+        The budget's quantile: normal (the CLT plug-in) or Student's t with ``base_samples - 1``
+        degrees of freedom (Stein's two-stage rule, for the estimated variance).
 
     Examples
     --------
@@ -199,9 +212,15 @@ class Hybrid:
     refresh: int = 16
     block_size: int = 16
     n_hashes: int = 4
+    epsilon: float | None = None
+    delta: float | None = None
+    base_samples: int | None = None
+    max_samples: int | None = None
+    budget_rule: str = "normal"
 
     def __post_init__(self) -> None:
         check_content_options(self)
+        check_budget_options(self)
         if self.feature_map is not None:
             check_feature_map_field(self, "Hybrid")
         check_shared_options(self, "Hybrid")
@@ -366,7 +385,10 @@ class Hybrid:
         T = None if n_draws is None else check_int(n_draws, "n_draws", "Hybrid", low=1)
         idx, valid, scorer = self._support(x, gen)
         budget = max(_BLOCK_ELEMS, x.bk.row_block_elems)
-        log_scale, num, den, n_sampled = sampled_attention(self, x, idx, valid, scorer, gen, T, budget)
+        if self.epsilon is None:
+            log_scale, num, den, n_sampled = sampled_attention(self, x, idx, valid, scorer, gen, T, budget)
+        else:
+            log_scale, num, den, n_sampled = budgeted_attention(self, x, idx, valid, gen, T, budget)
         output, nbad = finish_ratio(log_scale, num, den)
         if nbad:
             _warn(nbad, tuple(output.shape[:-1]))
@@ -379,11 +401,11 @@ class Hybrid:
             numerator_values=x.unflatten(num, pre),
             denominator_values=x.unflatten(den, pre),
             n_nonpositive=nbad,
-            cost=self._cost(x, valid, n_sampled),
+            cost=self._cost(x, valid, n_sampled, pre if self.epsilon is not None else ()),
         )
 
-    def _cost(self, x: QKV, valid: Any, n_sampled: Any) -> QueryCost:
-        """Per-query counts (see :class:`~rfkit.attention.QueryCost`), shaped (..., n)."""
+    def _cost(self, x: QKV, valid: Any, n_sampled: Any, pre: tuple[int, ...] = ()) -> QueryCost:
+        """Per-query counts (see :class:`~rfkit.attention.QueryCost`), shaped ``pre`` + (..., n)."""
         xp, B, n = x.xp, x.n_slices, x.n_queries
         support = xp.astype(xp.broadcast_to(xp.sum(xp.astype(valid, xp.int64), axis=-1), (B, n)), x.dtype)
         visible = xp.astype(xp.broadcast_to(_visible(x, self.causal), (B, n)), x.dtype)
@@ -392,11 +414,12 @@ class Hybrid:
         m = 0.0
         if self.remainder == "features" and self.feature_map is not None:
             m = float(getattr(self.feature_map, "n_features", None) or self.feature_map.feature_dim(x.dim))
+        full = xp.zeros(pre + (B, n), dtype=x.dtype, device=x.bk.device)  # budgets: per draw
         return QueryCost(
-            exact_logits=x.unflatten(support + sampled + scored),
-            random_features=x.unflatten(xp.zeros_like(support) + m),
-            values_read=x.unflatten(support + sampled),
-            scoring_products=x.unflatten(products),
+            exact_logits=x.unflatten(full + support + sampled + scored, pre),
+            random_features=x.unflatten(full + m, pre),
+            values_read=x.unflatten(full + support + sampled, pre),
+            scoring_products=x.unflatten(full + products, pre),
         )
 
     def _fit_remainder(

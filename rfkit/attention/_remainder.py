@@ -230,7 +230,7 @@ def check_content_options(est: Any) -> None:
             "The `scorer` parameter of Hybrid is used only with top_k or remainder='importance'; "
             f"it must be None here. Got {est.scorer!r} instead."
         )
-    if est.remainder in SAMPLED:
+    if est.remainder in SAMPLED and (est.n_samples is not None or getattr(est, "epsilon", None) is None):
         if est.n_samples is None:
             raise InvalidParameterError(
                 f"The `n_samples` parameter of Hybrid must be an int >= 1 with remainder={est.remainder!r} "

@@ -1,0 +1,277 @@
+r"""(ε, δ) budgets of :class:`~rfkit.attention.Hybrid`'s uniform remainder: a sample count per query.
+
+As vAttention (Desai et al., arXiv 2510.05688) chooses, per query and head, how many remainder
+keys to sample so that the output's relative error is at most :math:`\varepsilon` with
+probability at least :math:`1-\delta` (central limit theorem), here by the delta method on
+rfkit's finite-population theory (:mod:`rfkit.theory._sampling`) rather than vAttention's
+normaliser-only relaxation. For query :math:`n` with support :math:`S`, remainder :math:`R`
+(:math:`N_R` keys), weights :math:`w_j = e^{q_n^\top k_j - c}`, :math:`Z = Z_S + Z_R`, output
+:math:`a = (E_S + T)/Z` and :math:`s` keys drawn uniformly without replacement
+(Horvitz-Thompson), the error is to first order
+
+.. math::
+
+    \hat a - a \approx \frac{\hat D - D}{Z},\qquad \hat D = \frac{N_R}{s}\sum_{\text{sample}} u_j,
+    \quad u_j = w_j (v_j - a),\qquad
+    \operatorname{tr}\mathrm{Var}(\hat a) \approx \frac{N_R^2}{Z^2}\Big(\frac1s - \frac1{N_R}\Big) S_u^2
+
+with :math:`S_u^2 = \sum_R \lVert u_j - \bar u\rVert^2/(N_R - 1)` (Cochran (1977), ch. 2 and 6).
+For a Gaussian error vector with covariance :math:`\Sigma`, :math:`\lVert X\rVert^2 =
+\sum_i\lambda_i\chi^2_{1,i}` and :math:`P(\lVert X\rVert^2 \ge x\operatorname{tr}\Sigma) \le
+P(\chi^2_1 \ge x)` for :math:`x \ge 1.5365` (Székely & Bakirov, Statist. Probab. Lett. 2003), so
+:math:`\operatorname{tr}\mathrm{Var}(\hat a) \le (\varepsilon\lVert a\rVert/z)^2`, :math:`z =
+\Phi^{-1}(1-\delta/2)`, gives :math:`P(\lVert\hat a - a\rVert > \varepsilon\lVert a\rVert) \le
+\delta` for :math:`\delta \le 0.2` (:math:`z^2 \ge 1.64`). Solving for :math:`s`:
+
+.. math::
+
+    s = \Big\lceil \frac{n_0}{1 + n_0/N_R} \Big\rceil,\qquad
+    n_0 = \frac{q^2 N_R^2 \hat S_u^2}{\varepsilon^2 \lVert \hat N\rVert^2},
+
+(Cochran's finite-population correction) with :math:`\hat S_u^2` (:math:`u_j` centred on the
+base estimate :math:`\hat a_b`) and :math:`\hat N = Z\hat a` (so :math:`\lVert\hat N\rVert =
+\hat Z_b\lVert\hat a_b\rVert`) estimated from a base sample of :math:`b` = ``base_samples`` keys,
+and :math:`q = z` (``budget_rule="normal"``, vAttention's plug-in) or :math:`q =
+t_{b-1}^{-1}(1-\delta/2)` (``"t"``: Stein's two-stage rule (Ann. Math. Statist. 1945), which
+accounts for :math:`\hat S_u^2` being estimated from :math:`b` keys; exact for Gaussian
+:math:`u_j`). :math:`s` is clipped to :math:`[\min(b, N_R),\ \min(N_R,` ``max_samples``:math:`)]`;
+the additional :math:`s - b` keys are drawn without replacement from the keys not in the base
+sample (the next keys of one uniformly random order of :math:`R`), and the output is the
+Horvitz-Thompson estimate from all :math:`s`. Rows with :math:`s = N_R` are exact.
+
+Domain: the CLT and the plug-in variance need a base sample large enough to see the remainder's
+heavy keys; with small :math:`b` and heavy-tailed weights the variance is underestimated and the
+coverage falls below :math:`1-\delta` (measured in benchmarks/results/eps-delta-coverage-2026-11-28.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int, check_option
+from ..exceptions import InvalidParameterError
+from ._common import QKV
+from ._remainder import _gather
+from ._scorers import dense_members, visible_rows
+
+__all__ = ["BUDGET_RULES", "MAX_DELTA", "budgeted_attention", "check_budget_options", "sample_counts"]
+
+#: Budget rules: the normal quantile with the plug-in variance (CLT), Student's t with b - 1 df
+#: (Stein), or a chi-square upper confidence bound of the variance at level 1 - δ/2 with z at δ/2.
+BUDGET_RULES = ("normal", "t", "upper")
+#: Largest δ: the bound P(||X||^2 >= z^2 tr Σ) <= δ holds for z^2 >= 1.5365 (δ <= 0.215).
+MAX_DELTA = 0.2
+
+
+def check_budget_options(est: Any) -> None:
+    """Validate, in place, ``epsilon``, ``delta``, ``base_samples``, ``max_samples``, ``budget_rule``."""
+    eps = est.epsilon
+    if eps is None:
+        for name, default in (
+            ("delta", None),
+            ("base_samples", None),
+            ("max_samples", None),
+            ("budget_rule", "normal"),
+        ):
+            value = getattr(est, name)
+            if value != default:
+                raise InvalidParameterError(
+                    f"The `{name}` parameter of Hybrid is used only with epsilon (an (epsilon, delta) "
+                    f"budget); it must be {default!r} with epsilon=None. Got {value!r} instead."
+                )
+        return
+    object.__setattr__(
+        est, "epsilon", _real_in(eps, "epsilon", 0.0, 1.0, "open interval (0, 1)", "relative error")
+    )
+    if est.remainder != "uniform":
+        raise InvalidParameterError(
+            "The `epsilon` parameter of Hybrid (an (epsilon, delta) budget) needs remainder='uniform' "
+            "(the base sample and its additional keys are drawn uniformly without replacement). "
+            f"Got remainder={est.remainder!r} instead."
+        )
+    if est.delta is None:
+        raise InvalidParameterError(
+            f"The `delta` parameter of Hybrid must be a float in (0, {MAX_DELTA}] with epsilon (the "
+            "allowed probability of a relative error above epsilon). Got None instead."
+        )
+    d = _real_in(
+        est.delta,
+        "delta",
+        0.0,
+        MAX_DELTA,
+        f"interval (0, {MAX_DELTA}] (above it the normal bound on the norm of the error vector fails)",
+        "failure probability",
+        closed_high=True,
+    )
+    object.__setattr__(est, "delta", d)
+    if est.base_samples is None:
+        raise InvalidParameterError(
+            "The `base_samples` parameter of Hybrid must be an int >= 2 with epsilon (the keys whose "
+            "variance sets the sample count). Got None instead."
+        )
+    b = check_int(est.base_samples, "base_samples", "Hybrid", low=2)
+    object.__setattr__(est, "base_samples", b)
+    if est.max_samples is not None:
+        m = est.max_samples
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < b:
+            raise InvalidParameterError(
+                f"The `max_samples` parameter of Hybrid must be an int >= base_samples ({b}) or None. "
+                f"Got {m!r} instead."
+            )
+        object.__setattr__(est, "max_samples", int(m))
+    if est.n_samples is not None:
+        raise InvalidParameterError(
+            "The `n_samples` parameter of Hybrid is the fixed count; with epsilon the count is chosen "
+            "per query: leave n_samples None (cap the count with max_samples). "
+            f"Got {est.n_samples!r} instead."
+        )
+    check_option(est.budget_rule, "budget_rule", "Hybrid", BUDGET_RULES)
+
+
+def _real_in(
+    value: Any, name: str, low: float, high: float, rule: str, what: str, closed_high: bool = False
+) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+    v = float(value) if ok else math.nan
+    if not ok or not (low < v < high or (closed_high and v == high)):
+        raise InvalidParameterError(
+            f"The `{name}` parameter of Hybrid must be a float in the {rule} (the {what} of the "
+            f"(epsilon, delta) budget). Got {value!r} instead."
+        )
+    return v
+
+
+def _factor(rule: str, delta: float, df: np.ndarray) -> np.ndarray:
+    r"""The factor :math:`q^2` (times :math:`S_u^2/\hat S_u^2` for ``"upper"``) of each row's count.
+
+    ``"normal"``: :math:`z^2`, :math:`z = \Phi^{-1}(1-\delta/2)`; ``"t"``: :math:`t_{df}^{-1}(1-\delta/2)^2`;
+    ``"upper"``: :math:`\Phi^{-1}(1-\delta/4)^2\, df/\chi^2_{df}(\delta/2)`, the normal quantile at
+    :math:`\delta/2` times the :math:`1-\delta/2` upper confidence bound of the variance over its
+    estimate (normal theory), so that by the union bound the two failures together have
+    probability at most :math:`\delta`. ``df`` (>= 1) is the base sample's size minus one.
+    """
+    import scipy.special as sp  # noqa: PLC0415 (0.1 s import, only for budgets)
+
+    df = np.maximum(df, 1.0)
+    if rule == "normal":
+        return np.full(df.shape, float(sp.ndtri(1.0 - delta / 2.0)) ** 2)
+    if rule == "t":
+        return np.asarray(sp.stdtrit(df, 1.0 - delta / 2.0), dtype=np.float64) ** 2
+    z = float(sp.ndtri(1.0 - delta / 4.0))
+    return z**2 * df / np.asarray(sp.chdtri(df, 1.0 - delta / 2.0), dtype=np.float64)
+
+
+def sample_counts(
+    est: Any, logits: np.ndarray, values: np.ndarray, z_s: np.ndarray, e_s: np.ndarray, n_r: np.ndarray
+) -> np.ndarray:
+    r"""The total sample count :math:`s` of each row from its base sample (see the module docstring).
+
+    ``logits`` (..., b') and ``values`` (..., b', dv) are the first ``b' >= min(b, N_R)`` keys of
+    the row's random order of :math:`R` (``-inf`` logits where there are fewer), ``z_s`` (...)
+    and ``e_s`` (..., dv) the support's exact totals and ``n_r`` (...) int :math:`N_R`; every
+    array shifted by one common :math:`c` per row. Returns int64 (...) in
+    :math:`[\min(b, N_R), \min(N_R, \text{max\_samples})]`.
+    """
+    b = int(est.base_samples)
+    lb, vb = logits[..., :b], values[..., :b, :]
+    k = np.minimum(n_r, b)
+    kf = np.maximum(k, 1).astype(np.float64)
+    nr = n_r.astype(np.float64)
+    top = np.max(np.concatenate([lb, np.log(np.maximum(z_s, 0))[..., None]], axis=-1), axis=-1)
+    top = np.where(np.isfinite(top), top, 0.0)
+    w = np.exp(lb - top[..., None])  # base weights on the row's own shift: no underflow from later keys
+    scale = np.exp(-top)
+    fac = nr / kf
+    Zb = z_s * scale + fac * np.sum(w, axis=-1)
+    Nb = e_s * scale[..., None] + fac[..., None] * np.einsum("...j,...jc->...c", w, vb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = Nb / np.where(Zb > 0, Zb, 1.0)[..., None]
+        u = w[..., None] * (vb - a[..., None, :])
+        used = (np.arange(lb.shape[-1]) < k[..., None])[..., None]
+        ubar = np.sum(np.where(used, u, 0.0), axis=-2, keepdims=True) / kf[..., None, None]
+        S2 = np.sum(np.where(used, (u - ubar) ** 2, 0.0), axis=(-2, -1)) / np.maximum(kf - 1.0, 1.0)
+        q2 = _factor(est.budget_rule, float(est.delta), (k - 1).astype(np.float64))
+        norm2 = np.sum(Nb**2, axis=-1)
+        n0 = q2 * nr**2 * S2 / (float(est.epsilon) ** 2 * norm2)
+        n0 = np.where(S2 == 0, 0.0, np.where(norm2 > 0, n0, np.inf))
+        s_real = np.where(np.isfinite(n0), n0 / (1.0 + n0 / np.maximum(nr, 1.0)), nr)
+    cap = n_r if est.max_samples is None else np.minimum(n_r, int(est.max_samples))
+    s = np.ceil(s_real - 1e-9 * np.maximum(s_real, 1.0)).astype(np.int64)
+    return np.clip(s, k, np.maximum(cap, k))
+
+
+def budgeted_attention(
+    est: Any,
+    x: QKV,
+    idx: Any,
+    valid: Any,
+    gen: np.random.Generator,
+    T: int | None,
+    block_elems: int,
+) -> tuple[Any, Any, Any, Any]:
+    """Support exact, remainder by an (ε, δ) budget: ``(log_scale, num, den, n_sampled)``.
+
+    Shapes as :func:`~rfkit.attention._remainder.sampled_attention`, except ``n_sampled``:
+    ``pre + (B, n)`` float, the count :math:`s` each query of each draw computed (base included).
+    Row blocks of fixed layout: memory O(block x M), linear in n. Each block draws one uniform per
+    (draw, slice, query, key) in block order; the row's random order of :math:`R` gives the base
+    sample (its first ``min(b, N_R)`` keys) and the additional keys (the next ``s - b``).
+    """
+    xp = x.xp
+    B, n, M, d, dv = x.n_slices, x.n_queries, x.n_keys, x.dim, x.value_dim
+    T1 = 1 if T is None else T
+    W = M if est.max_samples is None else min(int(est.max_samples), M)
+    sS = int(idx.shape[-1])
+    log_scale = np.empty((T1, B, n), dtype=x.dtype)
+    num = np.empty((T1, B, n, dv), dtype=x.dtype)
+    den = np.empty((T1, B, n), dtype=x.dtype)
+    n_sampled = np.zeros((T1, B, n), dtype=x.dtype)
+    per_row = B * (M * (6 + 3 * T1) + sS * (d + dv + 2) + T1 * W * (d + 2 * dv + 6))
+    step = max(1, block_elems // max(per_row, 1))
+    neg = -math.inf
+    for a0 in range(0, n, step):
+        rows = slice(a0, min(n, a0 + step))
+        r = rows.stop - rows.start
+        ib = xp.broadcast_to(idx[:, rows, :], (B, r, sS))
+        vb = xp.broadcast_to(valid[:, rows, :], (B, r, sS))
+        q = x.Q[:, rows, :]
+        Ks, Vs = _gather(x, ib, ())
+        la = np.where(vb, (Ks @ q[..., None])[..., 0], neg)  # (B, r, sS)
+        inR = np.broadcast_to(visible_rows(x, est.causal, rows), (B, r, M)) & ~dense_members(ib, vb, M, xp)
+        n_r = np.sum(inR, axis=-1, dtype=np.int64)  # (B, r)
+        u = np.asarray(gen.random((T1, B, r, M)), dtype=x.dtype)
+        key = np.where(inR[None, ...], u, 2.0)
+        pos = np.argsort(key, axis=-1)[..., :W]  # one uniformly random order of R per row and draw
+        ok = np.take_along_axis(key, pos, axis=-1) < 2.0
+        Kr, Vr = _gather(x, pos, (T1,))  # (T1, B, r, W, d)
+        lb = np.where(ok, (Kr @ q[None, ..., None])[..., 0], neg)
+        cs = np.max(la, axis=-1) if sS else np.full((B, r), neg)
+        cs0 = np.where(np.isfinite(cs), cs, 0.0)
+        ws = np.exp(la - cs0[..., None])
+        zs, es = np.sum(ws, axis=-1), (ws[..., None, :] @ Vs)[..., 0, :]
+        # the counts: base logits shifted by the support's shift (sample_counts re-shifts per row)
+        s = sample_counts(
+            est,
+            lb - cs0[None, ..., None],
+            Vr,
+            np.broadcast_to(zs, (T1, B, r)),
+            np.broadcast_to(es, (T1, B, r, dv)),
+            np.broadcast_to(n_r, (T1, B, r)),
+        )
+        used = np.arange(W) < s[..., None]
+        lu = np.where(used, lb, neg)
+        c = np.maximum(cs[None, ...], np.max(lu, axis=-1))
+        c0 = np.where(np.isfinite(c), c, 0.0)
+        fs = np.exp(np.where(np.isfinite(cs), cs, neg)[None, ...] - c0)  # support rescaled to c0
+        fac = np.broadcast_to(n_r, (T1, B, r)) / np.maximum(s, 1)
+        wr = np.exp(lu - c0[..., None]) * fac[..., None]
+        log_scale[:, :, rows] = c0
+        den[:, :, rows] = zs[None, ...] * fs + np.sum(wr, axis=-1)
+        num[:, :, rows, :] = es[None, ...] * fs[..., None] + (wr[..., None, :] @ Vr)[..., 0, :]
+        n_sampled[:, :, rows] = s
+    if T is None:
+        return log_scale[0], num[0], den[0], n_sampled[0]
+    return log_scale, num, den, n_sampled
