@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rfkit-installed
+HF_STAMP := $(VENV)/.rfkit-hf-installed
 
-.PHONY: install test lint docs demo figures bench bench-studies wheel clean
+.PHONY: install install-hf test lint docs demo figures bench bench-studies wheel clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,15 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# The [hf] extra's libraries for the transformers bridge (tests/integrations), installed by
+# `make test` only (`make demo` does without them); torch stays at its pin
+$(HF_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet "transformers==5.24.0" "gguf==0.19.0" "accelerate==1.15.0" "torch==2.13.0" \
+		|| echo "transformers not available: the transformers bridge tests will be skipped"
+	touch $(HF_STAMP)
+
+install-hf: $(HF_STAMP)
+
 lint: install
 	$(BIN)/ruff check rfkit tests benchmarks scripts
 	$(BIN)/ruff format --check rfkit tests benchmarks scripts
@@ -38,7 +48,7 @@ lint: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docstrings.py
 
 # pytest runs last so its summary closes the output
-test: install lint docs
+test: install install-hf lint docs
 	$(BIN)/python -m pytest -q
 
 # Docs: executes the notebooks (quick mode) and fails on any warning.

@@ -64,6 +64,8 @@ PUBLIC_MODULES = [
     "rfkit.report",
     "rfkit.cli",
     "rfkit.nn",
+    "rfkit.integrations",
+    "rfkit.integrations.transformers",
 ]
 #: public modules that need an optional library (skipped with the reason where it is missing)
 NEEDS = {"rfkit.nn": "torch"}
