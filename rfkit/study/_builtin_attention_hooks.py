@@ -25,9 +25,10 @@ plus the feature count :math:`c = \overline{|S(n)|} + m`:
 * Hybrid: :math:`|S(n)|` = the keys of its support that query :math:`n` may see (window, sinks,
   LSH bucket; causal: :math:`j \le n`), averaged over the queries (and, with LSH buckets, over
   :data:`~rfkit.study._cost.LSH_ROTATIONS` rotations), plus its map's ``feature_dim(d)`` with the
-  ``"features"`` remainder; with keys chosen by content, plus ``top_k`` (Quest's whole blocks may
-  add up to ``block_size - 1`` more) and, for the ``"oracle"`` scorer, every key the query may see;
-  with a sampled remainder, plus ``n_samples`` (an upper bound: :math:`\min(s, N_R)` are drawn);
+  ``"features"`` remainder; with keys chosen by content or a sampled remainder, measured by one
+  call on the cell's data: the mean of its result's exact logits plus random features (the
+  ``top_k`` keys, Quest's whole blocks, :math:`\min(s, N_R)` samples, and for the ``"oracle"``
+  scorer every key the query may see);
 * SNIS: its ``n_samples``; LARA: its proposals times ``samples_per_proposal`` (Zheng, Wang & Kong
   (ICML 2022));
 * RA: every key the query may see (:math:`M`, causal: :math:`(n+1)/2` on average), since RA
@@ -188,8 +189,22 @@ def hybrid_batched(estimator: Hybrid, calls: TrialCalls) -> BatchedCall | None:
 
 
 def hybrid_cost(estimator: Hybrid, sizes: CellSizes) -> float:
-    """Hybrid: the mean support a query may see (over LSH rotations too) plus its map's columns."""
+    r"""Hybrid: the mean support a query may see (over LSH rotations too) plus its map's columns.
+
+    With keys chosen by content (``top_k``) or a remainder other than the features, measured: one
+    call on the cell's queries and keys (values of zeros), the mean over queries of its result's
+    exact logits plus random features (:class:`~rfkit.attention.QueryCost`). Those counts depend
+    on the data: query :math:`n` computes :math:`\min(s, N_R)` samples and at most the keys it
+    may see, and Quest adds whole blocks.
+    """
     n, M, d, causal = sizes.n_queries, sizes.n_keys, sizes.dim, sizes.causal
+    if estimator.top_k is not None or estimator.remainder != "features":
+        S = sizes.n_slices
+        Qn = np.asarray(sizes.Q, dtype=np.float64).reshape(S, n, d)
+        Kn = np.asarray(sizes.K, dtype=np.float64).reshape(S, M, d)
+        cost = estimator(Qn, Kn, np.zeros((S, M, 1)), rng=sizes.rng).cost
+        assert cost is not None  # Hybrid always counts its cost
+        return float(np.mean(np.asarray(cost.exact_logits) + np.asarray(cost.random_features)))
     fm = estimator.feature_map
     features = float(fm.feature_dim(d)) if fm is not None and estimator.remainder == "features" else 0.0
     features += float((estimator.top_k or 0) + (estimator.n_samples or 0))

@@ -189,10 +189,20 @@ def hybrid_budget(budget: int, params: Mapping[str, Any]) -> dict[str, Any]:
     a window holds fewer keys, so the measured cost is at most the budget. LSH buckets depend on
     the data and cannot be split ahead: such an entry names the map's ``n_features`` itself.
 
+    Without features (``remainder`` ``"none"``, ``"uniform"``, ``"stratified"`` or
+    ``"importance"``; docs page *Keys by content*) the rest goes to exact logits instead: all to
+    ``top_k`` with ``"none"``; all to ``n_samples`` without a ``scorer``; with a scorer and a
+    sampled remainder, half to ``top_k`` (rounded down) and the other half to ``n_samples``, or,
+    where the entry gives one of them, what it leaves to the other. Each query then computes at
+    most the budget's exact logits (causally, only the keys it may see; Quest adds whole blocks;
+    the ``"oracle"`` scorer's scores, every visible key's logit, come on top: a reference).
+
     >>> hybrid_budget(64, {"window": 16, "n_global": 4, "causal": True})
     {'map_budget': 43}
     >>> hybrid_budget(64, {"window": 16})
     {'map_budget': 31}
+    >>> hybrid_budget(64, {"window": 4, "n_global": 4, "causal": True, "scorer": "quest", "remainder": "uniform"})
+    {'top_k': 27, 'n_samples': 28}
     """
     window, n_global = params.get("window"), params.get("n_global", 0)
     if params.get("lsh_buckets") is not None:
@@ -205,6 +215,8 @@ def hybrid_budget(budget: int, params: Mapping[str, Any]) -> dict[str, Any]:
         return {"map_budget": budget}  # Hybrid itself refuses the value, naming the rule
     causal = bool(params.get("causal", False))
     exact = (0 if window is None else int(window) + 1 if causal else 2 * int(window) + 1) + int(n_global)
+    if not _uses_features(params):
+        return _content_budget(budget, exact, params)
     if budget - exact < 1:
         raise InvalidParameterError(
             f"Hybrid: a budget (`feature_dim` or `samples`) of {budget} per query leaves no random features "
@@ -215,12 +227,46 @@ def hybrid_budget(budget: int, params: Mapping[str, Any]) -> dict[str, Any]:
     return {"map_budget": budget - exact}
 
 
+def _uses_features(params: Mapping[str, Any]) -> bool:
+    """A Hybrid entry with the random-feature remainder (the default), which needs a feature map."""
+    return params.get("remainder", "features") in (None, "features")
+
+
+def _content_budget(budget: int, exact: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``top_k`` and ``n_samples`` of a Hybrid without features: the budget after ``exact`` support keys."""
+    rest = budget - exact
+    sampled = params.get("remainder") != "none"
+    top_k, n_samples = params.get("top_k"), params.get("n_samples")
+    if not (_whole(top_k) or top_k is None) or not (_whole(n_samples) or n_samples is None):
+        return {}  # Hybrid itself refuses the value, naming the rule
+    given = int(top_k or 0) + int(n_samples or 0)
+    if top_k is not None and (n_samples is not None or not sampled):
+        return {}  # the entry fixed the split itself
+    wants_top_k = params.get("scorer") is not None and top_k is None
+    parts = int(wants_top_k) + int(sampled and n_samples is None)
+    if rest - given < max(parts, 1):
+        raise InvalidParameterError(
+            f"Hybrid: a budget (`feature_dim` or `samples`) of {budget} per query leaves {rest - given} keys "
+            f"after the support's {exact} exact keys{f' and {given} fixed ones' if given else ''}, too few "
+            f"for top_k and n_samples (window={params.get('window')}, n_global={params.get('n_global', 0)}, "
+            f"causal={bool(params.get('causal', False))}); use a smaller window or fewer sinks, or a larger "
+            "budget."
+        )
+    left = rest - given
+    if wants_top_k and sampled and n_samples is None:
+        return {"top_k": left // 2, "n_samples": left - left // 2}
+    if wants_top_k:
+        return {"top_k": left}
+    return {"n_samples": left}
+
+
 register_attention_estimator(
     AttentionEstimatorRecord(
         "Hybrid",
         attention.Hybrid,
         from_budget=hybrid_budget,
         inner_map="feature_map=Positive",
+        uses_map=_uses_features,
         capabilities=_CAUSAL,
         batched=hooks.hybrid_batched,
         cost=hooks.hybrid_cost,

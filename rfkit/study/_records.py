@@ -109,6 +109,11 @@ class AttentionEstimatorRecord:
         Two equal (and hashable) instances in a cell make the same calls on the same trial
         streams: the second takes the first's outputs instead of computing them again (NumPy
         draws only). Leave it False unless equal instances give equal outputs.
+    uses_map : callable, optional
+        ``uses_map(params) -> bool``, for an estimator with an ``inner_map``: whether an entry
+        builds the map (Hybrid: not with a sampled or dropped remainder). None (the default):
+        always. Where it says no, the entry is built as an estimator without a map, and the
+        budget goes to its ``from_budget``.
     """
 
     kind: ClassVar[str] = "attention estimator"
@@ -126,6 +131,7 @@ class AttentionEstimatorRecord:
     fit: Callable[[Any, Any, Any, dict[Any, Any]], Any] | None = None
     cost: Callable[[Any, CellSizes], float] | None = None
     deduplicate: bool = False
+    uses_map: Callable[[Mapping[str, Any]], bool] | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.factory):
@@ -133,7 +139,7 @@ class AttentionEstimatorRecord:
                 f"`estimator` = {self.name!r} must be a class or a function (Q, K, V, *, rng) -> "
                 f"AttentionResult. Got {describe(self.factory)} instead."
             )
-        for hook in ("batched", "call_trial", "device_draws", "fit", "cost"):
+        for hook in ("batched", "call_trial", "device_draws", "fit", "cost", "uses_map"):
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise InvalidParameterError(
@@ -169,7 +175,7 @@ class AttentionEstimatorRecord:
 
     def map_spec(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
         """``(map name, map parameters)`` of an entry, for an estimator built around a feature map."""
-        if self.inner_map is None:
+        if self.inner_map is None or (self.uses_map is not None and not self.uses_map(params)):
             return None
         default = self.inner_map.partition("=")[2]
         own = self.own_keys

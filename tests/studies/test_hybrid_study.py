@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -78,3 +81,25 @@ def test_lsh_without_features_and_too_small_budgets_are_refused(tmp_path):
     path.write_text(STUDY.replace("feature_dim = [16, 32]", "feature_dim = [6, 32]"))
     with pytest.raises(InvalidParameterError, match=r"estimators\[1\].*a budget .* of 6 per query leaves no"):
         st.load_design(path)
+
+
+def test_keys_by_content_profile_has_equal_cost_per_query():
+    """real-attention's `content` profile: every estimator of a cell costs the cell's budget per query
+    (its measured cost column: exact logits + random features), but for what no estimator can spend
+    and what Quest's whole pages add; the oracle scorer pays every key's logit (a reference line)."""
+    path = Path(__file__).resolve().parents[2] / "rfkit" / "studies" / "real-attention.toml"
+    d = st.load_design(path, profile="content.quick")
+    res = st.run(d, rng=d.seed)
+    mse = res.summary()
+    mse = mse[mse.metric == "mse"]
+    quest = {d.label(e): e.get("block_size", 16) for e in d.estimators if e.get("scorer") == "quest"}
+    for (causal, n, budget), cell in mse.groupby(["causal", "max_len", "feature_dim"]):
+        cost = cell.set_index("estimator")["cost"]
+        # a causal query i sees i + 1 keys: an estimator that computes only exact logits spends min(c, i + 1)
+        capped = np.minimum(np.arange(1, n + 1), budget).mean() if causal else float(budget)
+        assert cost["favor+"] == budget
+        assert cost["oracle top-k"] > n / 2  # every visible key's logit, besides its support
+        for label, c in cost.drop(["favor+", "oracle top-k"]).items():
+            over = quest.get(label, 1) - 1  # Quest adds whole pages: at most block_size - 1 keys over
+            # 1 key of slack: windows hold fewer keys at the ends of the text
+            assert capped - 1 <= c <= budget + over, (label, causal, budget, c)

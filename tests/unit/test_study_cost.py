@@ -59,16 +59,23 @@ def test_cost_of_each_estimator_exactly():
     assert attention_cost(rk.attention.Hybrid(pos), Q, K) == 16  # empty support: RFA's cost
 
 
-def test_cost_of_hybrids_with_keys_by_content_and_sampled_remainders():
+def test_cost_of_hybrids_with_keys_by_content_and_sampled_remainders_is_measured():
+    """Keys by content and sampled remainders: the keys each query actually computes (its result's
+    ``cost``), not the nominal top_k + n_samples: query i of a causal sequence sees only i + 1 keys."""
     Q, K, _ = _qkv(n=12, d=4)
-    sup = (1 + 2 + 3 + 9 * 4) / 12  # causal window 2 + 1 sink, as above
     H = rk.attention.Hybrid
+    # causal window 2 + 1 sink + 3 samples: query i computes min(i + 1, 3 + 1 + 3) keys
     uni = H(window=2, n_global=1, causal=True, remainder="uniform", n_samples=3)
-    assert attention_cost(uni, Q, K) == pytest.approx(sup + 3)
+    assert attention_cost(uni, Q, K) == pytest.approx(np.minimum(np.arange(1, 13), 7).mean())
     top = H(window=2, n_global=1, causal=True, remainder="none", top_k=2, scorer="proxy")
-    assert attention_cost(top, Q, K) == pytest.approx(sup + 2)
+    assert attention_cost(top, Q, K) == pytest.approx(np.minimum(np.arange(1, 13), 6).mean())
     oracle = H(rk.features.Positive(16), window=2, n_global=1, causal=True, top_k=2, scorer="oracle")
-    assert attention_cost(oracle, Q, K) == pytest.approx(sup + 16 + 2 + 6.5)  # + every visible key's score
+    support = np.minimum(np.arange(1, 13), 6).mean()
+    assert attention_cost(oracle, Q, K) == pytest.approx(support + 16 + 6.5)  # + every visible key's score
+    # Quest adds whole blocks: the measured cost is its result's, at most block_size - 1 over the nominal
+    quest = H(window=1, causal=True, remainder="none", top_k=2, scorer="quest", block_size=4)
+    res = quest(*_qkv(n=12, d=4), rng=0)
+    assert attention_cost(quest, Q, K) == pytest.approx(float(res.cost.exact_logits.mean()))
 
 
 def test_cost_of_estimators_of_your_own():
@@ -110,6 +117,23 @@ def test_hybrid_budget_split():
     with pytest.raises(InvalidParameterError, match="give the map's `n_features`"):
         hybrid_budget(64, {"lsh_buckets": 8})
     assert hybrid_budget(64, {"window": "wide"}) == {"map_budget": 64}  # Hybrid itself refuses it
+
+
+def test_hybrid_budget_split_without_features():
+    """Sampled or dropped remainders: the budget after window and sinks goes to top_k and n_samples."""
+    base = {"window": 4, "n_global": 4, "causal": True}  # 5 + 4 exact keys
+    sampled = {**base, "scorer": "quest", "remainder": "uniform"}
+    assert hybrid_budget(64, sampled) == {"top_k": 27, "n_samples": 28}
+    assert hybrid_budget(64, {**sampled, "top_k": 16}) == {"n_samples": 39}
+    assert hybrid_budget(64, {**sampled, "n_samples": 5}) == {"top_k": 50}
+    assert hybrid_budget(32, {**base, "scorer": "proxy", "remainder": "none"}) == {"top_k": 23}
+    assert hybrid_budget(32, {**base, "remainder": "importance", "scorer": "proxy"}) == {
+        "top_k": 11,
+        "n_samples": 12,
+    }
+    assert hybrid_budget(32, {"window": 4, "remainder": "stratified"}) == {"n_samples": 23}
+    with pytest.raises(InvalidParameterError, match="leaves 1 keys after the support's 9"):
+        hybrid_budget(10, sampled)
 
 
 def _design(**kw):
