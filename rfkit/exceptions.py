@@ -14,6 +14,7 @@ TypeError)`` idea)::
     ├── StudyError(RFKitError, RuntimeError)
     ├── ModelNotInstalledError(RFKitError, ImportError)
     ├── CorruptWeightsError(RFKitError, ValueError)
+    ├── DrawFormatError(RFKitError, ValueError)
     ├── BackendError(RFKitError, TypeError)
     ├── BackendNotInstalledError(RFKitError, ImportError)
     └── MemoryLimitError(RFKitError, MemoryError)
@@ -45,6 +46,7 @@ __all__ = [
     "StudyError",
     "ModelNotInstalledError",
     "CorruptWeightsError",
+    "DrawFormatError",
     "BackendError",
     "BackendNotInstalledError",
     "MemoryLimitError",
@@ -128,6 +130,10 @@ class ModelNotInstalledError(RFKitError, ImportError):
 
 class CorruptWeightsError(RFKitError, ValueError):
     """A weights or vocabulary file does not match its expected hash or format."""
+
+
+class DrawFormatError(RFKitError, ValueError):
+    """A file given to ``rk.features.load_draw`` is not an rfkit draw, or has another format version."""
 
 
 class BackendError(RFKitError, TypeError):

@@ -29,7 +29,9 @@ A map of your own subclasses :class:`FeatureMap` (``feature_dim`` and the hook
 :func:`check_feature_map` checks it, :class:`StackedDraw` batches its draws (docs page
 "Bring your own estimator"). What a draw exposes to attention code (``features``,
 ``log_features``, ``param_on``, ``exp_form`` returning an :class:`ExpForm`) is documented on
-:class:`FeatureDraw`.
+:class:`FeatureDraw`. Draws are data: ``draw.save(path)`` writes one (arrays in an ``.npz`` file,
+JSON metadata, no pickle) and :func:`load_draw` reads it back bit for bit; ``np.asarray`` of
+:class:`Features` is the dense feature matrix.
 """
 
 from ._adaptive import A_RULES, adaptive_A, oprf_optimal_A
@@ -40,6 +42,7 @@ from ._deterministic import Limit, Taylor, slog_taylor_polynomial, taylor_polyno
 from ._draw import ExpForm, FeatureDraw, Features
 from ._exp import CEXP, HCEXP, OPRF, Hyperbolic, Positive
 from ._gerf import GERF, SADERF, saderf_parameters
+from ._load import load_draw
 from ._optimal import gerf_optimal_A
 from ._pairs import FIT_PAIRS, PairMoments, fit_to_pairs, pair_moments, pair_values
 from ._protocol import check_feature_map
@@ -54,6 +57,7 @@ __all__ = [
     "ExpForm",
     "StackedDraw",
     "check_feature_map",
+    "load_draw",
     "Trig",
     "Positive",
     "Hyperbolic",

@@ -23,7 +23,8 @@ import copy
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -36,7 +37,10 @@ from .._validation import (
     exp_checked,
     half_precision,
 )
+from ..exceptions import BackendError
+from ._io import save_draw
 from ._ops import iter_chunks
+from ._repr import array_summary, map_repr
 
 if TYPE_CHECKING:
     from ._base import FeatureMap
@@ -79,6 +83,56 @@ class Features:
             "the scaled representation (values, log_scale) or log-space estimates",
         )
         return scale[..., None] * self.values
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """The dense features :math:`\\phi(x)` for ``np.asarray(features)`` (NumPy's ``__array__``).
+
+        Parameters
+        ----------
+        dtype : data-type, optional
+            The dtype of the result (default: that of :attr:`values`).
+        copy : bool, optional
+            NumPy 2's copy request: the dense matrix is always a new array, so ``copy=False``
+            is refused.
+
+        Returns
+        -------
+        ndarray of shape (..., n, D)
+            ``exp(log_scale)[..., None] * values``, as :meth:`dense`.
+
+        Raises
+        ------
+        NumericalOverflowError
+            If some row scale exceeds the float range; use ``values`` and ``log_scale``.
+        BackendError
+            If the features hold arrays of another library (PyTorch, CuPy, ...): call
+            :meth:`dense` and that library's own conversion.
+        ValueError
+            For ``copy=False``.
+        """
+        if copy is False:
+            raise ValueError(
+                "np.asarray(Features, copy=False): the dense features exp(log_scale) * values are "
+                "computed, so a copy cannot be avoided; pass copy=None or copy=True."
+            )
+        if not (isinstance(self.values, np.ndarray) and isinstance(self.log_scale, np.ndarray)):
+            lib = type(self.values).__module__.split(".", 1)[0]
+            raise BackendError(
+                f"np.asarray(Features) needs NumPy features; these hold {lib}.{type(self.values).__name__} "
+                f"arrays (device {getattr(self.values, 'device', 'unknown')}). Call features.dense() and "
+                "convert it with the library's own conversion (PyTorch: .detach().cpu().numpy(); "
+                "CuPy: cupy.asnumpy(a)), or keep the scaled form (values, log_scale)."
+            )
+        scale = exp_checked(
+            self.log_scale,
+            "np.asarray(Features) (a row scale)",
+            "the scaled form (Features.values and Features.log_scale) or log-space estimates",
+        )
+        out = scale[..., None] * self.values
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __repr__(self) -> str:
+        return f"Features(values={array_summary(self.values)}, log_scale={array_summary(self.log_scale)})"
 
     @classmethod
     def from_log(cls, sign: Any | None, logabs: Any) -> Features:
@@ -167,11 +221,37 @@ class FeatureDraw(abc.ABC):
         The number ``T`` of independent draws held; None for a single draw (no leading axis).
     """
 
+    #: the attribute holding the array ``W`` that ``spec.from_projection(dim, n_draws, W)`` rebuilds
+    #: this draw from (read by :meth:`save` for random maps; deterministic maps have no ``W``)
+    _saved_source: ClassVar[str] = "projection"
+
     def __init__(self, spec: FeatureMap, dim: int, n_draws: int | None = None) -> None:
         self.spec = spec
         self.dim = dim
         self.n_draws = n_draws
         self._params: dict[tuple[Any, ...], Any] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(map={map_repr(self.spec)}, dim={self.dim}, n_draws={self.n_draws})"
+
+    def save(self, path: str | Path) -> Path:
+        """Write this draw to ``path``: its arrays in an ``.npz`` file with JSON metadata, atomically.
+
+        :func:`rfkit.features.load_draw` reads it back, equal bit for bit. The file holds the
+        map's class and parameters, ``dim``, ``n_draws``, rfkit's version and the format version;
+        no pickle. Draws of maps of your own that draw through ``sample_one`` are refused.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file to write (replaced if it exists; ``.npz`` is the usual suffix).
+
+        Returns
+        -------
+        Path
+            ``path``.
+        """
+        return save_draw(self, path)
 
     # ---------------------------------------------------------------- parameters
     def param(self, key: str, value: np.ndarray, like: Any) -> Any:

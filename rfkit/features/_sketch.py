@@ -186,6 +186,8 @@ class MaclaurinDraw(FeatureDraw):
         The draw as sampled: ``[feature index, w]`` rows (see ``RandomMaclaurin._projection``).
     """
 
+    _saved_source = "rows"  # the array RandomMaclaurin._from_projection builds the draw from
+
     def __init__(self, spec: RandomMaclaurin, dim: int, n_draws: int | None, rows: np.ndarray) -> None:
         super().__init__(spec, dim, n_draws)
         self.rows = rows
@@ -387,6 +389,8 @@ class TensorSketchDraw(FeatureDraw):
         Buckets ``[..., 0, :]`` and signs ``[..., 1, :]`` of the ``K = n(n+1)/2`` count
         sketches (degree ``j`` uses sketches ``j(j-1)/2 .. j(j+1)/2 - 1``).
     """
+
+    _saved_source = "hashes"  # the array TensorSketch._from_projection builds the draw from
 
     def __init__(self, spec: TensorSketch, dim: int, n_draws: int | None, hs: np.ndarray) -> None:
         super().__init__(spec, dim, n_draws)
