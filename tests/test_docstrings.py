@@ -64,11 +64,12 @@ PUBLIC_MODULES = [
     "rfkit.report",
     "rfkit.cli",
     "rfkit.nn",
+    "rfkit.sklearn",
     "rfkit.integrations",
     "rfkit.integrations.transformers",
 ]
 #: public modules that need an optional library (skipped with the reason where it is missing)
-NEEDS = {"rfkit.nn": "torch"}
+NEEDS = {"rfkit.nn": "torch", "rfkit.sklearn": "sklearn"}
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "rfkit"
 

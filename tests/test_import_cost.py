@@ -27,6 +27,7 @@ HEAVY_FOR_IMPORT = (
     "matplotlib",
     "array_api_compat.numpy",
     "torch",  # rfkit.nn and the torch backend load it only when asked
+    "sklearn",  # rfkit.sklearn loads it; nothing else in rfkit imports it
 )
 #: Modules that ``rfkit --help`` must not load (its parser needs neither theory nor studies).
 HEAVY_FOR_HELP = ("scipy.stats", "scipy.special", "pandas", "matplotlib", "rfkit.study", "rfkit.report")
