@@ -13,6 +13,8 @@ import copy
 import dataclasses
 import functools
 import math
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -68,6 +70,23 @@ def _cast_back(res: Any, dtype: Any) -> Any:
                 object.__setattr__(out, f.name, _cast_back(getattr(res, f.name), dtype))
         return out
     return res
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` of a warning that points at the first caller outside rfkit.
+
+    Call it in the argument list of :func:`warnings.warn`; wrappers such as :func:`half_precision`
+    add frames between a public call and the code that warns, so a fixed count would point inside
+    rfkit.
+    """
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def half_precision(*, cast_back: bool = True) -> Callable[[F], F]:

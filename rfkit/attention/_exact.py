@@ -10,7 +10,7 @@ import numpy as np
 
 from .._parallel import threads
 from .._params import check_allocation
-from .._validation import half_precision
+from .._validation import caller_stacklevel, half_precision
 from ..exceptions import DegenerateInputWarning
 from ._common import CHUNK_ELEMS, check_bool, check_chunk_size, check_qkv, check_threads, run, threads_of
 
@@ -131,6 +131,6 @@ def softmax(
         warnings.warn(
             f"softmax: {empty_rows} query row(s) see no key (all keys padded); their output is NaN.",
             DegenerateInputWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
     return x.unflatten(out)

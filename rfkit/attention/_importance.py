@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._backend import Backend
+from .._validation import caller_stacklevel
 from ..exceptions import NonPositiveNormalizerWarning
 from ._causal import CausalJob, run_causal
 from ._common import (
@@ -72,11 +73,11 @@ _CAUSAL_BLOCK = 128
 AlphaFn = Callable[[Any, slice], tuple[Any, Any, int, int]]
 
 
-def warn_nonpositive(owner: str, nbad: int, shape: tuple[int, ...], stacklevel: int = 3) -> None:
+def warn_nonpositive(owner: str, nbad: int, shape: tuple[int, ...]) -> None:
     warnings.warn(
         nonpositive_message(owner, nbad, shape, "Negative MIS weights or underflow of every weight."),
         NonPositiveNormalizerWarning,
-        stacklevel=stacklevel,
+        stacklevel=caller_stacklevel(),
     )
 
 
@@ -249,7 +250,7 @@ def sampled_result(
     log_scale, num, den, ess = parts
     out, nbad = finish_ratio(log_scale, num, den, n_threads)
     if nbad:
-        warn_nonpositive(method, nbad, (x.n_slices, x.n_queries), stacklevel=4)
+        warn_nonpositive(method, nbad, (x.n_slices, x.n_queries))
     return AttentionResult(
         output=x.unflatten(out),
         method=method,

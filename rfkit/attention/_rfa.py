@@ -13,7 +13,7 @@ from .._backend import NUMPY, Backend, get_backend
 from .._parallel import threads
 from .._params import check_allocation
 from .._random import check_rng
-from .._validation import check_int, half_precision
+from .._validation import caller_stacklevel, check_int, half_precision
 from ..exceptions import InvalidParameterError, NonPositiveNormalizerWarning
 from ..features import FeatureDraw, FeatureMap, fit_to_pairs
 from ._causal import CausalJob, run_causal
@@ -443,7 +443,7 @@ class RFA:
             warnings.warn(
                 nonpositive_message("RFA", nbad, tuple(out.shape[:-1]), hint),
                 NonPositiveNormalizerWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
         return AttentionResult(
             output=x.unflatten(out, pre),
