@@ -144,9 +144,10 @@ def _diabetes():
 def test_pipeline_with_ridge_scores_as_exact_kernel_ridge(kind):
     """Diabetes (bundled): StandardScaler -> GaussianKernelFeatures(m=1000) -> Ridge vs exact KernelRidge.
 
-    Over 10 seeds (2026-11-28) the R^2 of the pipeline had a seed-to-seed standard deviation of
-    about 0.003 at m = 1000 and a mean within 0.002 of the exact model's; 0.02 is five such
-    deviations plus that finite-m difference. The docs page "Your data and your tools" reports them.
+    Over 10 seeds (2026-11-28, 2-core CI-class machine) the R^2 of these pipelines at m = 1000 had a
+    seed-to-seed standard deviation of at most 0.0054 (trig 0.0028, positive 0.0045) and means
+    within 0.006 of the exact model's; 0.03 is five such deviations plus that finite-m difference.
+    The docs page "Your data and your tools" reports the measurements.
     """
     Xtr, Xte, ytr, yte = _diabetes()
     gamma, alpha = 0.01, 0.1
@@ -159,11 +160,14 @@ def test_pipeline_with_ridge_scores_as_exact_kernel_ridge(kind):
     )
     r2 = approx.fit(Xtr, ytr).score(Xte, yte)
     assert r2_exact > 0.3  # the exact model explains a third of the variance of this split
-    assert abs(r2 - r2_exact) < 0.02, (r2, r2_exact)
+    assert abs(r2 - r2_exact) < 0.03, (r2, r2_exact)
 
 
 def test_pipeline_softmax_kernel_scores_as_exact_kernel_ridge():
-    """The softmax kernel of standardised rows scaled by 0.2, against KernelRidge on the exact Gram matrix."""
+    """The softmax kernel of standardised rows scaled by 0.2, against KernelRidge on the exact Gram matrix.
+
+    The tolerance is that of the Gaussian pipelines (the softmax runs had the same spread).
+    """
     Xtr, Xte, ytr, yte = _diabetes()
     scale = make_pipeline(StandardScaler(), FunctionTransformer(lambda Z: 0.2 * Z)).fit(Xtr)
     Ztr, Zte = scale.transform(Xtr), scale.transform(Xte)
@@ -176,4 +180,4 @@ def test_pipeline_softmax_kernel_scores_as_exact_kernel_ridge():
         Ridge(alpha=1.0),
     )
     r2 = approx.fit(Xtr, ytr).score(Xte, yte)
-    assert abs(r2 - r2_exact) < 0.02, (r2, r2_exact)
+    assert abs(r2 - r2_exact) < 0.03, (r2, r2_exact)
