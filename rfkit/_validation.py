@@ -16,6 +16,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -82,7 +83,7 @@ def caller_stacklevel() -> int:
     add frames between a public call and the code that warns, so a fixed count would point inside
     rfkit.
     """
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
