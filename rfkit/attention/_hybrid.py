@@ -177,9 +177,11 @@ class Hybrid:
         Keys (>= 2) of the base sample that estimates the variance; required with ``epsilon``.
     max_samples : int, optional
         Most sampled keys per query (>= ``base_samples``); None: up to the whole remainder.
-    budget_rule : {"normal", "t"}, default="normal"
-        The budget's quantile: normal (the CLT plug-in) or Student's t with ``base_samples - 1``
-        degrees of freedom (Stein's two-stage rule, for the estimated variance).
+    budget_rule : {"normal", "t", "upper"}, default="normal"
+        The count's rule: ``"normal"`` the CLT with the base sample's variance (as vAttention),
+        ``"t"`` Student's t with ``base_samples - 1`` degrees of freedom (Stein's two-stage rule),
+        ``"upper"`` a chi-square upper bound of the variance (the conservative correction).
+        With a budget the cost counts are per draw: (T, ..., n) with ``n_draws=T``.
 
     Examples
     --------

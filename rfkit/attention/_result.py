@@ -19,7 +19,8 @@ class QueryCost:
 
     Every attribute is an array of shape (..., n) (the batch shape and the queries; float64, in
     the namespace and on the device of the inputs), counted per query as the algorithm needs
-    them, not as rfkit's reference implementation happens to compute them.
+    them, not as rfkit's reference implementation happens to compute them. With an (ε, δ) budget
+    (``Hybrid(epsilon=...)``) the count varies by draw: the arrays are (T, ..., n) with ``n_draws=T``.
 
     Parameters
     ----------
