@@ -12,6 +12,7 @@ TypeError)`` idea)::
     ├── SingularMatrixError(RFKitError, numpy.linalg.LinAlgError)
     ├── NumericalOverflowError(RFKitError, FloatingPointError)
     ├── StudyError(RFKitError, RuntimeError)
+    │   └── RunFolderError(StudyError)
     ├── ModelNotInstalledError(RFKitError, ImportError)
     ├── CorruptWeightsError(RFKitError, ValueError)
     ├── DrawFormatError(RFKitError, ValueError)
@@ -44,6 +45,7 @@ __all__ = [
     "SingularMatrixError",
     "NumericalOverflowError",
     "StudyError",
+    "RunFolderError",
     "ModelNotInstalledError",
     "CorruptWeightsError",
     "DrawFormatError",
@@ -122,6 +124,36 @@ class StudyError(RFKitError, RuntimeError):
         self.cell = cell
         self.trial = trial
         self.spawn_key = spawn_key
+
+
+class RunFolderError(StudyError):
+    """An output folder holds a run, or files no run wrote, and the call did not say what to do with it.
+
+    Raised before anything is written. The message names the options that settle it in Python
+    terms (``resume=True``, ``overwrite=True``); :meth:`worded` gives it in command-line terms
+    (``--resume``, ``--overwrite``), which ``rfkit run`` prints (exit status 2, a usage error).
+
+    Parameters
+    ----------
+    template : str
+        The message, with ``{resume}`` and ``{overwrite}`` where an option is named.
+    """
+
+    _TERMS = {
+        "python": {"resume": "resume=True", "overwrite": "overwrite=True"},
+        "cli": {"resume": "--resume", "overwrite": "--overwrite"},
+    }
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        super().__init__(self.worded("python"))
+
+    def worded(self, terms: str = "python") -> str:
+        """The message with the options spelt for ``terms``: ``"python"`` or ``"cli"``."""
+        text = self.template
+        for key, spelt in self._TERMS[terms].items():
+            text = text.replace("{" + key + "}", spelt)
+        return text
 
 
 class ModelNotInstalledError(RFKitError, ImportError):

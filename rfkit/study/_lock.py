@@ -2,7 +2,9 @@
 
 ``run.lock`` holds the holder's pid, host, process start time and command while a run writes
 the folder; ``.run.lock.guard`` is an empty file whose ``flock`` serialises lock checks and
-takeovers. A lock whose holder is gone (same host, pid not running or reused) is stale and
+takeovers. Both are removed when the holder releases the folder: the guard under its own
+``flock``, and whoever opened it before then finds the name gone (or another file under it)
+once its ``flock`` is granted, and opens the guard again. A lock whose holder is gone (same host, pid not running or reused) is stale and
 taken over (and the takeover recorded). The lock excludes threads too: within one process the
 folder belongs to the thread that took it (which may take it again, re-entrantly); another
 thread of the same process is refused like another process.
@@ -70,23 +72,40 @@ def _holder_alive(info: Mapping[str, Any]) -> bool:
 
 
 @contextlib.contextmanager
-def _guard(out: Path) -> Iterator[None]:
+def _guard(out: Path, *, remove: bool = False) -> Iterator[None]:
     """Exclusive ``flock`` on ``out/.run.lock.guard``: lock checks and takeovers never interleave.
 
     The kernel drops it when its holder dies. Where ``fcntl`` is missing (Windows) the lock
     file's atomic creation still excludes a second writer; only takeover of a stale lock is
-    then not race-free.
+    then not race-free. ``remove``: the guard file is deleted before its ``flock`` is let go
+    (the holder's release), so a finished run leaves no lock file behind; the ``flock`` is taken
+    only on the file that the name still points to once it is granted.
     """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    fd = os.open(out / GUARD, os.O_RDWR | os.O_CREAT, 0o644)
+    path = out / GUARD
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:  # removed by the holder that released it meanwhile
+            same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            break
+        os.close(fd)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
+        if remove:
+            with contextlib.suppress(OSError):
+                path.unlink()
         os.close(fd)
 
 
@@ -253,7 +272,7 @@ class RunLock:
                 raise StudyError(
                     f"output folder {str(self.out)!r} is in use by another rfkit run{waited}: "
                     f"{who}. One writer per folder: wait for it to finish, or pass lock_timeout=SECONDS "
-                    f"(--wait-lock SECONDS) to wait for it; if that run is gone (e.g. it ran on "
+                    f"to wait for it; if that run is gone (e.g. it ran on "
                     f"another machine), delete {self.path}."
                 )
             time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
@@ -272,7 +291,7 @@ class RunLock:
             if held["depth"] > 0:
                 return
             token = _HELD.pop(key)["token"]
-            with _guard(self.out):
+            with _guard(self.out, remove=True):
                 info = _read_lock(self.path)
                 if info and info.get("token") == token:
                     with contextlib.suppress(FileNotFoundError):

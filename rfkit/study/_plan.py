@@ -115,6 +115,8 @@ class RunOptions:
     progress: bool | None = None
     resume: bool = False
     lock_timeout: float | None = 0.0
+    overwrite: bool = False
+    keep_parts: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +170,7 @@ class RunPlan:
             self.n_chunks,
             resume=self.options.resume,
             lock_timeout=self.options.lock_timeout,
+            overwrite=self.options.overwrite,
         )
 
     def resume_hint(self) -> str:
@@ -176,7 +179,7 @@ class RunPlan:
             return "Nothing was saved (no `out` folder); pass out=FOLDER to make a run resumable."
         return (
             f"The finished units are kept in {self.out}: the run is resumable, rerun with resume=True "
-            "(--resume) and the same arguments to continue."
+            "and the same arguments to continue."
         )
 
 
@@ -197,6 +200,8 @@ def plan_run(
     backend: str | None = None,
     device: str | None = None,
     draws: str | None = None,
+    overwrite: bool = False,
+    keep_parts: bool = False,
 ) -> RunPlan:
     """Check the arguments of :func:`run` (same meaning, same errors) and plan the run.
 
@@ -211,7 +216,7 @@ def plan_run(
     if on_error not in ("raise", "record"):
         raise InvalidParameterError(f"`on_error` must be 'raise' or 'record'. Got {on_error!r} instead.")
     choice = _executor_choice(executor, workers, scheduler)
-    options = _options(on_error, progress, resume, out, lock_timeout)
+    options = _options(on_error, progress, resume, out, lock_timeout, overwrite, keep_parts)
     if choice.name != "serial":
         reason = workers_can_import(design.estimators)
         if reason is not None:
@@ -247,7 +252,13 @@ def _executor_choice(executor: Any, workers: int | None, scheduler: str | None) 
 
 
 def _options(
-    on_error: str, progress: bool | None, resume: bool, out: str | Path | None, lock_timeout: float | None
+    on_error: str,
+    progress: bool | None,
+    resume: bool,
+    out: str | Path | None,
+    lock_timeout: float | None,
+    overwrite: bool = False,
+    keep_parts: bool = False,
 ) -> RunOptions:
     if progress is not None and not isinstance(progress, bool):
         raise InvalidParameterError(f"`progress` must be None, True or False. Got {progress!r} instead.")
@@ -255,4 +266,14 @@ def _options(
         raise InvalidParameterError(f"`resume` must be True or False. Got {resume!r} instead.")
     if resume and out is None:
         raise InvalidParameterError("`resume=True` needs `out`, the folder of the interrupted run.")
-    return RunOptions(on_error, progress, resume, lock_timeout)
+    for name, value in (("overwrite", overwrite), ("keep_parts", keep_parts)):
+        if not isinstance(value, bool):
+            raise InvalidParameterError(f"`{name}` must be True or False. Got {value!r} instead.")
+    if overwrite and resume:
+        raise InvalidParameterError(
+            "`overwrite` and `resume` cannot both be True: `resume` continues the run in `out`, `overwrite` "
+            "replaces it. Got overwrite=True, resume=True."
+        )
+    if overwrite and out is None:
+        raise InvalidParameterError("`overwrite=True` needs `out`, the folder of the run to replace.")
+    return RunOptions(on_error, progress, resume, lock_timeout, overwrite, keep_parts)

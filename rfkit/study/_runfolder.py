@@ -7,9 +7,12 @@ A study run writes into its output folder ``out/``::
                               (cell, chunk of trials) the size and SHA-256 of each part file;
                               rewritten atomically (temporary file, fsync, rename) after each unit
     parts/cell-CCCCCC.chunk-KKKKK.NAME.{parquet,npy}
-                              part files of one work unit (tables or per-trial arrays)
+                              part files of one work unit (tables or per-trial arrays); removed
+                              once the final tables are written and verified (unless
+                              ``keep_parts``), and ``run.json`` then says so (``parts_removed``)
     run.lock                  present while a run holds the folder: pid, host, start time
-    .run.lock.guard           empty file whose ``flock`` serialises lock takeover
+    .run.lock.guard           empty file whose ``flock`` serialises lock takeover (removed with
+                              the lock)
     trials.parquet, pairs.parquet, summary.parquet (+ timings, data_stats)   final tables
     manifest.json             provenance and the size and SHA-256 of each final table; written
                               last, so it exists only when the tables are whole
@@ -38,6 +41,7 @@ import contextlib
 import functools
 import hashlib
 import io
+import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..exceptions import DamagedResultWarning, StudyError
+from ..exceptions import DamagedResultWarning, RunFolderError, StudyError
 from ._atomic import TMP_SUFFIX, check_file, ensure_dir, hook, npy_bytes, parquet_bytes, write_atomic
 from ._code_identity import user_code_hashes
 from ._lock import GUARD, LOCK, RunLock
@@ -73,6 +77,10 @@ __all__ = ["RunFolder", "PartTables", "code_hashes"]
 _TABLE_FILES = ("summary.csv", "theory.csv")
 #: legacy temporary files of older rfkit versions (fixed names), removed on resume
 _LEGACY_TMP = ("run.json.tmp", "manifest.json.tmp")
+#: names of rfkit's own part files (parts/) and of the per-cell files of older versions (cells/)
+_PART_FILE = re.compile(
+    r"(parts/cell-\d{6}\.chunk-\d{5}\.[\w-]+\.(parquet|npy)|parts/cell-.*\.tmp|cells/cell-.*)"
+)
 
 
 def _user_module(obj: Any) -> str | None:
@@ -143,8 +151,10 @@ class RunFolder:
         *,
         resume: bool,
         lock_timeout: float | None = 0.0,
+        overwrite: bool = False,
     ) -> None:
         self.out = out
+        self.overwrite = overwrite
         self.design = design
         self.ident = {
             "design_hash": design.hash(),
@@ -169,6 +179,10 @@ class RunFolder:
         self.resumed: dict[tuple[int, int], UnitResult] = {}
         self.repaired: list[dict[str, str]] = []
         self.recorded = 0
+        #: a resumed run whose parts were removed and whose final tables verify: they are read back
+        self.reuse_tables = False
+        #: work units whose parts were removed after the final tables were written (0: none)
+        self.parts_removed = 0
 
     # -------------------------------------------------------------- open
     def __enter__(self) -> RunFolder:
@@ -187,7 +201,7 @@ class RunFolder:
         out = self.out
         if (out / "trials.parquet").exists() or (out / RESULT_MANIFEST).exists():
             return True
-        if old is not None and old.get("units"):
+        if old is not None and (old.get("units") or old.get("parts_removed")):
             return True
         legacy = out / "cells"
         if legacy.is_dir() and any(legacy.glob("*.parquet")):
@@ -218,18 +232,21 @@ class RunFolder:
                 old = read_run_manifest(mpath)
             except ManifestDamagedError as exc:
                 damaged = str(exc)
+        if self.overwrite:
+            self._remove_previous_run()
+            old, damaged = None, None
         if not self.resume and (damaged is not None or self._has_results(old)):
-            raise StudyError(
-                f"{out} already holds results of a study run; pass resume=True (--resume) to continue "
-                "it, or choose another output directory. Nothing was overwritten."
+            raise RunFolderError(
+                f"{out} already holds results of a study run; pass {{resume}} to continue it (or re-verify "
+                "a finished one), {overwrite} to replace it, or choose another output directory. Nothing "
+                "was overwritten."
             )
         if (not self.resume or (old is None and damaged is None)) and self._foreign():
             found = self._foreign()
-            raise StudyError(
-                f"output folder {str(out)!r} holds files this run did not write ({', '.join(found[:8])}"
-                f"{', ...' if len(found) > 8 else ''}): a run writes only into an empty folder or one of its "
-                "own (resume=True, --resume). Choose another output folder, or move those files. Nothing "
-                "was written."
+            raise RunFolderError(
+                f"output folder {str(out)!r} holds files this run did not write ({_names(found)}): a run "
+                "writes only into an empty folder or one of its own ({resume}). Choose another output "
+                "folder, or move those files. Nothing was written."
             )
         ensure_dir(out / PARTS)
         for d in (out, out / PARTS):  # leftovers of rfkit's own writes interrupted by a crash
@@ -263,9 +280,75 @@ class RunFolder:
             if not self._same_run(old):
                 self._refuse_other(old)
             self._verify_units(old["units"])
+            if old.get("parts_removed"):
+                self._check_final_tables(int(old["parts_removed"]))
         if self.resume:
             self._verify_outputs()
         self._save()
+
+    def _check_final_tables(self, parts_removed: int) -> None:
+        """A finished run whose parts were removed: its final tables are reused if they verify.
+
+        Otherwise (a table or ``manifest.json`` missing or damaged) every damaged file is reported
+        and every work unit recomputed (the trials are deterministic, so the tables are unchanged).
+        """
+        recorded = recorded_files(self.out)
+        tables = [rel for rel in recorded if "/" not in rel and rel.endswith(".parquet")]
+        bad = [(str(self.out / t), "missing from manifest.json") for t in ("trials.parquet", "pairs.parquet")]
+        bad = [b for b, t in zip(bad, ("trials.parquet", "pairs.parquet")) if t not in recorded]
+        if not recorded:
+            bad = [(str(self.out / RESULT_MANIFEST), "missing or unreadable")]
+        for rel in tables:
+            _, problem = check_file(self.out / rel, recorded[rel] if isinstance(recorded[rel], dict) else {})
+            if problem is not None:
+                bad.append((str(self.out / rel), problem))
+        self.reuse_tables = not bad
+        self.parts_removed = parts_removed if self.reuse_tables else 0
+        if self.reuse_tables:
+            with contextlib.suppress(OSError):
+                (self.out / PARTS).rmdir()  # nothing is computed: no part is written
+        self._report(
+            bad,
+            "damaged final table(s) {where} of a finished run whose parts were removed; every work unit "
+            "is recomputed (the trials are deterministic, so the tables equal an undamaged run's)",
+        )
+
+    def _previous_files(self) -> tuple[list[str], list[str]]:
+        """The files in the folder (relative paths): those a run wrote, and those it did not.
+
+        A run's own: the lock files, both manifests, every file either manifest lists, and files
+        named like rfkit's part and temporary files.
+        """
+        ours_exact = {LOCK, GUARD, RUN_MANIFEST, RESULT_MANIFEST, *_LEGACY_TMP, *recorded_files(self.out)}
+        with contextlib.suppress(ManifestDamagedError, OSError):
+            units = read_run_manifest(self.out / RUN_MANIFEST).get("units") or {}
+            for entry in units.values() if isinstance(units, dict) else ():
+                files = entry.get("files") if isinstance(entry, dict) else None
+                ours_exact |= set(files) if isinstance(files, dict) else set()
+        ours, foreign = [], []
+        for p in sorted(self.out.rglob("*")):
+            if p.is_dir() and not p.is_symlink():
+                continue
+            rel = p.relative_to(self.out).as_posix()
+            if rel in ours_exact or p.name.endswith(TMP_SUFFIX) or _PART_FILE.fullmatch(rel):
+                ours.append(rel)
+            else:
+                foreign.append(rel)
+        return ours, foreign
+
+    def _remove_previous_run(self) -> None:
+        """``overwrite``: remove exactly the files an earlier run wrote; refuse among foreign files."""
+        ours, foreign = self._previous_files()
+        if foreign:
+            raise RunFolderError(
+                f"cannot overwrite the run in {str(self.out)!r}: it holds files no run wrote "
+                f"({_names(foreign)}), and {{overwrite}} removes only the files of a run. Move those files, "
+                "or choose another output folder. Nothing was removed."
+            )
+        for rel in ours:
+            if rel not in (LOCK, GUARD):  # held by this run
+                (self.out / rel).unlink(missing_ok=True)
+        _remove_empty_dirs(self.out, ours)
 
     def _verify_outputs(self) -> None:
         """Check the recorded outputs of an earlier finish (figures, report) on resume.
@@ -388,6 +471,7 @@ class RunFolder:
                 "chunk_trials": self.design.chunk_trials,
                 "design": self.design.to_dict(),
                 "units": self.units,
+                **({"parts_removed": self.parts_removed} if self.parts_removed else {}),
             },
         )
 
@@ -411,6 +495,36 @@ class RunFolder:
         self.recorded += 1
         hook(f"after-unit:{self.recorded}")
 
+    def remove_parts(self) -> None:
+        """Remove the part files once the final tables are written and verified; ``run.json`` says so.
+
+        The final tables are read back and checked against ``manifest.json`` first; a resume of
+        the finished run reuses them (:meth:`_check_final_tables`). Only files the run recorded,
+        and files named like its part files, are removed; ``parts/`` goes when it is empty.
+        """
+        recorded = recorded_files(self.out)
+        for rel in ("trials.parquet", "pairs.parquet"):
+            rec = recorded.get(rel)
+            _, problem = check_file(self.out / rel, rec if isinstance(rec, dict) else {})
+            if problem is not None:
+                raise StudyError(
+                    f"the final table {self.out / rel} does not verify after it was written ({problem}); "
+                    "the part files are kept."
+                )
+        removed = len(self.units)
+        for entry in self.units.values():
+            for rel in entry["files"]:
+                (self.out / rel).unlink(missing_ok=True)
+        parts = self.out / PARTS
+        for p in parts.glob("*") if parts.is_dir() else ():
+            if _PART_FILE.fullmatch(f"{PARTS}/{p.name}"):
+                p.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            parts.rmdir()  # only when empty: a file of yours there stays
+        self.units = {}
+        self.parts_removed = removed
+        self._save()
+
     def write_result(self, result: Any) -> None:
         """Write the final tables: ``manifest.json`` goes first (removed) and comes back last.
 
@@ -420,6 +534,18 @@ class RunFolder:
         keep = recorded_files(self.out)
         (self.out / RESULT_MANIFEST).unlink(missing_ok=True)
         result.save(self.out, keep=keep)
+
+
+def _names(found: list[str]) -> str:
+    return ", ".join(found[:8]) + (", ..." if len(found) > 8 else "")
+
+
+def _remove_empty_dirs(out: Path, removed: list[str]) -> None:
+    """Remove the folders that held the ``removed`` files and are now empty (deepest first); never ``out``."""
+    dirs = {parent for rel in removed for parent in Path(rel).parents if parent != Path(".")}
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            (out / d).rmdir()  # only when empty: a file of yours there stays
 
 
 def _decode(rel: str, data: bytes) -> Any:

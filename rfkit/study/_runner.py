@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
+import json
 import numbers
 import os
 import platform
@@ -164,6 +165,32 @@ def _finish(plan: RunPlan, folder: RunFolder | None, done: Execution) -> StudyRe
     return result
 
 
+def _read_back(plan: RunPlan, folder: RunFolder) -> StudyResult:
+    """A resumed finished run whose parts were removed: its verified final tables, written again.
+
+    The tables are read back (their SHA-256 checked against ``manifest.json``) and saved again
+    with the recorded provenance (``repaired`` from this call), as any finish does, so a damaged
+    ``summary.csv`` or ``theory.csv`` is rewritten too; nothing is recomputed.
+    """
+    out = folder.out
+    prov = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    prov.pop("files", None)
+    prov["repaired"] = list(folder.repaired)
+    extra = {
+        n: pd.read_parquet(out / f"{n}.parquet") for n in EXTRA_TABLES if (out / f"{n}.parquet").exists()
+    }
+    result = StudyResult(
+        design=plan.design,
+        trials=pd.read_parquet(out / "trials.parquet"),
+        pairs=pd.read_parquet(out / "pairs.parquet"),
+        provenance=prov,
+        timings=extra.get("timings"),
+        data_stats=extra.get("data_stats"),
+    )
+    folder.write_result(result)
+    return result
+
+
 def _provenance(plan: RunPlan, folder: RunFolder | None, done: Execution) -> dict[str, Any]:
     design, bk = plan.design, plan.backend
     provenance = {
@@ -213,6 +240,8 @@ def run(
     backend: str | None = None,
     device: str | None = None,
     draws: str | None = None,
+    overwrite: bool = False,
+    keep_parts: bool = False,
 ) -> StudyResult:
     """Run a study: every cell of the grid, every estimator, all trials.
 
@@ -255,7 +284,21 @@ def run(
         verified (size, SHA-256) and read back; missing, truncated or altered parts are reported
         (:class:`~rfkit.exceptions.DamagedResultWarning`, and ``provenance["repaired"]``) and
         recomputed; the final tables are identical to those of an uninterrupted run. Refused if
-        ``out`` holds a different design, seed or backend.
+        ``out`` holds a different design, seed or backend. A finished run whose parts were
+        removed (the default) is re-verified from its final tables, which are read back and not
+        recomputed; if one of them is damaged, every unit is recomputed.
+    overwrite : bool, default=False
+        Replace the run in ``out``: the files the earlier run wrote (those its manifests list,
+        and rfkit's own part, lock and temporary files) are removed first, and nothing else;
+        a folder holding any other file is refused with a
+        :class:`~rfkit.exceptions.RunFolderError` naming them, and nothing removed. Not with
+        ``resume``. Without ``resume`` or ``overwrite``, a folder holding a run is refused
+        (:class:`~rfkit.exceptions.RunFolderError`).
+    keep_parts : bool, default=False
+        Keep the part files (``out/parts/``) of a finished run. By default they are removed once
+        the final tables are written and verified against their SHA-256 in ``manifest.json``
+        (``run.json`` then records ``parts_removed``); an interrupted or failed run keeps them
+        either way, for ``resume``.
     quick : bool, default=False
         Apply the design's ``[quick]`` profile.
     trials : int, optional
@@ -305,11 +348,18 @@ def run(
         backend=backend,
         device=device,
         draws=draws,
+        overwrite=overwrite,
+        keep_parts=keep_parts,
     )
     folder = plan.folder()
     try:
         with folder if folder is not None else contextlib.nullcontext():
-            return _finish(plan, folder, _execute(plan, folder))
+            if folder is not None and folder.reuse_tables:
+                return _read_back(plan, folder)
+            result = _finish(plan, folder, _execute(plan, folder))
+            if folder is not None and not plan.options.keep_parts:
+                folder.remove_parts()
+            return result
     finally:
         forget_setups()  # a cell's setup kept for its chunks: not past the run
 

@@ -180,6 +180,8 @@ def verify_run(out: str | Path) -> RunReport:
                             "damaged run manifest: `n_cells` or `n_chunks` is missing or not an integer",
                         )
                     )
+                removed = old.get("parts_removed", 0)  # units of a finished run whose parts went
+                done += removed if isinstance(removed, int) and removed > 0 else 0
                 for entry in old["units"].values():
                     done += 1
                     recs = entry.get("files", {}) if isinstance(entry, dict) else {}

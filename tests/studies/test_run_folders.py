@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -201,7 +202,7 @@ def _parts(out):
 def test_damaged_parts_are_reported_recomputed_and_tables_unchanged(tmp_path, capsys):
     """performer-mse --quick: a truncated, an altered (same size) and a missing part."""
     out = tmp_path / "pm"
-    args = ["run", "performer-mse", "--quick", "--out", str(out), "--no-progress"]
+    args = ["run", "performer-mse", "--quick", "--out", str(out), "--no-progress", "--keep-parts"]
     assert cli_main(args) == 0
     ref = st.StudyResult.load(out)
     parts = _parts(out)
@@ -232,7 +233,7 @@ def test_damaged_parts_are_reported_recomputed_and_tables_unchanged(tmp_path, ca
 
 def test_damaged_final_table_is_an_error_on_load_and_resume_repairs_it(study, reference, tmp_path):
     out = tmp_path / "o"
-    st.run(study, out=out)
+    st.run(study, out=out, keep_parts=True)
     table = out / "pairs.parquet"
     table.write_bytes(table.read_bytes()[:50])
     with pytest.raises(StudyError, match=r"pairs\.parquet: truncated"):
@@ -244,7 +245,7 @@ def test_damaged_final_table_is_an_error_on_load_and_resume_repairs_it(study, re
 
 def test_damaged_run_manifest_gives_a_recovery_recipe(study, reference, tmp_path):
     out = tmp_path / "o"
-    st.run(study, out=out)
+    st.run(study, out=out, keep_parts=True)
     manifest = out / "run.json"
     text = manifest.read_text()
     manifest.write_text(text.replace('"size": ', '"size": 1', 1))  # still valid JSON, altered
@@ -337,7 +338,7 @@ def test_lock_refuses_names_holder_waits_and_takes_over_stale(study, tmp_path):
 def test_two_simultaneous_resumes_end_with_one_correct_table(study, reference, tmp_path):
     out = tmp_path / "o"
     _kill9(_stop_at(study, out, "after-unit:2", tmp_path / "m"))  # an interrupted run
-    procs = [_start_run(study, out, "--resume", "--wait-lock", "120") for _ in range(2)]
+    procs = [_start_run(study, out, "--resume", "--wait-lock", "120", "--keep-parts") for _ in range(2)]
     outs = [p.communicate(timeout=240) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     got = _assert_complete_and_equal(out, reference)
@@ -476,7 +477,7 @@ def test_worker_processes_get_their_share_of_threads(monkeypatch):
 
 def test_part_files_and_manifest_layout(study, tmp_path):
     out = tmp_path / "o"
-    st.run(study, out=out)
+    st.run(study, out=out, keep_parts=True)
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["format"] == "rfkit-run/2" and manifest["n_chunks"] == 3
     assert sorted(manifest["units"]) == sorted(f"{c}.{k}" for c in range(3) for k in range(3))
@@ -507,3 +508,73 @@ def test_folder_of_an_older_rfkit_is_recomputed_on_resume(study, reference, tmp_
         res = st.run(study, out=out, resume=True)
     assert res.provenance["units_resumed"] == 0
     _assert_complete_and_equal(out, reference)
+
+
+# ---------------------------------------------------------------------- what a finished run leaves
+def test_a_finished_run_leaves_no_lock_files_and_no_parts(study, reference, tmp_path):
+    out = tmp_path / "o"
+    res = st.run(study, out=out)
+    assert not (out / "run.lock").exists() and not (out / ".run.lock.guard").exists()
+    assert not (out / "parts").exists(), sorted((out / "parts").iterdir())
+    report = st.verify_run(out)
+    assert report.ok and report.finished and report.units_done == report.units_total == 9, report
+    loaded = st.StudyResult.load(out)
+    pd.testing.assert_frame_equal(loaded.trials, res.trials, check_exact=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DamagedResultWarning)  # nothing is missing: no damage reported
+        again = st.run(study, out=out, resume=True)
+    _assert_complete_and_equal(out, reference)
+    pd.testing.assert_frame_equal(again.trials, reference.trials, check_exact=True)
+    assert not (out / "parts").exists() and not (out / ".run.lock.guard").exists()
+    table = out / "pairs.parquet"  # without parts, a damaged table is reported and every unit recomputed
+    table.write_bytes(table.read_bytes()[:50])
+    with pytest.warns(DamagedResultWarning, match=r"pairs\.parquet: truncated"):
+        repaired = st.run(study, out=out, resume=True)
+    assert repaired.provenance["units_resumed"] == 0
+    _assert_complete_and_equal(out, reference)
+
+
+def test_keep_parts_keeps_them(study, tmp_path, capsys):
+    out = tmp_path / "o"
+    st.run(study, out=out, keep_parts=True)
+    assert len(list((out / "parts").glob("*.npy"))) == 9 * 2  # ratio and status of each unit
+    assert st.verify_run(out).ok and not (out / ".run.lock.guard").exists()
+    cli_out = tmp_path / "cli"
+    assert cli_main(["run", str(study), "--out", str(cli_out), "--no-progress", "--keep-parts"]) == 0
+    assert len(list((cli_out / "parts").glob("*.npy"))) == 9 * 2  # ratio and status of each unit
+
+
+def test_a_failed_run_keeps_its_parts_and_leaves_no_lock_files(study, tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    calls = []
+
+    def fail_on_third(self, result):
+        calls.append(result)
+        if len(calls) == 3:
+            raise StudyError("stop here")
+        return real(self, result)
+
+    real = _runfolder.RunFolder.record
+    monkeypatch.setattr(_runfolder.RunFolder, "record", fail_on_third)
+    with pytest.raises(StudyError, match="stop here"):
+        st.run(study, out=out)
+    assert units_done(out) == 2 and len(list((out / "parts").glob("*.npy"))) == 2 * 2  # ratio, status
+    assert not (out / "run.lock").exists() and not (out / ".run.lock.guard").exists()
+
+
+def test_overwrite_removes_only_what_the_previous_run_wrote(study, reference, tmp_path):
+    out = tmp_path / "o"
+    st.run(study, out=out, trials=10, keep_parts=True)
+    stray = out / "parts" / "cell-000009.chunk-00000.ratio.npy"  # rfkit's own name, not recorded
+    stray.write_bytes(b"x")
+    res = st.run(study, out=out, overwrite=True)
+    pd.testing.assert_frame_equal(res.trials, reference.trials, check_exact=True)
+    _assert_complete_and_equal(out, reference)
+    assert not stray.exists() and not (out / "parts").exists()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(StudyError, match=r"notes\.txt") as info:
+        st.run(study, out=out, overwrite=True)
+    assert "overwrite=True" in str(info.value) and (out / "notes.txt").read_text() == "mine"
+    assert st.verify_run(out).ok  # the refused overwrite removed nothing
+    with pytest.raises(InvalidParameterError, match="`overwrite`.*`resume`|`resume`.*`overwrite`"):
+        st.run(study, out=out, overwrite=True, resume=True)
