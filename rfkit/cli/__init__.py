@@ -5,9 +5,9 @@ Subcommands are registered by one ``add_*`` function each: ``list`` and ``run``
 ``import rfkit.cli`` and ``rfkit --help`` stay light) and ``bound`` (:mod:`rfkit.cli._bound`)::
 
     rfkit [--version] [--debug] COMMAND ...
-    rfkit list [--paths]
-    rfkit run STUDY.toml [--quick] [--profile NAME] [--trials N] [--workers K] [--scheduler ADDRESS] [--out DIR] [--resume]
-              [--wait-lock SECONDS] [--seed S] [--on-error raise|record] [--backend B] [--device DEV]
+    rfkit list [NAME] [--paths]
+    rfkit run STUDY.toml [--quick] [--profile NAME] [--trials N] [--workers K] [--scheduler ADDRESS] [--out DIR]
+              [--resume | --overwrite] [--keep-parts] [--wait-lock SECONDS] [--seed S] [--on-error raise|record] [--backend B] [--device DEV]
               [--allow-large] [--no-progress]
 
     rfkit bound max-relative-error --r 0.5 --n-features 64 [--r-y R] [--kind hcexp|cexp] [--json]
@@ -22,7 +22,8 @@ text file; a scalar covariance ``c`` means ``c * I``.
 Exit status: 0 done; 1 the run failed (a trial failed and the study says ``on_error = "raise"``,
 or an unexpected error, whose traceback is saved to a file named in the message, or shown with
 ``rfkit --debug ...``); 2 a usage or validation error (one line on stderr naming the option or
-key, with a did-you-mean for a misspelt option or command); 130 interrupted (Ctrl-C; finished
+key, with a did-you-mean for a misspelt option or command; also an ``--out`` that holds a run, without
+``--resume`` or ``--overwrite``, or files no run wrote); 130 interrupted (Ctrl-C; finished
 work is kept and the message gives the command that resumes it).
 """
 
@@ -39,7 +40,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from .._version import __version__
-from ..exceptions import RFKitError, StudyError
+from ..exceptions import RFKitError, RunFolderError, StudyError
 from ._bound import UserError, add_bound
 from ._study_args import add_study_commands
 
@@ -52,7 +53,8 @@ _EPILOG = """exit status:
   0    done
   1    the run failed: a trial failed (on_error = "raise"), or an unexpected error
        (its traceback is saved to a file named in the message; --debug shows it)
-  2    usage or validation error (a bad option, study file or value; nothing was run)
+  2    usage or validation error (a bad option, study file or value, or an --out that
+       holds a run without --resume or --overwrite; nothing was run)
   130  interrupted (Ctrl-C): finished work is kept; the message says how to resume"""
 
 
@@ -159,6 +161,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the options of ``rk.study.run`` that messages name, as the command line spells them
+_CLI_TERMS = (
+    ("resume=True", "--resume"),
+    ("overwrite=True", "--overwrite"),
+    ("keep_parts=True", "--keep-parts"),
+    ("lock_timeout=SECONDS", "--wait-lock SECONDS"),
+)
+
+
+def _cli_terms(message: str) -> str:
+    """A message of the study harness with the options of ``rk.study.run`` in command-line terms."""
+    for python, cli in _CLI_TERMS:
+        message = message.replace(f"{python} ({cli})", cli).replace(f"{cli} ({python})", cli)
+        # not where a Python call is spelt out, e.g. "rfkit.study.run(..., out=..., resume=True)"
+        message = re.sub(rf"(?<!, )(?<!\()\b{re.escape(python)}", cli, message)
+    return message
+
+
 def _unexpected(command: str, exc: BaseException, debug: bool) -> int:
     """An error that is not rfkit's: one line, and where its traceback went."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -221,8 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv
     try:
         return int(args.func(args))
+    except RunFolderError as exc:  # --out holds a run or others' files: a usage error, nothing was run
+        print(f"rfkit {args.command}: error: {exc.worded('cli')}", file=sys.stderr)
+        return EXIT_USAGE
     except StudyError as exc:
-        print(f"rfkit {args.command}: error: {exc}", file=sys.stderr)
+        print(f"rfkit {args.command}: error: {_cli_terms(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
     except (UserError, RFKitError) as exc:
         print(f"rfkit {args.command}: error: {exc}", file=sys.stderr)

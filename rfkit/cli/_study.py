@@ -13,6 +13,7 @@ import re
 import shlex
 import shutil
 import sys
+import textwrap
 import time
 import warnings
 from pathlib import Path
@@ -35,8 +36,56 @@ def _one_line(text: str) -> str:
     return flat if end is None else flat[: end.start() + 1]
 
 
+def _width() -> int:
+    """Columns of the terminal (``COLUMNS`` first), 100 where it cannot be told."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def _values(values: Any) -> str:
+    return ", ".join(map(str, values)) if isinstance(values, (list, tuple)) else str(values)
+
+
+def _describe(path: Path) -> int:
+    """``rfkit list NAME``: one study in full, each field on its own line, wrapped at word boundaries."""
+    design = load_design(path, allow_large=True)
+    width = max(40, _width())
+    lines = [f"{design.name}  ({path})", ""]
+    lines += textwrap.wrap(" ".join(design.description.split()) or "(no description)", width) + [""]
+
+    def field(label: str, text: str) -> None:
+        lines.extend(textwrap.wrap(text, width, initial_indent=f"{label}: ", subsequent_indent="  "))
+
+    field("kind", design.kind)
+    field("trials", f"{design.trials} per cell, {len(design.cells())} cells")
+    lines.append("grid:")
+    for axis, values in design.grid.items():
+        lines.extend(
+            textwrap.wrap(_values(values), width, initial_indent=f"  {axis}: ", subsequent_indent="    ")
+        )
+    labels = [str(e.get("label") or e.get("map") or e.get("estimator") or "?") for e in design.estimators]
+    field("estimators", ", ".join(labels))
+    field("metrics", ", ".join(design.metrics) or "(the kind's defaults)")
+    field("figures", _values(design.outputs.get("figures", [])) or "(none)")
+    profiles = (["quick"] if design.quick else []) + sorted(design.profiles)
+    field("profiles", ", ".join(profiles) or "(none)")
+    if design.quick:
+        quick = ", ".join(f"{k} = {v}" for k, v in design.quick.items())
+        lines.extend(textwrap.wrap(quick, width, initial_indent="  quick: ", subsequent_indent="    "))
+    for name in sorted(design.profiles):
+        text = ", ".join(f"{k} = {v}" for k, v in design.profiles[name].items())
+        lines.extend(textwrap.wrap(text, width, initial_indent=f"  {name}: ", subsequent_indent="    "))
+    print("\n".join(lines))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    """``rfkit list``: every study file in ./studies and the built-in ones: name, one-line description."""
+    """``rfkit list``: every study file in ./studies and the built-in ones: name, one-line description.
+
+    ``rfkit list NAME``: that study in full (:func:`_describe`); an unknown name is a usage error
+    with the closest names.
+    """
+    if getattr(args, "name", None) is not None:
+        return _describe(find_study(args.name))
     rows: list[tuple[str, str, str]] = []
     seen = set()
     for d in builtin_study_dirs():
@@ -54,12 +103,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     width = max(len(r[0]) for r in rows)
     paths = bool(getattr(args, "paths", False))
-    room = max(40, shutil.get_terminal_size((100, 24)).columns - width - 3)
+    room = max(20, _width() - width - 2)
     for name, desc, path in rows:
+        wrapped = textwrap.wrap(desc, room, break_long_words=False, break_on_hyphens=False) or [""]
+        print(f"{name:<{width}}  {wrapped[0]}")
+        for line in wrapped[1:]:
+            print(f"{'':<{width}}  {line}")
         if paths:
-            print(f"{name:<{width}}  {desc}\n{'':<{width}}  {path}")
-        else:
-            print(f"{name:<{width}}  {desc if len(desc) <= room else desc[: room - 3] + '...'}")
+            print(f"{'':<{width}}  {path}")
     return 0
 
 
@@ -181,6 +232,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 scheduler=args.scheduler,
                 out=out,
                 resume=args.resume,
+                overwrite=args.overwrite,
+                keep_parts=args.keep_parts,
                 trials=args.trials,
                 on_error=args.on_error,
                 progress=not args.no_progress,

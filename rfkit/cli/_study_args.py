@@ -134,8 +134,16 @@ def add_study_commands(sub: Any) -> None:
     """Register ``list`` and ``run`` on a subparsers object."""
     p_list = sub.add_parser(
         "list",
-        help="list the built-in studies",
-        description="List the study files in ./studies and the built-in ones: name and one-line description.",
+        help="list the built-in studies, or describe one",
+        description="List the study files in ./studies and the built-in ones: name and one-line description; "
+        "with NAME, describe that study: description, kind, grid, estimators, metrics, figures, profiles.",
+    )
+    p_list.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        metavar="NAME",
+        help="a study's name (as listed) or a study file: describe that study",
     )
     p_list.add_argument(
         "--paths", action="store_true", help="also print the path of each study file (a third column)"
@@ -189,11 +197,24 @@ def add_study_commands(sub: Any) -> None:
     p_run.add_argument(
         "--out", type=_out_dir, default=None, metavar="DIR", help="output folder (default: out/<study name>)"
     )
-    p_run.add_argument(
+    again = p_run.add_mutually_exclusive_group()
+    again.add_argument(
         "--resume",
         action="store_true",
         help="continue an interrupted run in --out: finished work units are verified (SHA-256) and "
         "kept, damaged ones reported and recomputed, none repeated",
+    )
+    again.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in --out: remove the files it wrote (those its manifests list) first, "
+        "and nothing else; refused if --out holds files no run wrote",
+    )
+    p_run.add_argument(
+        "--keep-parts",
+        action="store_true",
+        help="keep the per-work-unit part files (--out/parts/) of a finished run (default: removed once "
+        "the final tables are written and verified)",
     )
     p_run.add_argument(
         "--wait-lock",

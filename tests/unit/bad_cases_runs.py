@@ -352,7 +352,7 @@ CLI_CASES = [
     Cli(
         "run-out-foreign-files",
         lambda t: ["run", str(_toml(t, FIGURE_TOML)), "--out", str(_with_foreign(t)), "--no-progress"],
-        1,
+        2,  # a usage error: the folder is not the run's; nothing was run
         "did not write",
         "notes.txt",
     ),
@@ -450,6 +450,7 @@ def _foreign_untouched(tmp: Path) -> None:
     out, _ = _finished(tmp)
     mine = [out / "keep.tmp", out / "figures" / "mine.png", out / "parts" / "note"]
     for p in mine:
+        p.parent.mkdir(exist_ok=True)  # parts/ is gone once a run finished
         p.write_text("mine")
     st.run(_toml(tmp, FIGURE_TOML, "fig.toml"), out=out, resume=True)
     assert all(p.read_text() == "mine" for p in mine)

@@ -69,12 +69,12 @@ def test_did_you_mean(argv: list[str], hint: str, capsys: pytest.CaptureFixture[
         assert "usage: rfkit run" in err
 
 
-def test_list_is_aligned_with_one_line_descriptions(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_is_aligned_with_wrapped_descriptions(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) >= 5
-    starts = {len(re.match(r"\S+\s+", line).group(0)) for line in lines}  # type: ignore[union-attr]
-    assert len(starts) == 1, lines  # the descriptions start in one column
+    starts = {len(re.match(r"\S*\s+", line).group(0)) for line in lines}  # type: ignore[union-attr]
+    assert len(starts) == 1, lines  # the descriptions (and their continued lines) start in one column
     assert any(line.startswith("performer-mse ") for line in lines)
 
 
@@ -175,3 +175,116 @@ def test_a_run_says_when_it_took_over_a_stale_lock(
     assert main(["run", str(study), "--out", str(out), "--no-progress", "--resume"]) == 0
     printed = capsys.readouterr().out
     assert f"took over the stale lock of an earlier run that is gone (pid {gone.pid}" in printed, printed
+
+
+# ----------------------------------------------------------------------------- an existing --out
+def _run_study(tmp_path: Path, *extra: str) -> list[str]:
+    study = tmp_path / "s.toml"
+    study.write_text(textwrap.dedent(STUDY))
+    return ["run", str(study), "--quick", "--out", str(tmp_path / "o"), "--no-progress", *extra]
+
+
+def test_a_second_run_into_a_finished_folder_is_a_usage_error_in_command_line_terms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_run_study(tmp_path)) == 0
+    capsys.readouterr()
+    assert main(_run_study(tmp_path)) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--resume" in err and "--overwrite" in err, err
+    assert "resume=True" not in err and "overwrite=True" not in err and "Traceback" not in err, err
+
+
+def test_the_same_refusal_from_python_speaks_python(tmp_path: Path) -> None:
+    from rfkit.exceptions import RunFolderError, StudyError
+    from rfkit.study import run
+
+    study = tmp_path / "s.toml"
+    study.write_text(textwrap.dedent(STUDY))
+    run(study, quick=True, out=tmp_path / "o")
+    with pytest.raises(RunFolderError) as info:
+        run(study, quick=True, out=tmp_path / "o")
+    text = str(info.value)
+    assert "resume=True" in text and "overwrite=True" in text and "--resume" not in text, text
+    assert isinstance(info.value, StudyError)  # callers catching StudyError still do
+
+
+def test_overwrite_replaces_the_previous_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rfkit.study import StudyResult
+
+    assert main(_run_study(tmp_path)) == 0
+    assert main(_run_study(tmp_path, "--trials", "3", "--overwrite")) == 0
+    assert "x 3 trials" in capsys.readouterr().out
+    res = StudyResult.load(tmp_path / "o")
+    assert res.design.trials == 3 and set(res.trials["trial"]) == {0, 1, 2}
+
+
+def test_overwrite_refuses_a_folder_with_files_the_run_did_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_run_study(tmp_path)) == 0
+    out = tmp_path / "o"
+    notes = out / "figures" / "my-notes.txt"
+    notes.parent.mkdir(exist_ok=True)
+    notes.write_text("mine")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    capsys.readouterr()
+    assert main(_run_study(tmp_path, "--overwrite")) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "figures/my-notes.txt" in err and "--overwrite" in err and "Traceback" not in err, err
+    assert notes.read_text() == "mine"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # nothing removed
+
+
+def test_resume_and_overwrite_together_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_run_study(tmp_path, "--resume", "--overwrite")) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and "not allowed with" in err and "--resume" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------------------- rfkit list
+def test_list_wraps_descriptions_at_word_boundaries(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rfkit.cli._study import _one_line
+    from rfkit.study import builtin_study_dirs, load_design
+
+    monkeypatch.setenv("COLUMNS", "64")
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(len(line) <= 64 for line in out.splitlines()), out
+    flat = " ".join(out.split())
+    for d in builtin_study_dirs():
+        for f in d.glob("*.toml"):
+            desc = _one_line(load_design(f, allow_large=True).description)
+            assert desc in flat, desc  # whole: every word, none cut
+
+
+def test_list_name_describes_one_study(capsys: pytest.CaptureFixture[str]) -> None:
+    from rfkit.study import load_design
+    from rfkit.study._builtin import builtin_study
+
+    assert main(["list", "performer-mse"]) == 0
+    out = capsys.readouterr().out
+    design = load_design(builtin_study("performer-mse"), allow_large=True)
+    flat = " ".join(out.split())
+    assert " ".join(design.description.split()) in flat, out
+    assert "kind: kernel" in out, out
+    for axis, values in design.grid.items():
+        assert re.search(rf"{axis}\b.*{', '.join(map(str, values))}", out), out
+    for est in design.estimators:
+        assert est["label"] in out
+    for metric in design.metrics:
+        assert metric in out
+    assert "mse_vs_features" in out and "quick" in out, out
+
+
+def test_list_of_an_unknown_study_is_a_usage_error_with_a_suggestion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list", "performer-mes"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "performer-mse" in err and "did you mean" in err and "Traceback" not in err, err
