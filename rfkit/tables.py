@@ -3,9 +3,9 @@
 Tables read study tables only (``StudyResult.summary()`` or its saved Parquet/CSV);
 they never recompute estimates. Rounding follows ArviZ's ``round_to="auto"``: the MCSE is
 shown to 2 significant figures and the estimate to the same decimal place (:func:`format_mcse`,
-defined beside the MCSE itself in the study package). A row with non-finite trial values says
-how many (``inf (99 of 100 non-finite)``); a proportion (the coverage of a bound) is followed by
-its Wilson interval (``1 [0.912, 1]``).
+defined beside the MCSE itself in the study package and public in :mod:`rfkit.study.summaries`).
+A row with non-finite trial values says how many (``inf (99 of 100 non-finite)``); a proportion
+(the coverage of a bound) is followed by its Wilson interval (``1 [0.912, 1]``).
 
 Text that comes from the user (labels, estimator and study names) is escaped in both formats:
 Markdown's table and emphasis characters (:func:`md_escape`) and LaTeX's special characters;
@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .exceptions import InvalidParameterError
-from .study._mcse import format_interval, format_mcse
-from .study._metric_sources import metric_is_proportion
+from .study.summaries import format_interval, format_mcse, metric_is_proportion
 
 __all__ = [
     "format_mcse",

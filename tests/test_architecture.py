@@ -207,3 +207,22 @@ def test_study_harness_asks_records_never_builtin_estimator_classes():
         if mod.startswith("rfkit.study.") and mod not in REGISTRATION | NOT_YET:
             bad += _builtin_estimator_references(path)
     assert bad == []
+
+
+#: the presentation layer: it reads result tables, and rfkit.study through its public modules
+PRESENTATION = ("rfkit.tables", "rfkit.plots", "rfkit.report")
+#: rfkit.study's modules that the layers above it may import
+STUDY_PUBLIC = {"rfkit.study", "rfkit.study.summaries", "rfkit.study.outputs"}
+
+
+def test_presentation_imports_only_public_study_modules():
+    """Tables, figures and reports import ``rfkit.study``, ``rfkit.study.summaries`` or
+    ``rfkit.study.outputs``, never a private module of the study package."""
+    bad = [
+        f"{mod}:{lines[0]} imports {target}"
+        for mod, deps in GRAPH.items()
+        if mod.startswith(PRESENTATION)
+        for target, lines, _ in deps
+        if target.startswith("rfkit.study") and target not in STUDY_PUBLIC
+    ]
+    assert bad == []
