@@ -26,7 +26,7 @@ STUDY = Path(__file__).resolve().parents[2] / "studies" / "drop-in.toml"
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[st.StudyResult, Path]:
     out = tmp_path_factory.mktemp("dropin") / "quick"
-    res = st.run(STUDY, quick=True, out=out)
+    res = st.run(STUDY, quick=True, out=out, keep_parts=True)  # a test below damages a part
     rk.report.write_report(res, out)  # what `rfkit run` does after the run
     return res, out
 

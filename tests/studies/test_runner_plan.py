@@ -104,14 +104,14 @@ def test_a_finished_unit_recorded_without_its_pairs_is_recomputed(tmp_path):
     tables equal an undamaged run's), never a KeyError."""
     design = kernel_design()
     out = tmp_path / "out"
-    ref = st.run(design, rng=3, out=out)
+    ref = st.run(design, rng=3, out=out, keep_parts=True)
     body = read_run_manifest(out / "run.json")
     files = body["units"]["1.0"]["files"]
     pairs = next(rel for rel in files if ".pairs." in rel)
     del files[pairs]
     write_run_manifest(out, {k: v for k, v in body.items() if k != "format"})
     with pytest.warns(DamagedResultWarning, match="no 'pairs' table"):
-        res = st.run(design, rng=3, out=out, resume=True)
+        res = st.run(design, rng=3, out=out, resume=True, keep_parts=True)
     assert res.provenance["units_resumed"] == 2 and len(res.provenance["repaired"]) == 1
     for name in ("trials", "pairs"):
         pd.testing.assert_frame_equal(getattr(res, name), getattr(ref, name), check_exact=True)
