@@ -29,6 +29,7 @@ import pandas as pd
 from .._version import __version__
 from ..exceptions import InvalidParameterError
 from ._cell import finalize_cell, forget_setups, replay_trial, run_unit
+from ._data_arrays import forget_arrays
 from ._design import Design
 from ._device_draws import numpy_draws
 from ._executors import _iter_results, worker_env
@@ -218,6 +219,8 @@ def _provenance(plan: RunPlan, folder: RunFolder | None, done: Execution) -> dic
         "device_name": bk.device_name,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if "sha256" in design.data:  # data of your own (source "arrays"): the SHA-256 of the file or arrays
+        provenance["data_sha256"] = design.data["sha256"]
     if folder is not None and folder.lock.taken_over:
         provenance["lock_taken_over"] = folder.lock.taken_over
     return provenance
@@ -226,6 +229,7 @@ def _provenance(plan: RunPlan, folder: RunFolder | None, done: Execution) -> dic
 def run(
     design: Design | str | Path,
     *,
+    data: Any = None,
     rng: Any = None,
     executor: Any = "serial",
     workers: int | None = None,
@@ -253,6 +257,14 @@ def run(
     design : Design, path or str
         A :class:`Design`, a TOML study file, or the name of a built-in study (``"performer-mse"``,
         as ``rfkit list`` shows them).
+    data : mapping or object, optional
+        Arrays of your own for a design whose ``data.source`` is ``"arrays"`` and names no
+        ``file``: a mapping (or an object) holding ``q`` and ``k`` (float32/float64, shaped
+        ``(n, d)``, ``(texts, n, d)`` or ``(texts, layers, heads, n, d)``), optionally ``v`` and a
+        bool ``mask`` (see :doc:`/your-data`). Their SHA-256 becomes the design's ``data.sha256``
+        (so the design hash and the provenance name the data) and a resume with other arrays is
+        refused (:class:`~rfkit.exceptions.DataChecksumError`). Worker processes get a copy with
+        each work unit.
     rng : {None, int, SeedSequence, Generator}, optional
         Root of all randomness; defaults to the design's ``seed`` (or OS entropy, recorded).
         Trial ``t`` of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key +
@@ -310,8 +322,10 @@ def run(
         Default: the design's ``on_error`` (``"raise"`` unless the study file says otherwise).
     progress : bool, optional
         Show a progress bar: ``True`` always, ``False`` never; default: when stderr is a terminal
-        or in a Jupyter notebook. In a notebook the bar is a widget when ``ipywidgets`` is
-        installed and a text bar otherwise (never a warning about missing widgets).
+        or in a Jupyter notebook. The bar is one output wherever it shows: in a notebook a widget
+        when ``ipywidgets`` is installed, else one text line updated in place (never a warning
+        about missing widgets); on a terminal tqdm's updating line; on a stderr that is no
+        terminal (a log file, a pipe, ``progress=True``) one line when the run ends.
     lock_timeout : float or None, default=0
         When another live run holds ``out``: seconds to wait for it before refusing with a
         :class:`~rfkit.exceptions.StudyError` that names it (0: refuse at once; None: wait
@@ -334,6 +348,7 @@ def run(
     """
     plan = plan_run(
         design,
+        data=data,
         rng=rng,
         executor=executor,
         workers=workers,
@@ -362,6 +377,7 @@ def run(
             return result
     finally:
         forget_setups()  # a cell's setup kept for its chunks: not past the run
+        forget_arrays()  # arrays of source "arrays" held for the cells: not past the run
 
 
 def _with_grid(df: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
@@ -382,28 +398,85 @@ def _in_notebook() -> bool:
 
 
 def _progress(total: int, initial: int, show: bool | None, name: str) -> Callable[[int | None], None]:
-    """A progress bar: tqdm.auto's choice (a widget in a notebook with ipywidgets, else text), no warning."""
+    """A progress bar that is one output wherever it is shown.
+
+    In a Jupyter kernel: one tqdm widget with ``ipywidgets``, else one line updated in place
+    through an IPython display handle (a text bar on a kernel's stderr would leave an output per
+    flush, on a notebook page and on the built docs pages). On a terminal: tqdm's updating line.
+    Elsewhere (stderr a pipe or a file, asked for with ``progress=True``): one line when the run
+    ends. Never a warning about missing widgets.
+    """
     notebook = _in_notebook()
     if show is None:
         show = sys.stderr.isatty() or notebook
     if not show:
         return lambda n: None
-    from tqdm.std import tqdm
+    if notebook:
+        if importlib.util.find_spec("ipywidgets") is not None:
+            from tqdm.notebook import tqdm as notebook_tqdm
 
-    bar = None
-    if notebook and importlib.util.find_spec("ipywidgets") is not None:
-        from tqdm.notebook import tqdm as notebook_tqdm
+            with contextlib.suppress(ImportError):  # ipywidgets too old for tqdm: the line below
+                return _tqdm_update(notebook_tqdm(total=total, initial=initial, desc=name, unit="unit"))
+        return _display_line(total, initial, name)
+    if sys.stderr.isatty():
+        from tqdm.std import tqdm
 
-        with contextlib.suppress(ImportError):  # ipywidgets too old for tqdm: the text bar
-            bar = notebook_tqdm(total=total, initial=initial, desc=name, unit="unit")
-    if bar is None:
-        bar = tqdm(total=total, initial=initial, desc=name, unit="unit")
+        return _tqdm_update(tqdm(total=total, initial=initial, desc=name, unit="unit"))
+    return _final_line(total, initial, name)
 
+
+def _tqdm_update(bar: Any) -> Callable[[int | None], None]:
     def update(n: int | None) -> None:
         if n is None:
             bar.close()
         else:
             bar.update(n)
+
+    return update
+
+
+def _bar_text(name: str, done: int, total: int, initial: int, seconds: float) -> str:
+    resumed = f", {initial} resumed" if initial else ""
+    return f"{name}: {done}/{total} work units{resumed} in {seconds:.1f} s"
+
+
+def _display_line(total: int, initial: int, name: str) -> Callable[[int | None], None]:
+    """One output in a notebook: a text line replaced in place (at most 5 times a second)."""
+    try:
+        from IPython.display import display
+    except ImportError:  # an IPython without its display machinery: the line at the end
+        return _final_line(total, initial, name)
+
+    t0 = time.perf_counter()
+    state = {"done": initial, "shown": t0}
+    first = {"text/plain": _bar_text(name, initial, total, initial, 0.0)}
+    handle = display(first, raw=True, display_id=True)
+
+    def update(n: int | None) -> None:
+        now = time.perf_counter()
+        if n is not None:
+            state["done"] += n
+            if now - state["shown"] < 0.2:
+                return
+        state["shown"] = now
+        if handle is not None:
+            handle.update(
+                {"text/plain": _bar_text(name, int(state["done"]), total, initial, now - t0)}, raw=True
+            )
+
+    return update
+
+
+def _final_line(total: int, initial: int, name: str) -> Callable[[int | None], None]:
+    """One line on stderr when the run ends (no carriage returns in a log file or a pipe)."""
+    t0 = time.perf_counter()
+    done = [initial]
+
+    def update(n: int | None) -> None:
+        if n is not None:
+            done[0] += n
+            return
+        print(_bar_text(name, done[0], total, initial, time.perf_counter() - t0), file=sys.stderr, flush=True)
 
     return update
 
