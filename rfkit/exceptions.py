@@ -16,6 +16,7 @@ TypeError)`` idea)::
     ├── ModelNotInstalledError(RFKitError, ImportError)
     ├── CorruptWeightsError(RFKitError, ValueError)
     ├── DrawFormatError(RFKitError, ValueError)
+    ├── DataChecksumError(RFKitError, ValueError)
     ├── BackendError(RFKitError, TypeError)
     ├── BackendNotInstalledError(RFKitError, ImportError)
     └── MemoryLimitError(RFKitError, MemoryError)
@@ -29,6 +30,7 @@ TypeError)`` idea)::
     ├── DamagedCacheWarning(RFKitWarning)
     ├── CacheNotWritableWarning(RFKitWarning)
     ├── OutOfDomainWarning(RFKitWarning)
+    ├── VacuousBoundWarning(RFKitWarning)
     └── RFKitDeprecationWarning(RFKitWarning, DeprecationWarning)
 """
 
@@ -49,6 +51,7 @@ __all__ = [
     "ModelNotInstalledError",
     "CorruptWeightsError",
     "DrawFormatError",
+    "DataChecksumError",
     "BackendError",
     "BackendNotInstalledError",
     "MemoryLimitError",
@@ -62,6 +65,7 @@ __all__ = [
     "CacheNotWritableWarning",
     "OutOfDomainWarning",
     "RFKitDeprecationWarning",
+    "VacuousBoundWarning",
 ]
 
 
@@ -168,6 +172,10 @@ class DrawFormatError(RFKitError, ValueError):
     """A file given to ``rk.features.load_draw`` is not an rfkit draw, or has another format version."""
 
 
+class DataChecksumError(RFKitError, ValueError):
+    """A study's arrays (an ``.npz`` file, or arrays passed as ``data=``) differ from the SHA-256 recorded."""
+
+
 class BackendError(RFKitError, TypeError):
     """Arrays of an unsupported library, of two libraries or on two devices in one call."""
 
@@ -234,6 +242,15 @@ class OutOfDomainWarning(RFKitWarning):
 
     The prediction is still returned, flagged (``in_domain=False``); its neglected remainder is
     not small there, so it can be wrong by orders of magnitude.
+    """
+
+
+class VacuousBoundWarning(RFKitWarning):
+    """A bound is no better than the trivial one, so it says nothing.
+
+    For the relative RMS error bounds of :mod:`rfkit.theory.bounds` the trivial bound is 1: the
+    estimate 0 has relative error exactly 1 at every pair, without any features. The result is
+    still returned, flagged (``vacuous=True``).
     """
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._validation import check_int, check_option, check_real, host_float_array
 from ..exceptions import InvalidParameterError, NumericalOverflowError, ShapeError, SingularMatrixError
-from ._max_error import BoundResult, rel_rmse
+from ._max_error import BoundResult, check_kind, rel_rmse, warn_if_vacuous
 from ._special import scipy_special
 
 __all__ = ["chi2_concentration", "hotelling_concentration", "ConcentrationBound"]
@@ -55,6 +55,13 @@ class ConcentrationBound(BoundResult):
         "chi2" or "hotelling-new" / "hotelling-in-sample".
     assumptions : str
         The assumptions under which the bound holds, in words.
+    kind : str
+        The map the bound is for (see :func:`~rfkit.theory.bounds.max_relative_error`).
+    projection : str
+        ``"iid"`` or ``"orthogonal"``.
+    vacuous : bool
+        True when ``bound >= 1``, the relative error of the estimate 0 (a
+        :class:`~rfkit.exceptions.VacuousBoundWarning` was emitted).
     """
 
     bound: float
@@ -74,6 +81,9 @@ class ConcentrationBound(BoundResult):
     n_features: int
     method: str
     assumptions: str
+    kind: str = "hcexp"
+    projection: str = "iid"
+    vacuous: bool = False
 
 
 def _check_A(A: Any, d: int, owner: str) -> tuple[np.ndarray, np.ndarray]:
@@ -133,6 +143,8 @@ class _Problem:
     cov: tuple[np.ndarray, np.ndarray]
     p: float
     m: int
+    kind: str = "hcexp"
+    projection: str = "iid"
 
     @property
     def d(self) -> int:
@@ -147,17 +159,27 @@ def _problem(
     p: Any,
     n_features: Any,
     owner: str,
+    kind: Any = "hcexp",
+    projection: Any = "iid",
 ) -> _Problem:
-    """Check the dimensions agree, ``A`` is invertible, ``p`` in (0, 1) and ``n_features >= 1``."""
+    """Check the dimensions agree, ``A`` is invertible, ``p`` in (0, 1), ``n_features >= 1`` and the kind."""
     (mx, Sx), (my, Sy) = x, y
     if mx.shape != my.shape:
         raise ShapeError(
             f"`{names[0]}` and `{names[1]}` must have the same dimension d: {mx.shape[0]} != {my.shape[0]}."
         )
+    kind, projection, _ = check_kind(kind, projection, mx.shape[0], owner)
     Am, Ainv = _check_A(A, mx.shape[0], owner)
+    if kind not in ("hcexp", "cexp") and not np.array_equal(Am, np.eye(Am.shape[0])):
+        raise InvalidParameterError(
+            f"The `A` parameter of {owner} must be None or the identity for kind={kind!r} (only CEXP and HCEXP "
+            "transform the inputs); got a non-identity A. Use kind='cexp' (positive) or 'hcexp' (hyperbolic)."
+        )
     pp = check_real(p, "p", owner, low=0.0, high=1.0, closed="neither")
     m = check_int(n_features, "n_features", owner, low=1)
-    return _Problem(A=Am, A_inv=Ainv, mean=(mx, my), cov=(Sx, Sy), p=pp, m=m)
+    return _Problem(
+        A=Am, A_inv=Ainv, mean=(mx, my), cov=(Sx, Sy), p=pp, m=m, kind=kind, projection=projection
+    )
 
 
 def _assemble(
@@ -181,9 +203,11 @@ def _assemble(
             "means and covariances) overflow float64; the bound is vacuous there. Rescale `A` or the data."
         )
     r = max(r_x, r_y)
+    args = (pr.m, pr.kind, pr.projection, pr.d)
+    bound = rel_rmse(4.0 * r * r, *args)
     return ConcentrationBound(
-        bound=rel_rmse(4.0 * r * r, pr.m, "hcexp"),
-        bound_separate=rel_rmse((r_x + r_y) ** 2, pr.m, "hcexp"),
+        bound=bound,
+        bound_separate=rel_rmse((r_x + r_y) ** 2, *args),
         p=pr.p,
         q=q,
         r=r,
@@ -199,6 +223,9 @@ def _assemble(
         n_features=pr.m,
         method=method,
         assumptions=assumptions,
+        kind=pr.kind,
+        projection=pr.projection,
+        vacuous=warn_if_vacuous(bound, f"{method.split('-')[0]}_concentration"),
     )
 
 
@@ -211,6 +238,9 @@ def chi2_concentration(
     n_points: int,
     p: float,
     n_features: int,
+    *,
+    kind: str = "hcexp",
+    projection: str = "iid",
 ) -> ConcentrationBound:
     r"""Blackwelder (2024), Theorem 3.3, restated precisely: a max-relative-error bound holding with probability ``p``.
 
@@ -231,6 +261,12 @@ def chi2_concentration(
     realised errors: the printed theorem says "largest observed relative error", corrected here
     (docs page *Theory*, section 5).
 
+    Every map of :func:`~rfkit.theory.bounds.max_relative_error` (``kind``, ``projection``) has
+    the same proof: its relative MSE grows with one norm (:math:`\|z_A\|`, :math:`\|x+y\|` or, trig,
+    :math:`\|x-y\|`), at most :math:`r_x + r_y` on the event. Positive, hyperbolic and trig maps
+    have no transform: ``A`` must then be None or the identity. A bound ``>= 1`` is vacuous (the
+    estimate 0 has relative error 1) and warns with :class:`~rfkit.exceptions.VacuousBoundWarning`.
+
     Parameters
     ----------
     mean_x, cov_x : array_like (d,), (d, d)
@@ -245,6 +281,10 @@ def chi2_concentration(
         Probability in (0, 1).
     n_features : int
         ``m`` >= 1.
+    kind : {"hcexp", "cexp", "positive", "hyperbolic", "trig"}, default="hcexp"
+        The map (see :func:`~rfkit.theory.bounds.max_relative_error`).
+    projection : {"iid", "orthogonal"}, default="iid"
+        Directions (orthogonal: :math:`\chi(d)` norms; not for trig).
 
     Returns
     -------
@@ -254,11 +294,17 @@ def chi2_concentration(
     ------
     InvalidParameterError
         ``p`` outside (0, 1), ``n_points < 1``, ``n_features < 1``, covariance not
-        symmetric positive definite.
+        symmetric positive definite, unknown ``kind``/``projection``, non-identity ``A`` for a
+        map without transform.
     SingularMatrixError
         Singular ``A``.
     ShapeError
         Inconsistent dimensions.
+
+    Warns
+    -----
+    VacuousBoundWarning
+        When the bound is ``>= 1``.
     """
     owner = "chi2_concentration"
     pr = _problem(
@@ -269,6 +315,8 @@ def chi2_concentration(
         p,
         n_features,
         owner,
+        kind,
+        projection,
     )
     s = check_int(n_points, "n_points", owner, low=1)
     q = float(np.exp(np.log(pr.p) / (2 * s)))
@@ -282,7 +330,7 @@ def chi2_concentration(
         s,
         "chi2",
         f"x_1..x_{s} ~ N(mean_x, cov_x) and y_1..y_{s} ~ N(mean_y, cov_y), all independent, with known "
-        f"parameters; HCEXP with m={pr.m} Gaussian-marginal directions. With probability >= {pr.p:g} over the "
+        f"parameters; {pr.kind.upper()} with m={pr.m} {pr.projection} Gaussian-marginal directions. With probability >= {pr.p:g} over the "
         "data, every ||A x_i|| <= r_x and ||A^-T y_j|| <= r_y, hence max_ij sqrt(MSE)/SM <= bound. "
         "RMS (over features) relative error, not realised error.",
     )
@@ -335,6 +383,8 @@ def hotelling_concentration(
     *,
     n_points: int | None = None,
     points: str = "new",
+    kind: str = "hcexp",
+    projection: str = "iid",
 ) -> ConcentrationBound:
     r"""Concentration bound with means and covariances estimated from samples (Hotelling :math:`T^2`).
 
@@ -351,7 +401,8 @@ def hotelling_concentration(
     The events share :math:`(\bar x,\hat\Sigma)`, so instead of :math:`q^{2s}` a union
     bound is used: :math:`q = 1-(1-p)/(2s)` (``points="in-sample"``: :math:`2s` is replaced by
     :math:`n_x+n_y`). Then :math:`r_x = \sqrt{\lambda_{\max}(A\hat\Sigma_xA^\top)Q_x}+\|A\bar x\|`,
-    likewise :math:`r_y`, and the bound is :math:`W(\max(r_x,r_y))/\sqrt{2m}`.
+    likewise :math:`r_y`, and the bound is :math:`W(\max(r_x,r_y))/\sqrt{2m}` (for HCEXP; any
+    ``kind``/``projection`` as in :func:`chi2_concentration`).
 
     Source: derived here (docs page *Theory*, section 4). Blackwelder (2024) only remarks after
     Theorem 3.3 that "the same proof" works with Hotelling's :math:`T^2`; it does not, the events
@@ -372,6 +423,10 @@ def hotelling_concentration(
         ``s``: number of new queries and of new keys covered (default: ``max(n_x, n_y)``).
         Ignored for ``points="in-sample"``.
     points : {"new", "in-sample"}, default="new"
+    kind : {"hcexp", "cexp", "positive", "hyperbolic", "trig"}, default="hcexp"
+        The map (see :func:`~rfkit.theory.bounds.max_relative_error`).
+    projection : {"iid", "orthogonal"}, default="iid"
+        Directions (orthogonal: :math:`\chi(d)` norms; not for trig).
 
     Returns
     -------
@@ -380,15 +435,21 @@ def hotelling_concentration(
     Raises
     ------
     InvalidParameterError
-        ``p`` outside (0, 1), ``n <= d``, ``n_points < 1``, ``n_features < 1``, singular sample covariance.
+        ``p`` outside (0, 1), ``n <= d``, ``n_points < 1``, ``n_features < 1``, singular sample covariance,
+        unknown ``kind``/``projection``, non-identity ``A`` for a map without transform.
     SingularMatrixError
         Singular ``A``.
+
+    Warns
+    -----
+    VacuousBoundWarning
+        When the bound is ``>= 1``.
     """
     owner = "hotelling_concentration"
     points = check_option(points, "points", owner, ("new", "in-sample"))
     mx, Sx, nx = _sample_stats(X, "X", owner)
     my, Sy, ny = _sample_stats(Y, "Y", owner)
-    pr = _problem((mx, Sx), (my, Sy), ("X", "Y"), A, p, n_features, owner)
+    pr = _problem((mx, Sx), (my, Sy), ("X", "Y"), A, p, n_features, owner, kind, projection)
     d = pr.d
     if points == "in-sample":
         for n, nm in ((nx, "X"), (ny, "Y")):
@@ -412,5 +473,5 @@ def hotelling_concentration(
         f"hotelling-{points}",
         f"Rows of X (n={nx}) and Y (n={ny}) iid Gaussian with unknown parameters; {covers}"
         f"; union bound over the events (q = 1 - (1 - p)/{'2s' if points == 'new' else '(n_x + n_y)'}). "
-        f"HCEXP with m={pr.m}; bounds the RMS (over features) relative error, with probability >= {pr.p:g}.",
+        f"{pr.kind.upper()} ({pr.projection}) with m={pr.m}; bounds the RMS (over features) relative error, with probability >= {pr.p:g}.",
     )

@@ -12,13 +12,17 @@ corrected here; see docs page *Theory*, section 5).
 
 * :func:`max_relative_error` - :math:`W(r)/\sqrt{2m}` with the corrected
   :math:`W(r) = e^{2r^2}(1-e^{-4r^2}) = 2\sinh(2r^2)` (the printed Lemma 3.2 of
-  Blackwelder (2024) has :math:`e^{2r^2}(1-e^{4r^2})`, which is negative), and variants.
+  Blackwelder (2024) has :math:`e^{2r^2}(1-e^{4r^2})`, which is negative), and variants for
+  every map with a closed-form relative MSE: ``kind`` in ``"hcexp"``, ``"cexp"``,
+  ``"positive"``, ``"hyperbolic"``, ``"trig"``, with ``projection="orthogonal"`` for all but trig.
 * :func:`chi2_concentration` - Blackwelder (2024), Theorem 3.3, restated precisely.
 * :func:`hotelling_concentration` - the same with estimated means and covariances
   (Hotelling :math:`T^2 \to F` quantile, union bound).
 
-Every function returns a frozen dataclass with ``.bound`` and all intermediates. The
-formulas and their derivations: docs page *Theory*, section 4.
+Every function returns a frozen dataclass with ``.bound``, all intermediates and ``vacuous``:
+a bound ``>= 1`` says nothing (the estimate 0 has relative error 1 at every pair) and warns
+with :class:`~rfkit.exceptions.VacuousBoundWarning`. The formulas and their derivations: docs
+page *Theory*, section 4.
 """
 
 from __future__ import annotations

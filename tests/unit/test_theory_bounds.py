@@ -67,6 +67,9 @@ def test_chi2_hand_computed_identity_covariance():
     assert res.method == "chi2" and res.n_points == s
 
 
+@pytest.mark.filterwarnings(
+    "ignore::rfkit.exceptions.VacuousBoundWarning"
+)  # vacuous here; other fields are checked
 def test_bound_quantiles_are_scipy_stats_quantiles_bit_for_bit():
     """The bounds compute chi2/F/beta quantiles with scipy.special (no scipy.stats import): the same bits."""
     from rfkit.theory._concentration import _hotelling_quantile as hotelling_quantile
@@ -87,6 +90,9 @@ def test_bound_quantiles_are_scipy_stats_quantiles_bit_for_bit():
             )
 
 
+@pytest.mark.filterwarnings(
+    "ignore::rfkit.exceptions.VacuousBoundWarning"
+)  # vacuous here; other fields are checked
 def test_chi2_transformed_means_and_covariances():
     A = np.array([2.0, 0.5])
     mx, my = np.array([0.1, -0.2]), np.array([0.3, 0.4])
@@ -103,6 +109,9 @@ def test_chi2_transformed_means_and_covariances():
     assert full.bound == pytest.approx(res.bound, rel=1e-14)
 
 
+@pytest.mark.filterwarnings(
+    "ignore::rfkit.exceptions.VacuousBoundWarning"
+)  # vacuous here; other fields are checked
 def test_hotelling_hand_computed_quantiles():
     rng = np.random.default_rng(3)
     n, d = 30, 5
@@ -163,7 +172,7 @@ def test_bad_inputs_named():
     with pytest.raises(InvalidParameterError, match="n_features"):
         B.max_relative_error(0.1, 0)
     with pytest.raises(InvalidParameterError, match="kind"):
-        B.max_relative_error(0.1, 4, kind="trig")
+        B.max_relative_error(0.1, 4, kind="gaussian")
 
 
 def test_hotelling_needs_more_samples_than_dimensions():
@@ -178,6 +187,9 @@ def test_hotelling_needs_more_samples_than_dimensions():
         B.hotelling_concentration(rng.normal(size=(10, 3)), rng.normal(size=(10, 2)), None, 0.9, 8)
 
 
+@pytest.mark.filterwarnings(
+    "ignore::rfkit.exceptions.VacuousBoundWarning"
+)  # vacuous here; other fields are checked
 def test_results_are_frozen_and_serialisable():
     import dataclasses
     import json
@@ -187,3 +199,117 @@ def test_results_are_frozen_and_serialisable():
         res.bound = 0.0
     json.dumps(res.as_dict())
     json.dumps(B.max_relative_error(0.2, 4).as_dict())
+
+
+# --- every map with a closed-form relative MSE: positive, hyperbolic, trig, orthogonal ----------
+
+
+def _sinh_form(s2, m):
+    return 2 * math.sinh(s2 / 2) / math.sqrt(2 * m)
+
+
+def test_every_map_hand_values():
+    """Relative RMS error at the worst pair of the ball: (e^{s}-1)/m (PRF, CEXP), 2 sinh^2(s/2)/m
+    (hyperbolic, HCEXP, trig with s = ||x - y||^2), s = (r_x + r_y)^2."""
+    rx, ry, m = 0.3, 0.2, 16
+    s2 = (rx + ry) ** 2
+    pos = B.max_relative_error(rx, m, r_y=ry, kind="positive")
+    assert pos.bound == pytest.approx(math.sqrt(math.expm1(s2) / m), rel=1e-14)
+    assert pos.kind == "positive" and pos.projection == "iid"
+    for kind in ("hyperbolic", "trig"):
+        res = B.max_relative_error(rx, m, r_y=ry, kind=kind)
+        assert res.bound == pytest.approx(_sinh_form(s2, m), rel=1e-14)
+        assert res.W == pytest.approx(res.bound * math.sqrt(2 * m), rel=1e-14)
+    assert B.max_relative_error(rx, m, r_y=ry, kind="hyperbolic").bound == pytest.approx(
+        B.max_relative_error(rx, m, r_y=ry).bound, rel=1e-15
+    )
+    assert "x = -y" in B.max_relative_error(rx, m, kind="trig").assumptions
+
+
+@pytest.mark.parametrize("kind", ["positive", "hyperbolic"])
+@pytest.mark.parametrize("d,m", [(4, 3), (4, 4), (3, 8), (16, 5)])
+def test_orthogonal_matches_the_closed_form_mse_at_the_worst_pair(kind, d, m):
+    """Orthogonal (chi-normed) directions: the bound is sqrt(MSE)/SM of rfkit.theory at x = y = r e_1, with
+    K/m^2 (e^{-s} 1F1(d; d/2; s/2) - 1) added to the iid value; never above the iid bound."""
+    from scipy.special import hyp1f1
+
+    import rfkit.features as F
+
+    r = 0.35
+    res = B.max_relative_error(r, m, kind=kind, projection="orthogonal", d=d)
+    fm = (F.Positive if kind == "positive" else F.Hyperbolic)(m, projection="orthogonal")
+    x = np.zeros(d)
+    x[0] = r
+    assert res.bound == pytest.approx(math.sqrt(float(th.relative_mse(fm, x, x))), rel=1e-10)
+    s2 = 4 * r * r
+    blocks = [d] * (m // d) + ([m % d] if m % d else [])
+    K = sum(k * (k - 1) for k in blocks)
+    iid = math.expm1(s2) / m if kind == "positive" else (math.cosh(s2) - 1) / m
+    hand = iid + K / m**2 * (math.exp(-s2) * hyp1f1(d, d / 2, s2 / 2) - 1)
+    assert res.bound == pytest.approx(math.sqrt(hand), rel=1e-10)
+    assert res.bound <= B.max_relative_error(r, m, kind=kind).bound
+    assert res.projection == "orthogonal" and res.d == d
+
+
+@pytest.mark.filterwarnings("ignore::rfkit.exceptions.VacuousBoundWarning")
+@pytest.mark.parametrize("kind", ["positive", "hyperbolic", "cexp", "hcexp"])
+@pytest.mark.parametrize("d,m", [(2, 2), (5, 3), (8, 8), (8, 20), (64, 64)])
+def test_orthogonal_relative_error_increases_with_the_radius(kind, d, m):
+    """The supremum over the ball is taken at its boundary: the orthogonal relative RMS error is
+    nondecreasing in r (checked on a grid; the iid forms are increasing by inspection)."""
+    b = [
+        B.max_relative_error(r, m, kind=kind, projection="orthogonal", d=d).bound
+        for r in np.linspace(0, 2, 81)
+    ]
+    assert np.all(np.diff(b) >= 0)
+
+
+def test_orthogonal_needs_d_and_a_map_with_a_derived_bound():
+    with pytest.raises(InvalidParameterError, match="`d`"):
+        B.max_relative_error(0.3, 4, kind="positive", projection="orthogonal")
+    with pytest.raises(InvalidParameterError, match="projection"):
+        B.max_relative_error(0.3, 4, kind="trig", projection="orthogonal", d=3)
+    with pytest.raises(InvalidParameterError, match="projection"):
+        B.max_relative_error(0.3, 4, kind="positive", projection="qmc", d=3)
+
+
+def test_vacuous_bound_warns_and_is_flagged():
+    """A relative RMS error bound >= 1 is no better than the estimate 0 (whose relative error is exactly 1)."""
+    from rfkit.exceptions import VacuousBoundWarning
+
+    with pytest.warns(VacuousBoundWarning, match="vacuous"):
+        res = B.max_relative_error(3.0, 64)
+    assert res.vacuous and res.bound == pytest.approx(2 * math.sinh(18) / math.sqrt(128), rel=1e-14)
+    assert issubclass(VacuousBoundWarning, UserWarning)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok = B.max_relative_error(0.5, 64, kind="trig")
+        assert not ok.vacuous and ok.as_dict()["vacuous"] is False
+    with pytest.warns(VacuousBoundWarning, match="chi2_concentration"):
+        res = B.chi2_concentration(
+            np.zeros(2), np.eye(2), np.zeros(2), np.eye(2), None, 5, 0.9, 64, kind="positive"
+        )
+    assert res.vacuous and res.kind == "positive"
+
+
+def test_concentration_kinds():
+    """The concentration bounds take every kind; maps without a transform refuse a non-identity A."""
+    z, C = np.zeros(3), 0.01 * np.eye(3)
+    hc = B.chi2_concentration(z, C, z, C, None, 10, 0.9, 32)
+    for kind in ("hyperbolic", "trig"):
+        res = B.chi2_concentration(z, C, z, C, None, 10, 0.9, 32, kind=kind)
+        assert res.bound == pytest.approx(hc.bound, rel=1e-15) and res.kind == kind
+    pos = B.chi2_concentration(z, C, z, C, None, 10, 0.9, 32, kind="positive")
+    assert pos.bound == pytest.approx(math.sqrt(math.expm1(4 * pos.r**2) / 32), rel=1e-14)
+    orth = B.chi2_concentration(z, C, z, C, None, 10, 0.9, 32, kind="positive", projection="orthogonal")
+    assert orth.bound < pos.bound and orth.projection == "orthogonal"
+    rng = np.random.default_rng(2)
+    X, Y = 0.1 * rng.normal(size=(20, 3)), 0.1 * rng.normal(size=(25, 3))
+    ht = B.hotelling_concentration(X, Y, None, 0.9, 16, kind="trig")
+    assert ht.kind == "trig" and ht.bound == pytest.approx(_sinh_form(4 * ht.r**2, 16), rel=1e-14)
+    with pytest.raises(InvalidParameterError, match="`A`.*positive"):
+        B.chi2_concentration(z, C, z, C, np.array([1.0, 2.0, 0.5]), 10, 0.9, 32, kind="positive")
+    with pytest.raises(InvalidParameterError, match="kind"):
+        B.hotelling_concentration(X, Y, None, 0.9, 16, kind="trigg")
