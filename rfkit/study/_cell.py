@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from .._parallel import blas_limited
+from ._data_arrays import remember_arrays
 from ._design import Design
 from ._eval_attention import attention_finalize, attention_partial, attention_replay
 from ._eval_concentration import concentration_finalize, concentration_partial
@@ -122,6 +123,8 @@ def run_unit(task: UnitTask) -> UnitResult:
     for module in (*task.imports, *task.design.get("imports", ())):  # modules that register records of yours
         importlib.import_module(module)
     design = Design.trusted(task.design)  # validated once by run(); workers skip the checks
+    if task.data is not None:  # arrays passed to the run in memory: held for the cells of this process
+        remember_arrays(task.design["data"]["sha256"], task.data)
     unit = WorkUnit(design, task.cell, task.chunk, task.entropy, tuple(task.spawn_key), task.on_error)
     kind = KINDS[design.kind]
     with blas_limited():  # small matrices: one BLAS thread each (a busy pool of them is many times slower)

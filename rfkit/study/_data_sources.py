@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import data as rkdata
 from ..exceptions import InvalidParameterError
+from ._data_arrays import arrays_dim, arrays_factory
 from ._dropin_data import dropin_factory
 from ._dropin_design import DROPIN_PARAMS, dropin_model_dim
 from ._records import DataSourceRecord, register_data_source
@@ -187,6 +188,25 @@ register_data_source(
         description=(
             "drop-in designs: texts of n_tokens tokens made of the built-in passages, for the pretrained models "
             "SmolLM2-135M-Instruct and all-MiniLM-L6-v2 (rk.data.SmolLM2Model, rk.data.MiniLMModel)"
+        ),
+    )
+)
+register_data_source(
+    DataSourceRecord(
+        "arrays",
+        arrays_factory,
+        frozenset({"file", "sha256", "dim", "layer", "head", "layers", "heads", "causal"}),
+        sequence=True,
+        needs_dim=False,
+        model_dim=arrays_dim,
+        plural_axes={"layers": "layer", "heads": "head"},
+        causal_key="causal",
+        describe=_model_stats,
+        probe=False,
+        description=(
+            "queries, keys (values, mask) of your own: an .npz file (file = ...) or arrays passed as "
+            "rk.study.run(design, data=...), laid out (texts, layers, heads, n, d) as rk.data.minilm_qk; "
+            "causal = true for a decoder's"
         ),
     )
 )

@@ -49,6 +49,9 @@ class UnitTask:
         Whether a failing trial raises a :class:`~rfkit.exceptions.StudyError` or is recorded.
     imports : tuple of str
         Modules the worker imports first (those that register records of yours).
+    data : QKArrays, optional
+        The arrays of a design whose ``data.source`` is ``"arrays"``, passed to the run in memory
+        (``rk.study.run(design, data=...)``): the worker holds them for its cells.
     """
 
     design: dict[str, Any]
@@ -58,6 +61,7 @@ class UnitTask:
     spawn_key: tuple[int, ...]
     on_error: str = "raise"
     imports: tuple[str, ...] = ()
+    data: Any = None
 
     @property
     def name(self) -> str:

@@ -21,6 +21,7 @@ from .._params import check_int
 from .._random import as_seed_sequence
 from ..exceptions import InvalidParameterError
 from ._builtin import find_study
+from ._data_arrays import bind_arrays
 from ._design import Design, load_design
 from ._messages import UnitTask
 from ._plain import workers_can_import
@@ -186,6 +187,7 @@ class RunPlan:
 def plan_run(
     design: Design | str | Path,
     *,
+    data: Any = None,
     rng: Any = None,
     executor: Any = "serial",
     workers: int | None = None,
@@ -208,6 +210,7 @@ def plan_run(
     Starts no worker and touches no folder.
     """
     design = _resolve_design(design, quick, trials)
+    design, arrays = bind_arrays(design, data, out, resume)  # source "arrays": bound to their SHA-256
     if backend is not None or device is not None or draws is not None:
         design = design.on_backend(backend, device, draws)
     bk = backend_for(design.backend, design.device)  # fails early, naming a missing library
@@ -226,7 +229,7 @@ def plan_run(
     dd, chunks = design.to_dict(), n_chunks(design)
     imports = registered_modules() if choice.name != "serial" else ()
     units = tuple(
-        UnitTask(dd, c, k, entropy, spawn_key, on_error, imports)
+        UnitTask(dd, c, k, entropy, spawn_key, on_error, imports, arrays)
         for c in range(len(design.cells()))
         for k in range(chunks)
     )

@@ -29,6 +29,7 @@ import pandas as pd
 from .._version import __version__
 from ..exceptions import InvalidParameterError
 from ._cell import finalize_cell, forget_setups, replay_trial, run_unit
+from ._data_arrays import forget_arrays
 from ._design import Design
 from ._device_draws import numpy_draws
 from ._executors import _iter_results, worker_env
@@ -218,6 +219,8 @@ def _provenance(plan: RunPlan, folder: RunFolder | None, done: Execution) -> dic
         "device_name": bk.device_name,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if "sha256" in design.data:  # data of your own (source "arrays"): the SHA-256 of the file or arrays
+        provenance["data_sha256"] = design.data["sha256"]
     if folder is not None and folder.lock.taken_over:
         provenance["lock_taken_over"] = folder.lock.taken_over
     return provenance
@@ -226,6 +229,7 @@ def _provenance(plan: RunPlan, folder: RunFolder | None, done: Execution) -> dic
 def run(
     design: Design | str | Path,
     *,
+    data: Any = None,
     rng: Any = None,
     executor: Any = "serial",
     workers: int | None = None,
@@ -253,6 +257,14 @@ def run(
     design : Design, path or str
         A :class:`Design`, a TOML study file, or the name of a built-in study (``"performer-mse"``,
         as ``rfkit list`` shows them).
+    data : mapping or object, optional
+        Arrays of your own for a design whose ``data.source`` is ``"arrays"`` and names no
+        ``file``: a mapping (or an object) holding ``q`` and ``k`` (float32/float64, shaped
+        ``(n, d)``, ``(texts, n, d)`` or ``(texts, layers, heads, n, d)``), optionally ``v`` and a
+        bool ``mask`` (see :doc:`/your-data`). Their SHA-256 becomes the design's ``data.sha256``
+        (so the design hash and the provenance name the data) and a resume with other arrays is
+        refused (:class:`~rfkit.exceptions.DataChecksumError`). Worker processes get a copy with
+        each work unit.
     rng : {None, int, SeedSequence, Generator}, optional
         Root of all randomness; defaults to the design's ``seed`` (or OS entropy, recorded).
         Trial ``t`` of cell ``c`` uses ``SeedSequence(root.entropy, spawn_key=root.spawn_key +
@@ -336,6 +348,7 @@ def run(
     """
     plan = plan_run(
         design,
+        data=data,
         rng=rng,
         executor=executor,
         workers=workers,
@@ -364,6 +377,7 @@ def run(
             return result
     finally:
         forget_setups()  # a cell's setup kept for its chunks: not past the run
+        forget_arrays()  # arrays of source "arrays" held for the cells: not past the run
 
 
 def _with_grid(df: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
