@@ -158,11 +158,13 @@ def test_no_citation_of_unshipped_documents():
 
 #: rfkit's own attention estimators: only their registration may name them in the study harness
 BUILTIN_ESTIMATORS = {"RFA", "RA", "SNIS", "LARA", "Hybrid"}
-#: the study modules that register rfkit's estimators and their hooks (as a user's file would)
-REGISTRATION = {"rfkit.study._builtin_records", "rfkit.study._builtin_attention_hooks"}
-#: not yet asking a record: the drop-in design's check of Hybrid's budget split (window and sinks
-#: against ``feature_dim``), which belongs in Hybrid's record (its ``from_budget``)
-NOT_YET = {"rfkit.study._eval_dropin", "rfkit.study._dropin_design"}
+#: the study modules that register rfkit's estimators, metrics and hooks (as a user's file would),
+#: and the one that declares rfkit's figure kinds (their records are in rfkit.report)
+REGISTRATION = {
+    "rfkit.study._builtin_records",
+    "rfkit.study._builtin_attention_hooks",
+    "rfkit.study._figure_kinds",
+}
 
 
 def _builtin_estimator_references(path: Path) -> list[str]:
@@ -204,8 +206,82 @@ def test_study_harness_asks_records_never_builtin_estimator_classes():
     names its own estimator."""
     bad = []
     for mod, path in FILES.items():
-        if mod.startswith("rfkit.study.") and mod not in REGISTRATION | NOT_YET:
+        if mod.startswith("rfkit.study.") and mod not in REGISTRATION:
             bad += _builtin_estimator_references(path)
+    assert bad == []
+
+
+def _builtin_names() -> frozenset[str]:
+    """The names of rfkit's own metrics and figure kinds (old names of figure kinds included)."""
+    from rfkit.study import FIGURE_ALIASES, FIGURE_KINDS, records
+
+    metrics = {r.name for r in records("metric")}  # rfkit's own: the tests restore the registry
+    return frozenset(metrics | set(FIGURE_KINDS) | set(FIGURE_ALIASES))
+
+
+def _branches_on_names(source: str, names: frozenset[str], where: str = "") -> list[str]:
+    """Comparisons that test a value against one of ``names`` written as a literal.
+
+    Counted: a string constant operand of ``==``, ``!=``, ``is`` or ``is not``; an element of a
+    literal tuple, list, set or dict on the right of ``in`` / ``not in``; a ``match`` case on one.
+    Not counted: a literal on the left of ``in`` (``"cost" in trials`` looks a column up), and
+    names in tables (``MODEL_METRICS``: which model gives which metric), which nothing branches on.
+    """
+
+    def literals(node: ast.AST) -> list[str]:
+        return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in names]
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        found: list[str] = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for op, left, right in zip(node.ops, operands, operands[1:]):
+                if isinstance(op, ast.Eq | ast.NotEq | ast.Is | ast.IsNot):
+                    found += [
+                        c.value for c in (left, right) if isinstance(c, ast.Constant) and c.value in names
+                    ]
+                elif isinstance(op, ast.In | ast.NotIn) and isinstance(
+                    right, ast.Tuple | ast.List | ast.Set | ast.Dict
+                ):
+                    found += literals(right)
+        elif isinstance(node, ast.match_case):
+            found += literals(node.pattern)
+        line = node.pattern.lineno if isinstance(node, ast.match_case) else getattr(node, "lineno", 0)
+        out += [f"{where}:{line} compares with {name!r}" for name in found]
+    return out
+
+
+def test_the_branch_check_sees_comparisons_with_builtin_names():
+    names = frozenset({"variance", "mse", "coverage"})
+    source = """
+if metric == "variance": pass
+if "mse" != metric: pass
+if kind in ("coverage", "mine"): pass
+if "mse" in table.columns: pass
+COLUMNS = ("variance", "mse")
+match kind:
+    case "coverage": pass
+"""
+    found = _branches_on_names(source, names)
+    assert [f.split(" ", 1)[1] for f in found] == [
+        "compares with 'variance'",
+        "compares with 'mse'",
+        "compares with 'coverage'",
+        "compares with 'coverage'",
+    ]
+
+
+def test_study_harness_never_branches_on_builtin_metric_or_figure_names():
+    """The harness asks a metric's record (its column, ``compute``, ``proportion``, ``ddof``) and a
+    figure's record (rfkit.plots' registry) for what to do; no harness module outside the
+    registration modules compares a value with the name of one of rfkit's own metrics or figures."""
+    names = _builtin_names()
+    assert {"mse", "variance", "coverage", "kl", "mse_vs_features"} <= names
+    bad = []
+    for mod, path in FILES.items():
+        if mod.startswith("rfkit.study.") and mod not in REGISTRATION:
+            bad += _branches_on_names(path.read_text(encoding="utf-8"), names, path.name)
     assert bad == []
 
 

@@ -27,7 +27,6 @@ __all__ = [
     "DropInData",
     "dropin_data",
     "dropin_model_dim",
-    "support_size",
     "model_estimator_params",
     "check_dropin_design",
 ]
@@ -167,18 +166,16 @@ MODEL_METRICS = {
 
 
 # ----------------------------------------------------------------------------- estimators per model
-def support_size(params: dict[str, Any], causal: bool) -> int:
-    """Keys a :class:`~rfkit.attention.Hybrid` computes exactly per query (at most): window and sinks."""
-    w = params.get("window")
-    window = 0 if w is None else (int(w) + 1 if causal else 2 * int(w) + 1)
-    return window + int(params.get("n_global", 0) or 0)
-
-
 def model_estimator_params(
     design: Design, est: dict[str, Any], cell: dict[str, Any], model: str
 ) -> dict[str, Any]:
-    """An estimator's parameters for one model in a cell: the model's head dimension and causality,
-    and for a Hybrid the feature budget left after its exact support (equal cost per query)."""
+    """An estimator's parameters for one model in a cell: the model's head dimension and causality.
+
+    ``feature_dim`` is the cost per query. An estimator whose record splits a budget between keys
+    computed exactly and its feature map (``inner_map`` and ``from_budget``) is asked for the split
+    with the model's causality, so that every estimator of the cell costs the same per query; the
+    record refuses an entry whose cost it cannot fix ahead, or whose exact keys leave the map nothing.
+    """
     cls = MODEL_CLASSES[model]
     label = design.label(est)
     if "causal" in est:
@@ -188,22 +185,15 @@ def model_estimator_params(
         )
     c = {**cell, "dim": cls.head_dim}
     record = attention_estimator_record(est.get("estimator"))
-    if record.inner_map is not None and record.from_budget is not None:  # an exact support + a map (Hybrid)
-        if est.get("lsh_buckets") is not None:
-            raise InvalidParameterError(
-                f"{label!r}: LSH buckets have no fixed size, so a Hybrid with `lsh_buckets` has no fixed cost per "
-                "query; drop-in designs compare estimators at equal cost (use `window` and `n_global`)."
-            )
-        exact = support_size(est, cls.causal)
-        left = int(cell["feature_dim"]) - exact
-        if left < 1:
-            raise InvalidParameterError(
-                f"{label!r}: `feature_dim` = {cell['feature_dim']} is the cost per query, and the support already "
-                f"computes {exact} keys exactly on {cls.name}: give a larger budget or a smaller support."
-            )
-        # the record's budget split (rfkit.study._builtin_records.hybrid_budget) leaves the map the
-        # `left` columns: it counts the support as this model's causality says
+    if record.inner_map is not None and record.from_budget is not None:
         est = {**est, "causal": cls.causal}
+        try:  # also where the entry fixes the map's size: drop-in designs compare at equal cost
+            record.from_budget(int(cell["feature_dim"]), est)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(
+                f"{label!r} on {cls.name}: drop-in designs compare estimators at equal cost per query "
+                f"(`feature_dim` = {cell['feature_dim']}): {exc}"
+            ) from None
     params = design.estimator_params(est, c)
     params["causal"] = cls.causal
     return params

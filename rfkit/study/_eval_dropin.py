@@ -49,7 +49,6 @@ from ._dropin_design import (
     DropInData,
     dropin_data,
     model_estimator_params,
-    support_size,
 )
 from ._estimators import build_attention_estimator
 from ._messages import CellTables, PartTables
@@ -63,7 +62,6 @@ __all__ = [
     "dropin_finalize",
     "dropin_replay",
     "model_estimator_params",
-    "support_size",
     "TRIAL_COLUMNS",
     "LAYER_COLUMNS",
     "MODEL_METRICS",

@@ -173,6 +173,48 @@ def test_bad_estimator_raises_a_named_error(entry, match) -> None:
         _design(estimators=[{"label": "x", **entry}])
 
 
+def _one_sided_budget(budget: int, params: dict) -> dict:
+    """A record's own cost rule for Hybrid: the window's ``window`` keys only (a user's accounting)."""
+    return {"map_budget": budget - int(params.get("window") or 0)}
+
+
+@pytest.fixture
+def one_sided_hybrid():
+    """Hybrid registered again under a name of its own, with another budget split; registries restored."""
+    from rfkit.study import _records
+
+    saved = {k: dict(v) for k, v in _records._REGISTRIES.items()}
+    st.register_attention_estimator(
+        st.AttentionEstimatorRecord(
+            "OneSidedHybrid",
+            rk.attention.Hybrid,
+            from_budget=_one_sided_budget,
+            inner_map="feature_map=Positive",
+            capabilities=st.attention_estimator_record("Hybrid").capabilities,
+        )
+    )
+    yield "OneSidedHybrid"
+    for k, v in saved.items():
+        _records._REGISTRIES[k].clear()
+        _records._REGISTRIES[k].update(v)
+
+
+def test_the_budget_split_is_the_records_own(one_sided_hybrid) -> None:
+    """Equal cost per query in a drop-in design is what the estimator's record says: a record
+    that counts a window of 20 as 20 keys leaves the map 12 of 32 columns on either model (rfkit's
+    Hybrid counts 2 x 20 + 1 keys bidirectionally and refuses the same entry)."""
+    from rfkit.study._dropin_design import model_estimator_params
+    from rfkit.study._estimators import build_attention_estimator
+
+    entry = {"label": "x", "estimator": one_sided_hybrid, "map": "Positive", "window": 20}
+    d = _design(estimators=[entry], grid={"n_tokens": [32], "feature_dim": [32]})
+    for model in ("smollm2", "minilm"):
+        built = build_attention_estimator(model_estimator_params(d, entry, d.cells()[0], model))
+        assert built.feature_map.n_features == 12, model
+    with pytest.raises(InvalidParameterError, match="support"):
+        _design(estimators=[{**entry, "estimator": "Hybrid"}], grid={"n_tokens": [32], "feature_dim": [32]})
+
+
 def test_attention_designs_refuse_the_drop_in_source() -> None:
     with pytest.raises(InvalidParameterError, match="data.source"):
         st.Design(
