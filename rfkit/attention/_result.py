@@ -9,8 +9,53 @@ import numpy as np
 
 from .._backend import get_backend
 from .._validation import exp_checked
+from ..features._repr import array_summary, map_repr
 
 __all__ = ["AttentionResult", "QueryCost"]
+
+
+def _is_array(v: Any) -> bool:
+    return hasattr(v, "shape") and hasattr(v, "dtype") and len(v.shape) > 0
+
+
+def _short(v: Any) -> str:
+    """A value in a result's repr: arrays by shape and dtype, specs by their non-default parameters."""
+    if _is_array(v):
+        return array_summary(v)
+    if isinstance(v, tuple) and v:
+        return f"({len(v)} x {type(v[0]).__name__})"  # one draw per head
+    if isinstance(v, QueryCost):  # inside a result: the four counts share one shape
+        return f"QueryCost(4 counts of shape {tuple(int(n) for n in v.exact_logits.shape)}: result.cost)"
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return _spec_repr(v)
+    return repr(v)
+
+
+def _is_default(f: dataclasses.Field[Any], v: Any) -> bool:
+    if f.default is not dataclasses.MISSING:
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f.default_factory()
+    else:
+        return False
+    if _is_array(v) or _is_array(default):
+        return False
+    try:
+        return bool(v == default)
+    except Exception:  # noqa: BLE001 - a value that cannot be compared is shown
+        return False
+
+
+def _spec_repr(spec: Any) -> str:
+    """An estimator by the parameters that differ from their defaults (a map as :func:`map_repr`)."""
+    parts = []
+    for f in dataclasses.fields(spec):
+        v = getattr(spec, f.name)
+        if not f.repr or _is_default(f, v):
+            continue
+        shown = map_repr(v) if dataclasses.is_dataclass(v) else _short(v)
+        parts.append(f"{f.name}={shown}")
+    return f"{type(spec).__name__}({', '.join(parts)})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -44,6 +89,11 @@ class QueryCost:
     random_features: Any
     values_read: Any
     scoring_products: Any
+
+    def __repr__(self) -> str:
+        """The four counts by shape and dtype, no values."""
+        shown = ", ".join(f"{f.name}={_short(getattr(self, f.name))}" for f in dataclasses.fields(self))
+        return f"QueryCost({shown})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -117,6 +167,23 @@ class AttentionResult:
     proposal_means: Any = None
     mcse: Any = None
     cost: QueryCost | None = None
+
+    def __repr__(self) -> str:
+        """The method, the output's shape and dtype, the estimator and the diagnostics present.
+
+        Arrays are named by shape and dtype (:func:`~rfkit.features._repr.array_summary`), never
+        printed; the estimator by its non-default parameters; fields that are None are left
+        out, and so is ``feature_map`` when ``draw`` (which names its map) is there.
+        """
+        parts = [f"method={self.method!r}", f"output={_short(self.output)}"]
+        for f in dataclasses.fields(self):
+            if f.name in ("method", "output"):
+                continue
+            v = getattr(self, f.name)
+            if v is None or (f.name == "feature_map" and self.draw is not None):
+                continue
+            parts.append(f"{f.name}={_short(v)}")
+        return f"AttentionResult({', '.join(parts)})"
 
     def _need_ratio(self, what: str) -> None:
         if self.log_scale is None or self.denominator_values is None:

@@ -21,10 +21,11 @@ from typing import Any
 
 from ..exceptions import DamagedResultWarning, RFKitError
 from ..plots import set_paper_size
-from ..report import figure_workers, write_report
+from ..report import figure_workers, theory_verdict, write_report
 from ..study import builtin_study_dirs, find_study, load_design, run
 from ..study.outputs import RunLock, units_done
-from ..study.summaries import heavy_tailed, not_ok
+from ..study.summaries import not_ok
+from ._summary import closing_lines
 
 __all__ = ["cmd_list", "cmd_run"]
 
@@ -272,19 +273,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             process_seconds(),
         )
     )
-    theory = result.compare_theory()
-    if not theory.empty:
-        t = theory[theory["metric"] == "mse"]
-        heavy = heavy_tailed(t)
-        light = t[~heavy & t["z"].notna().to_numpy()]  # rows without a z (non-finite) are counted below
-        line = (
-            f"theory vs simulation (MSE): {int((light['z'].abs() <= 5).sum())} of {len(light)} within 5 MCSE"
-        )
-        if len(light):
-            line += f"; max |z| = {light['z'].abs().max():.2f}"
-        if heavy.any():
-            line += f" ({int(heavy.sum())} heavy-tailed rows not counted: see the report)"
-        print(line)
+    verdict = theory_verdict(result)
+    if verdict is not None:
+        print(verdict)
     bad = not_ok(result.summary())
     if not bad.empty:  # non-finite trial values or failed trials: never only in the files
         counts = ", ".join(f"{k}: {v}" for k, v in bad["status"].value_counts().items())
@@ -293,5 +284,5 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"{len(bad)} summary rows are not ok ({counts}): {int(bad['n_nonfinite'].sum())} non-finite "
             f"trial values, {failed} failed trials; see the status column of summary.csv and the report"
         )
-    print(f"wrote {out}/summary.parquet, summary.csv, trials.parquet, pairs.parquet, report: {report}")
+    print("\n".join(closing_lines(result, out, report)))
     return 0

@@ -9,6 +9,7 @@ and the notebook display of a result use :func:`plot_result` and :func:`result_h
 from ._figures import FIGURE_KINDS, figure_plan, study_figures
 from ._markdown import metric_description, provenance_line, write_report
 from ._parallel_figures import figure_workers, preload_for_workers
+from ._verdict import theory_verdict, winner_lines
 from ._view import figure_names, plot_result, result_html
 
 __all__ = [
@@ -23,4 +24,6 @@ __all__ = [
     "result_html",
     "preload_for_workers",
     "figure_workers",
+    "theory_verdict",
+    "winner_lines",
 ]

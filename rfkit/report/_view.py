@@ -15,6 +15,7 @@ from ..study import resolve_figure_kind
 from ..tables import format_mcse
 from ._figures import Plan, figure_plan
 from ._markdown import provenance_line
+from ._verdict import theory_verdict
 
 if TYPE_CHECKING:
     from ..study import StudyResult
@@ -131,7 +132,10 @@ def _close(figs: list[Any]) -> None:
 
 
 def result_html(result: StudyResult) -> str:
-    """Notebook display: the design, the provenance line, the summary table and the first figure.
+    """Notebook display: the verdict, the design, the provenance line, the summary table and the first figure.
+
+    It leads with the theory-vs-simulation line ``rfkit run`` prints (:func:`theory_verdict`),
+    or says that no estimator of the study has a closed form.
 
     Parameters
     ----------
@@ -165,8 +169,10 @@ def result_html(result: StudyResult) -> str:
         f"<p><small>{n_rows - 40} more rows: <code>result.summary()</code></small></p>" if n_rows > 40 else ""
     )
     failed = int((result.trials["status"] != "ok").sum())
+    verdict = theory_verdict(result) or "theory vs simulation: no estimator of this study has a closed form"
     parts = [
         '<div class="rfkit-study-result">',
+        f"<p><b>{esc(verdict)}</b></p>",
         f"<h4>rfkit study <code>{esc(d.name)}</code> ({esc(d.kind)}, {d.trials} trials per cell, "
         f"{len(d.cells())} cells)</h4>",
         f"<p>{esc(desc)}</p>" if desc else "",

@@ -63,7 +63,8 @@ class StudyResult:
 
     Notes
     -----
-    In a notebook a result displays itself (``_repr_html_``: the design, the provenance line,
+    In a notebook a result displays itself (``_repr_html_``: the theory-vs-simulation line that
+    ``rfkit run`` prints, the design, the provenance line,
     the summary table with MCSEs and the study's first figure); :meth:`plot` draws any figure
     of the study, :func:`rfkit.study.load` reopens a run folder and :func:`rfkit.study.compare`
     lines up two runs of the same design.
@@ -177,7 +178,7 @@ class StudyResult:
         return _presentation().plot_result(self, name)
 
     def _repr_html_(self) -> str:
-        """Notebook display: the design, the provenance line, the summary table and the first figure."""
+        """Notebook display: the theory verdict, the design, the provenance, the summary table, the first figure."""
         return _presentation().result_html(self)
 
     # ------------------------------------------------------------------ IO
