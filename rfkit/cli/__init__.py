@@ -10,11 +10,15 @@ Subcommands are registered by one ``add_*`` function each: ``list`` and ``run``
               [--resume | --overwrite] [--keep-parts] [--wait-lock SECONDS] [--seed S] [--on-error raise|record] [--backend B] [--device DEV]
               [--allow-large] [--no-progress]
 
-    rfkit bound max-relative-error --r 0.5 --n-features 64 [--r-y R] [--kind hcexp|cexp] [--json]
+    rfkit bound max-relative-error --r 0.5 --n-features 64 [--r-y R] [--kind KIND]
+                     [--projection iid|orthogonal --d D] [--json]
     rfkit bound chi2 --mean-x ARR --cov-x ARR --mean-y ARR --cov-y ARR [--A ARR] \\
-                     --n-points S --p P --n-features M [--json]
+                     --n-points S --p P --n-features M [--kind KIND] [--projection P] [--json]
     rfkit bound hotelling --x FILE --y FILE [--A ARR] --p P --n-features M \\
-                     [--n-points S] [--points new|in-sample] [--json]
+                     [--n-points S] [--points new|in-sample] [--kind KIND] [--projection P] [--json]
+
+``KIND`` is hcexp (default), cexp, positive, hyperbolic or trig; a bound >= 1 is reported as
+vacuous (a note; ``"vacuous": true`` in JSON).
 
 ``ARR`` is a JSON literal (``"[0.1, 0.2]"``, ``"[[1, 0], [0, 1]]"``) or a path to a ``.npy`` /
 text file; a scalar covariance ``c`` means ``c * I``.

@@ -1,7 +1,10 @@
 """``rfkit bound``: the max-relative-error and concentration bounds of :mod:`rfkit.theory.bounds`.
 
 ``ARR`` arguments are a JSON literal (``"[0.1, 0.2]"``, ``"[[1, 0], [0, 1]]"``) or a path to a
-``.npy`` / text file; a scalar covariance ``c`` means ``c * I``.
+``.npy`` / text file; a scalar covariance ``c`` means ``c * I``. ``--kind`` picks the map
+(hcexp, cexp, positive, hyperbolic, trig) and ``--projection`` its directions (iid, orthogonal).
+A bound >= 1 is vacuous (the estimate 0 has relative error 1): the text output ends with a note,
+the JSON output has ``"vacuous": true`` and the note goes to stderr.
 """
 
 from __future__ import annotations
@@ -10,11 +13,16 @@ import argparse
 import json
 import math
 import os
+import sys
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..exceptions import VacuousBoundWarning
 from ..theory import bounds
+from ..theory._max_error import KINDS, PROJECTIONS, TRIVIAL_BOUND
 
 __all__ = ["UserError", "add_bound"]
 
@@ -67,11 +75,27 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _compute(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a bound; its VacuousBoundWarning becomes the note of :func:`_emit` (``result.vacuous``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", VacuousBoundWarning)
+        return fn(*args, **kwargs)
+
+
+def _vacuous_note(result: Any) -> str:
+    return (
+        f"note: vacuous bound: {result.bound:.4g} >= {TRIVIAL_BOUND:g}, the relative RMS error of the estimate 0 "
+        "(no features needed), so it says nothing; use more features or smaller radii."
+    )
+
+
 def _emit(result: Any, as_json: bool, title: str) -> None:
     data = result.as_dict()
     if as_json:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
         print(json.dumps(clean, indent=2, sort_keys=False))
+        if result.vacuous:
+            print(f"rfkit bound: {_vacuous_note(result)}", file=sys.stderr)
         return
     print(title)
     width = max(len(k) for k in data)
@@ -80,11 +104,25 @@ def _emit(result: Any, as_json: bool, title: str) -> None:
             continue
         print(f"  {k:<{width}}  {_fmt(v)}")
     print(f"  {'assumptions':<{width}}  {data['assumptions']}")
+    if result.vacuous:
+        print(_vacuous_note(result))
 
 
 def _cmd_max_rel(args: argparse.Namespace) -> int:
-    res = bounds.max_relative_error(args.r, args.n_features, r_y=args.r_y, kind=args.kind)
-    _emit(res, args.json, f"max relative RMS error bound ({res.kind.upper()}, W(r)/sqrt(2m), corrected W)")
+    res = _compute(
+        bounds.max_relative_error,
+        args.r,
+        args.n_features,
+        r_y=args.r_y,
+        kind=args.kind,
+        projection=args.projection,
+        d=args.d,
+    )
+    _emit(
+        res,
+        args.json,
+        f"max relative RMS error bound ({res.kind.upper()}, {res.projection}; W(r)/sqrt(2m), corrected W)",
+    )
     return 0
 
 
@@ -93,7 +131,8 @@ def _cmd_chi2(args: argparse.Namespace) -> int:
     my = _parse_array(args.mean_y, "mean-y")
     d = int(mx.shape[0]) if mx.ndim == 1 else 1
     A = None if args.A is None else _parse_array(args.A, "A")
-    res = bounds.chi2_concentration(
+    res = _compute(
+        bounds.chi2_concentration,
         mx,
         _cov(args.cov_x, "cov-x", d),
         my,
@@ -102,8 +141,14 @@ def _cmd_chi2(args: argparse.Namespace) -> int:
         args.n_points,
         args.p,
         args.n_features,
+        kind=args.kind,
+        projection=args.projection,
     )
-    _emit(res, args.json, "chi^2 concentration bound (Blackwelder (2024), Thm 3.3, restated)")
+    _emit(
+        res,
+        args.json,
+        f"chi^2 concentration bound ({res.kind.upper()}, {res.projection}; Blackwelder (2024), Thm 3.3, restated)",
+    )
     return 0
 
 
@@ -111,10 +156,23 @@ def _cmd_hotelling(args: argparse.Namespace) -> int:
     X = _parse_array(args.x, "x")
     Y = _parse_array(args.y, "y")
     A = None if args.A is None else _parse_array(args.A, "A")
-    res = bounds.hotelling_concentration(
-        X, Y, A, args.p, args.n_features, n_points=args.n_points, points=args.points
+    res = _compute(
+        bounds.hotelling_concentration,
+        X,
+        Y,
+        A,
+        args.p,
+        args.n_features,
+        n_points=args.n_points,
+        points=args.points,
+        kind=args.kind,
+        projection=args.projection,
     )
-    _emit(res, args.json, "Hotelling T^2 concentration bound (estimated parameters, union bound)")
+    _emit(
+        res,
+        args.json,
+        f"Hotelling T^2 concentration bound ({res.kind.upper()}, {res.projection}; estimated parameters, union bound)",
+    )
     return 0
 
 
@@ -125,14 +183,26 @@ def add_bound(sub: Any) -> None:
 
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("--n-features", "-m", type=int, required=True, help="number of random directions m")
-        q.add_argument("--json", action="store_true", help="print the result as JSON")
+        q.add_argument(
+            "--kind",
+            choices=KINDS,
+            default="hcexp",
+            help="the map: hcexp, cexp (transform A), positive (PRF), hyperbolic, trig (no A)",
+        )
+        q.add_argument(
+            "--projection",
+            choices=PROJECTIONS,
+            default="iid",
+            help="directions: iid or orthogonal (chi(d) norms, blocks of d; not for trig)",
+        )
+        q.add_argument("--json", action="store_true", help="print the result as JSON (with 'vacuous')")
 
     q = bsub.add_parser(
         "max-relative-error", help="W(r)/sqrt(2m) on a ball (Blackwelder (2024), Lemma 3.2, corrected)"
     )
     q.add_argument("--r", type=float, required=True, help="radius of ||A x|| (and of ||A^-T y||)")
     q.add_argument("--r-y", type=float, default=None, help="separate radius of ||A^-T y||")
-    q.add_argument("--kind", choices=["hcexp", "cexp"], default="hcexp")
+    q.add_argument("--d", type=int, default=None, help="dimension (needed for --projection orthogonal)")
     common(q)
     q.set_defaults(func=_cmd_max_rel)
 
