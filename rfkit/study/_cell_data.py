@@ -12,7 +12,7 @@ from ._records import data_source_record
 if TYPE_CHECKING:
     from ._design import Design
 
-__all__ = ["DATA_NAMESPACE", "cell_data", "cell_is_causal", "study_backend", "data_stats"]
+__all__ = ["DATA_NAMESPACE", "bind_source", "cell_data", "cell_is_causal", "study_backend", "data_stats"]
 
 #: First spawn-key word of the data streams; trial streams use (cell, trial).
 DATA_NAMESPACE = 2**32 - 1
@@ -33,6 +33,23 @@ def cell_data(
     record = data_source_record(p.pop("source"))
     p.pop("dataset", None)  # only selects the data stream (via data_key)
     return tuple(record.factory(p, gen))
+
+
+def bind_source(design: Design) -> Design:
+    """``design`` with its ``[data]`` table bound by its source's ``bind`` hook (itself without one).
+
+    Called once when a run is planned: what the hook adds (a model's checksum, its causality)
+    enters the design hash, so a resume against other data is refused like one with another design.
+    """
+    bind = data_source_record(design.data["source"]).bind
+    if bind is None:
+        return design
+    data = dict(bind(dict(design.data)))
+    if data == dict(design.data):
+        return design
+    d = design.to_dict()
+    d["data"] = data
+    return type(design)(**d, source=design.source)
 
 
 def cell_is_causal(design: Design, cell: dict[str, Any]) -> bool:

@@ -21,6 +21,7 @@ from .._params import check_int
 from .._random import as_seed_sequence
 from ..exceptions import InvalidParameterError
 from ._builtin import find_study
+from ._cell_data import bind_source
 from ._data_arrays import bind_arrays
 from ._design import Design, load_design
 from ._messages import UnitTask
@@ -213,6 +214,7 @@ def plan_run(
     design, arrays = bind_arrays(design, data, out, resume)  # source "arrays": bound to their SHA-256
     if backend is not None or device is not None or draws is not None:
         design = design.on_backend(backend, device, draws)
+    design = bind_source(design)  # a source that binds its data's identity (a model's files) into the design
     bk = backend_for(design.backend, design.device)  # fails early, naming a missing library
     if on_error is None:
         on_error = design.on_error

@@ -196,6 +196,11 @@ class DataSourceRecord:
         The design kinds the source serves; empty: attention designs for a sequence source,
         kernel and concentration designs for a pair source.
     description, reference : str
+    bind : callable, optional
+        ``bind(data) -> data``: the design's ``[data]`` table with what identifies the data added
+        (a checksum of a model's files, the causality read from the model), applied once when a
+        run is planned, so that the design hash, the provenance and a resume see which data the
+        run used. None (the default): the table as written.
     """
 
     kind: ClassVar[str] = "data source"
@@ -212,6 +217,7 @@ class DataSourceRecord:
     kinds: tuple[str, ...] = ()
     description: str = ""
     reference: str = ""
+    bind: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", frozenset(self.params) | {"dataset"})

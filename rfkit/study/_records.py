@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -254,6 +255,24 @@ _REGISTRIES: dict[str, dict[str, Any]] = {
     "closed form": {},
 }
 
+#: Records registered on first use by the module that defines them, by kind and name: the bridges
+#: above rfkit's core (``rfkit.integrations``) register data sources that the study layer may not
+#: import. A lookup of such a name (or a listing of the kind) imports the module, whose import
+#: registers the record through the ordinary ``register_*`` function.
+_DEFERRED: dict[str, dict[str, str]] = {
+    "data source": {"transformers": "rfkit.integrations._hf_source"},
+}
+
+
+def _load_deferred(kind: str, name: Any = None) -> None:
+    """Import the modules of the deferred records of ``kind`` (only ``name``'s, where given) not yet registered."""
+    pending = _DEFERRED.get(kind, {})
+    for key, module in list(pending.items()):
+        if (name is None or key == name) and key not in _REGISTRIES[kind]:
+            importlib.import_module(module)
+            if key not in _REGISTRIES[kind]:
+                raise InvalidParameterError(f"importing {module} did not register the {kind} {key!r}.")
+
 
 def _register(obj: object, cls: type, replace: bool) -> Any:
     if not isinstance(obj, cls):
@@ -378,6 +397,7 @@ def records(kind: str) -> tuple[Any, ...]:
     """
     if kind not in _REGISTRIES:
         raise InvalidParameterError(f"`kind` must be one of {list(_REGISTRIES)}. Got {kind!r} instead.")
+    _load_deferred(kind)
     return tuple(_REGISTRIES[kind].values())
 
 
@@ -514,6 +534,8 @@ def data_source_record(name: Any) -> DataSourceRecord:
         The record.
     """
     reg = _REGISTRIES["data source"]
+    if isinstance(name, str) and name not in reg:
+        _load_deferred("data source", name)
     if name not in reg:
         raise InvalidParameterError(f"`data.source` must be one of {sorted(reg)}. Got {name!r} instead.")
     return reg[name]  # type: ignore[no-any-return]
