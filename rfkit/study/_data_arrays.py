@@ -17,11 +17,14 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..exceptions import DataChecksumError, InvalidParameterError, NonFiniteInputError, ShapeError, StudyError
+
+if TYPE_CHECKING:
+    from ._design import Design
 
 __all__ = ["QKArrays", "as_qk_arrays", "load_npz", "bind_arrays", "remember_arrays", "forget_arrays"]
 
@@ -118,12 +121,12 @@ def as_qk_arrays(data: Any, *, owner: str = "`data`") -> QKArrays:
             f"{owner}['v'] must have shape {q.shape[:-1] + ('d_v',)} (one value row per key). Got shape {v.shape} instead."
         )
     for name in ("q", "k", "v"):
-        a = arrs.get(name)
-        if a is not None and not np.all(np.isfinite(a)):
-            bad = np.argwhere(~np.isfinite(a))
+        x = arrs.get(name)
+        if x is not None and not np.all(np.isfinite(x)):
+            bad = np.argwhere(~np.isfinite(x))
             raise NonFiniteInputError(
                 f"{owner}['{name}'] must be finite. Got {len(bad)} NaN or infinite value(s), the first at index "
-                f"{tuple(int(i) for i in bad[0])}: {a[tuple(bad[0])]!r}."
+                f"{tuple(int(i) for i in bad[0])}: {x[tuple(bad[0])]!r}."
             )
     mask = arrs.get("mask")
     if mask is not None:
@@ -141,10 +144,10 @@ def as_qk_arrays(data: Any, *, owner: str = "`data`") -> QKArrays:
             )
     h = hashlib.sha256()
     for name in ARRAY_NAMES:
-        a = arrs.get(name)
-        if a is not None:
-            h.update(json.dumps([name, a.dtype.str, list(a.shape)]).encode())
-            h.update(a.tobytes())
+        x = arrs.get(name)
+        if x is not None:
+            h.update(json.dumps([name, x.dtype.str, list(x.shape)]).encode())
+            h.update(x.tobytes())
     return QKArrays(q, k, v, mask, h.hexdigest())
 
 
@@ -268,7 +271,9 @@ def arrays_dim(p: Mapping[str, Any]) -> int:
     return int(_arrays_for(p).q.shape[-1])
 
 
-def bind_arrays(design: Any, data: Any, out: str | Path | None, resume: bool) -> tuple[Any, QKArrays | None]:
+def bind_arrays(
+    design: Design, data: Any, out: str | Path | None, resume: bool
+) -> tuple[Design, QKArrays | None]:
     """A run's design bound to its arrays' SHA-256, and the arrays its work units carry (memory only).
 
     A design of ``source = "arrays"`` takes its arrays from ``data.file`` or from ``data`` (one of
@@ -298,10 +303,10 @@ def bind_arrays(design: Any, data: Any, out: str | Path | None, resume: bool) ->
             f"data=arrays). Got data.file = {file!r} and data = {'None' if data is None else type(data).__name__}."
         )
     if data is not None:
-        arrays, sha, what = as_qk_arrays(data), None, "the arrays passed as `data`"
+        arrays, what = as_qk_arrays(data), "the arrays passed as `data`"
         sha = arrays.sha256
     else:
-        arrays, sha = load_npz(file)
+        arrays, sha = load_npz(str(file))
         what = f"`data.file` {str(file)!r}"
     dim = design.data.get("dim")
     if dim is not None and dim != arrays.q.shape[-1]:
