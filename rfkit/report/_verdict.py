@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from ..study.summaries import heavy_tailed
 from ..tables import format_mcse
@@ -76,14 +77,22 @@ def _setting(values: dict[str, object]) -> str:
     return ", ".join(f"{k} = {v}" for k, v in values.items()) or "the one setting"
 
 
+def _varies(column: pd.Series) -> bool:
+    try:
+        return bool(column.nunique(dropna=False) > 1)
+    except TypeError:  # unhashable grid values (lists): compared by their text
+        return bool(column.astype(str).nunique() > 1)
+
+
 def winner_lines(result: StudyResult) -> list[str]:
     """Which estimator has the lowest error in each grid setting, in a few lines.
 
     The metric is the first of the study's metrics where lower is better (``mse``, ``rel_mse``,
     ``kl``, ...). The first line counts the settings each estimator wins; below it, when there
-    are at most ``MAX_SETTING_LINES`` settings, one line per setting names the winner and the
-    runner-up with their estimates and MCSEs, and says when the two are within 2 combined MCSEs
-    (a tie at this number of trials). Rows with a non-finite estimate take no part.
+    are at most ``MAX_SETTING_LINES`` settings, one line per setting (its values of the grid axes
+    that vary) names the winner and the runner-up with their estimates and MCSEs, and says when
+    the two are within 2 combined MCSEs (a tie at this number of trials). Rows with a non-finite
+    estimate take no part.
 
     Parameters
     ----------
@@ -102,7 +111,8 @@ def winner_lines(result: StudyResult) -> list[str]:
     rows = summ[(summ["metric"] == metric) & np.isfinite(summ["estimate"].to_numpy(dtype=float))]
     if rows.empty:
         return []
-    grid = result.grid_columns
+    # the axes that vary name a setting (a single-valued axis is the same in every line)
+    grid = [k for k in result.grid_columns if _varies(rows[k])]
     wins: dict[str, int] = {}
     details = []
     for _, grp in rows.groupby("cell", sort=True):
@@ -122,8 +132,9 @@ def winner_lines(result: StudyResult) -> list[str]:
         details.append(text)
     name = _METRIC_NAMES.get(metric, metric)
     order = sorted(wins, key=lambda est: -wins[est])  # stable: ties keep the order of first win
-    counts = ", ".join(f"{est} {wins[est]}" for est in order)
-    head = f"lowest {name} in {len(details)} settings: wins {counts}"
+    counts = [f"{est} in {wins[est]}" for est in order]
+    counts[0] += f" of {len(details)} setting{'s' if len(details) != 1 else ''}"
+    head = f"lowest {name}: {', '.join(counts)}"
     if len(details) > MAX_SETTING_LINES:
         return [head + " (per setting: summary.csv)"]
     return [head, *details]
