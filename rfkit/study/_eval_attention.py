@@ -358,97 +358,79 @@ def attention_error_columns(
 
 
 def _error_tables(
-    outs: np.ndarray, status: np.ndarray, nonpos: np.ndarray, exact2: np.ndarray
+    outs: np.ndarray,
+    status: np.ndarray,
+    nonpos: np.ndarray,
+    exact2: np.ndarray,
+    *,
+    masked: bool | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One estimator's per-trial columns and per-query columns from its outputs ``(T, n, dv)``.
 
-    :func:`_error_tables_plain` where every trial ran and every output is finite (the common
-    case), else :func:`_error_tables_general`: the same numbers bit for bit where both apply.
+    Failed trials (``status`` not "ok") and rows with a NaN or infinite output (a non-positive
+    normaliser, an overflow) are masked: such rows are counted per trial, and that trial's errors
+    are NaN (the error of its other rows is not its error); a query with a NaN output in some
+    finished trial has no mean output, variance or MSE.
+
+    Where every trial ran and every output is finite (the common case) the masks select
+    everything, and the plain branch gives the same numbers bit for bit with fewer passes: no
+    copies by the masks; ``np.var(outs, axis=0, ddof=1)`` is the sum over trials of
+    ``(outs - mean)**2`` divided by ``T - 1`` with the mean ``np.mean(outs, axis=0)`` (NumPy's own
+    sums and divisions), so these squared deviations give both the per-query variance and the
+    per-trial ``sq_dev``. ``masked=True`` takes the masked branch anyway (a test compares the two).
     """
-    if bool((status == "ok").all()) and bool(np.isfinite(outs).all()):
-        return _error_tables_plain(outs, status, nonpos, exact2)
-    return _error_tables_general(outs, status, nonpos, exact2)
-
-
-def _error_tables_general(
-    outs: np.ndarray, status: np.ndarray, nonpos: np.ndarray, exact2: np.ndarray
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """:func:`_error_tables` with failed trials (``status`` not "ok") or NaN/infinite outputs."""
     T, n, dv = outs.shape
     ok = status == "ok"
-    err = outs - exact2
-    # rows with a NaN or infinite output (a non-positive normaliser, an overflow): counted per
-    # trial, and such a trial's errors are NaN (the error of the other rows is not its error)
     finite = np.isfinite(outs)
-    nan_rows = np.where(ok, (~finite).any(axis=-1).sum(axis=-1), 0)
-    whole = nan_rows == 0
-    nanmean, nanmax, nanvar = _reductions(bool(finite.all()))
+    all_finite = bool(finite.all())
+    if masked is None:
+        masked = not (all_finite and bool(ok.all()))
+    n_ok = int(ok.sum())
+    err = outs - exact2
+    nanmean, nanmax, nanvar = _reductions(all_finite)
     # a cell where every trial failed has only NaN outputs: its values are NaN, and its status
     # column says why (NumPy's "Mean of empty slice" would only repeat it, as a raw warning)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", r"Mean of empty slice|All-NaN slice|Degrees of freedom", RuntimeWarning
         )
-        mean_out = nanmean(outs[ok], axis=0) if ok.any() else np.full((n, dv), np.nan)
-        if ok.any():  # a query with a NaN output in some trial has no mean output
-            mean_out[~finite[ok].all(axis=0)] = np.nan
-        sq_dev = nanmean((outs - mean_out) ** 2, axis=(1, 2))
+        if masked:
+            nan_rows = np.where(ok, (~finite).any(axis=-1).sum(axis=-1), 0)
+            mean_out = nanmean(outs[ok], axis=0) if n_ok else np.full((n, dv), np.nan)
+            if n_ok:  # a query with a NaN output in some trial has no mean output
+                mean_out[~finite[ok].all(axis=0)] = np.nan
+        else:
+            nan_rows = np.zeros(T, dtype=np.int_)
+            mean_out = np.mean(outs, axis=0)
+        dev2 = outs - mean_out
+        np.square(dev2, out=dev2)
+        sq_dev = nanmean(dev2, axis=(1, 2))
         sq_dev[~np.isfinite(mean_out).all()] = np.nan
-        abs_err = np.abs(err)
+        sq = np.square(err)
+        err_mean = nanmean(err, axis=(1, 2))
+        abs_err = np.abs(err, out=err)  # err is this call's own array, no longer needed as it was
+        if masked:
+            variance = np.mean(nanvar(outs[ok], axis=0, ddof=1), axis=-1) if n_ok > 1 else np.full(n, np.nan)
+            mse = nanmean(sq[ok], axis=(0, 2)) if n_ok else np.full(n, np.nan)
+            if n_ok:  # per query: NaN where some trial's output is NaN, never a mean of the others
+                bad_q = ~finite[ok].all(axis=(0, 2))
+                variance[bad_q] = np.nan
+                mse[bad_q] = np.nan
+        else:
+            variance = (
+                np.mean(np.add.reduce(dev2, axis=0) / (T - 1), axis=-1) if T > 1 else np.full(n, np.nan)
+            )
+            mse = np.mean(sq, axis=(0, 2))
+        whole = nan_rows == 0
         trials = {
             "status": status.astype(str),
-            "err": _whole(nanmean(err, axis=(1, 2)), whole),
-            "sq_err": _whole(nanmean(err**2, axis=(1, 2)), whole),
+            "err": _whole(err_mean, whole),
+            "sq_err": _whole(nanmean(sq, axis=(1, 2)), whole),
             "abs_err": _whole(nanmean(abs_err, axis=(1, 2)), whole),
             "max_abs_err": _whole(nanmax(abs_err, axis=(1, 2)), whole),
             "sq_dev": _whole(sq_dev, whole),
             "nonpositive_rows": nonpos,
             "n_nan_rows": nan_rows,
-        }
-        n_ok = int(ok.sum())
-        e = err[ok]
-        variance = np.mean(nanvar(outs[ok], axis=0, ddof=1), axis=-1) if n_ok > 1 else np.full(n, np.nan)
-        mse = nanmean(e**2, axis=(0, 2)) if n_ok else np.full(n, np.nan)
-        if n_ok:  # per query: NaN where some trial's output is NaN, never a mean of the others
-            bad_q = ~finite[ok].all(axis=(0, 2))
-            variance[bad_q] = np.nan
-            mse[bad_q] = np.nan
-    return trials, _query_columns(mean_out, exact2, variance, mse)
-
-
-def _error_tables_plain(
-    outs: np.ndarray, status: np.ndarray, nonpos: np.ndarray, exact2: np.ndarray
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """:func:`_error_tables` where every trial ran and every output is finite: each moment once.
-
-    The general path's numbers bit for bit, with fewer passes over the outputs: no copies of
-    them by the all-true mask of finished trials; ``np.var(outs, axis=0, ddof=1)`` is the sum over
-    trials of ``(outs - mean)**2`` divided by ``T - 1`` with the mean ``np.mean(outs, axis=0)``
-    (NumPy's own sums and divisions), so these squared deviations give both the per-query variance
-    and the per-trial ``sq_dev``; ``err**2`` is squared once for ``sq_err`` and ``mse``.
-    """
-    T, n, dv = outs.shape
-    err = outs - exact2
-    with np.errstate(invalid="ignore"):
-        mean_out = np.mean(outs, axis=0)
-        dev2 = outs - mean_out
-        np.square(dev2, out=dev2)
-        sq_dev = np.mean(dev2, axis=(1, 2))
-        sq_dev[~np.isfinite(mean_out).all()] = np.nan
-        variance = np.mean(np.add.reduce(dev2, axis=0) / (T - 1), axis=-1) if T > 1 else np.full(n, np.nan)
-        err_mean = np.mean(err, axis=(1, 2))
-        sq = np.square(err)
-        sq_err, mse = np.mean(sq, axis=(1, 2)), np.mean(sq, axis=(0, 2))
-        abs_err = np.abs(err, out=err)  # err is this call's own array, no longer needed as it was
-        trials = {
-            "status": status.astype(str),
-            "err": err_mean,  # every trial is whole here: no row to blank (_whole)
-            "sq_err": sq_err,
-            "abs_err": np.mean(abs_err, axis=(1, 2)),
-            "max_abs_err": np.max(abs_err, axis=(1, 2)),
-            "sq_dev": sq_dev,
-            "nonpositive_rows": nonpos,
-            "n_nan_rows": np.zeros(T, dtype=np.int_),
         }
     return trials, _query_columns(mean_out, exact2, variance, mse)
 

@@ -246,8 +246,9 @@ def test_a_nan_error_is_no_coverage_outcome(monkeypatch):
 
 
 def test_attention_tables_of_finite_outputs_equal_the_nan_aware_reductions(monkeypatch):
-    """Cells whose outputs are all finite take the plain path (each moment once, no masked copies):
-    the tables are bit for bit those of the general path with the NaN-aware reductions."""
+    """Cells whose outputs are all finite take the plain branch of the one table function (each
+    moment once, no masked copies): the tables are bit for bit those of its masked branch with the
+    NaN-aware reductions."""
     import rfkit.study._eval_attention as ea
 
     d = attention_trig_design(
@@ -258,35 +259,40 @@ def test_attention_tables_of_finite_outputs_equal_the_nan_aware_reductions(monke
         ],
         trials=7,
     )
-    plain_calls = []
-    real_plain = ea._error_tables_plain
-    monkeypatch.setattr(ea, "_error_tables_plain", lambda *a: plain_calls.append(1) or real_plain(*a))
+    finite_calls = []
+    real = ea._error_tables
+
+    def spy(outs, *a, **kw):
+        finite_calls.append(bool(np.isfinite(outs).all()))
+        return real(outs, *a, **kw)
+
+    monkeypatch.setattr(ea, "_error_tables", spy)
     plain = st.run(d)
-    assert len(plain_calls) == 3  # every estimator's outputs were finite
+    assert finite_calls == [True] * 3  # every estimator's outputs were finite: the plain branch
     used = []
-    monkeypatch.setattr(ea, "_error_tables_plain", ea._error_tables_general)
+    monkeypatch.setattr(ea, "_error_tables", lambda *a: real(*a, masked=True))
     monkeypatch.setattr(
         ea, "_reductions", lambda all_finite: used.append(all_finite) or (np.nanmean, np.nanmax, np.nanvar)
     )
     nan_aware = st.run(d)
-    assert used and all(used)  # the general path ran, with the NaN-aware reductions
+    assert used and all(used)  # the masked branch ran, with the NaN-aware reductions
     pd.testing.assert_frame_equal(plain.trials, nan_aware.trials, check_exact=True)
     pd.testing.assert_frame_equal(plain.summary(), nan_aware.summary(), check_exact=True)
     pd.testing.assert_frame_equal(plain.pairs, nan_aware.pairs, check_exact=True)
 
 
 @pytest.mark.parametrize("trials", [1, 2, 5])
-def test_plain_error_tables_equal_the_general_path_bit_for_bit(trials):
-    """The plain path's shared moments (one pass for the deviations, one square of the errors) give
-    the general path's numbers bit for bit, one trial (no variance) included."""
+def test_plain_error_tables_equal_the_masked_branch_bit_for_bit(trials):
+    """The plain branch's shared moments (one pass for the deviations, one square of the errors)
+    give the masked branch's numbers bit for bit, one trial (no variance) included."""
     import rfkit.study._eval_attention as ea
 
     rng = np.random.default_rng(11)
     outs = rng.standard_normal((trials, 40, 3)) * np.array([1e-3, 1.0, 1e3])
     exact = rng.standard_normal((40, 3))
     status, nonpos = np.full(trials, "ok"), np.zeros(trials)
-    a_trials, a_queries = ea._error_tables_plain(outs.copy(), status, nonpos, exact)
-    b_trials, b_queries = ea._error_tables_general(outs.copy(), status, nonpos, exact)
+    a_trials, a_queries = ea._error_tables(outs.copy(), status, nonpos, exact)
+    b_trials, b_queries = ea._error_tables(outs.copy(), status, nonpos, exact, masked=True)
     for a, b in ((a_trials, b_trials), (a_queries, b_queries)):
         assert list(a) == list(b)
         for key in a:
