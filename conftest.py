@@ -9,3 +9,5 @@ from __future__ import annotations
 import importlib.util
 
 collect_ignore = [] if importlib.util.find_spec("torch") is not None else ["rfkit/nn"]
+# the example study of docs/bring-your-own.md (package data, imported as `rescaled` from its own folder)
+collect_ignore.append("rfkit/studies")

@@ -218,3 +218,23 @@ def test_a_folder_named_rfkit_does_not_shadow_the_package(tmp_path: Path) -> Non
                 "affected (README, 'Installing with pip')"
             )
     assert res.returncode == 0 and res.stdout.strip() not in ("", "None"), res.stdout + res.stderr
+
+
+def test_own_file_named_like_a_builtin_study_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local studies/performer-mse.toml is what runs, by path and by name (docs/studies.md)."""
+    import re
+
+    import rfkit.study as st
+
+    (tmp_path / "studies").mkdir()
+    mine = tmp_path / "studies" / "performer-mse.toml"
+    text = (BUILTIN_STUDY_DIR / "performer-mse.toml").read_text()
+    mine.write_text(re.sub(r"(?m)^trials = \d+$", "trials = 7", text, count=1))
+    monkeypatch.chdir(tmp_path)
+    for ref in ("studies/performer-mse.toml", "performer-mse", "./studies/performer-mse.toml"):
+        assert find_study(ref).resolve() == mine.resolve(), ref
+        assert st.load_design(find_study(ref)).trials == 7, ref
+    assert st.load_design(BUILTIN_STUDY_DIR / "performer-mse.toml").trials != 7
+    assert (
+        find_study("studies/concentration.toml") == BUILTIN_STUDY_DIR / "concentration.toml"
+    )  # no local file
