@@ -20,7 +20,9 @@ import numpy as np
 from .exceptions import InvalidParameterError, MemoryLimitError
 
 __all__ = [
+    "int_rule",
     "check_int",
+    "check_ints",
     "check_n_features",
     "check_real",
     "check_option",
@@ -45,20 +47,48 @@ def _range_text(low: float | None, high: float | None, closed: str) -> str:
     return f"{left}{lo}, {hi}{right}"
 
 
+def int_rule(value: Any, *, low: int | None = 1, high: int | None = None, plain: bool = False) -> str | None:
+    """The rule of :func:`check_int` that ``value`` breaks, or None where it keeps it.
+
+    For callers that word their own message around the rule (a study file's ``{source}: `key`
+    <rule>. Got <value> instead.``). ``plain=True`` takes Python ints only (a study file's
+    integers), refusing NumPy integers; bools are never ints.
+
+    >>> int_rule(0), int_rule(3), int_rule(2.5, low=0, high=9)
+    ('must be an int in the range [1, inf)', None, 'must be an int in the range [0, 9]')
+    """
+    rule = f"must be an int in the range {_range_text(low, high, 'both')}"
+    if isinstance(value, bool) or not isinstance(value, int if plain else numbers.Integral):
+        return rule
+    v = int(value)
+    return rule if (low is not None and v < low) or (high is not None and v > high) else None
+
+
 def check_int(value: Any, name: str, owner: str, *, low: int | None = 1, high: int | None = None) -> int:
     """Return ``value`` as an int in ``[low, high]`` or raise InvalidParameterError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    rule = int_rule(value, low=low, high=high)
+    if rule is not None:
+        shown = value if isinstance(value, bool) or not isinstance(value, numbers.Integral) else int(value)
+        raise InvalidParameterError(f"The `{name}` parameter of {owner} {rule}. Got {shown!r} instead.")
+    return int(value)
+
+
+def check_ints(value: Any, name: str, owner: str, *, low: int = 1) -> np.ndarray:
+    """Return ``value`` as an integer array whose entries are all ``>= low``, or raise InvalidParameterError.
+
+    For counts that broadcast (``n_features`` or ``n_samples`` of a closed form, one per row):
+    an integer dtype, no entry below ``low``. A scalar that breaks the rule gets
+    :func:`check_int`'s message.
+    """
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu" or np.any(arr < low):
+        if arr.ndim == 0:
+            check_int(value, name, owner, low=low)
         raise InvalidParameterError(
-            f"The `{name}` parameter of {owner} must be an int in the range "
-            f"{_range_text(low, high, 'both')}. Got {value!r} instead."
+            f"The `{name}` parameter of {owner} must be ints in the range {_range_text(low, None, 'both')}. "
+            f"Got {value!r} instead."
         )
-    v = int(value)
-    if (low is not None and v < low) or (high is not None and v > high):
-        raise InvalidParameterError(
-            f"The `{name}` parameter of {owner} must be an int in the range "
-            f"{_range_text(low, high, 'both')}. Got {v!r} instead."
-        )
-    return v
+    return arr
 
 
 def check_n_features(value: Any, owner: str) -> int:

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._backend import BACKENDS
 from .._backend_random import BACKEND_DRAW_LIBRARIES, DRAWS
+from .._params import int_rule
 from ..exceptions import InvalidParameterError
 from ._design_limits import check_size
 from ._dropin_design import check_dropin_design
@@ -143,8 +144,9 @@ def validate_design(d: Design) -> None:
         raise _err(src, "kind", f"must be one of {list(KINDS)}", d.kind)
     for key in ("trials", "chunk_trials"):
         v = getattr(d, key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise _err(src, key, "must be an integer >= 1", v)
+        rule = int_rule(v, low=1, plain=True)
+        if rule is not None:
+            raise _err(src, key, rule, v)
     if d.seed is not None and (isinstance(d.seed, bool) or not isinstance(d.seed, int) or d.seed < 0):
         raise _err(src, "seed", "must be a non-negative integer", d.seed)
     _check_backend(d)
@@ -273,10 +275,9 @@ def _check_quick(d: Design) -> None:
             raise _err(
                 src, where, f"is not a key a [quick] profile overrides (allowed: {list(_QUICK_KEYS)})", key
             )
-        if key in ("trials", "chunk_trials") and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise _err(src, where, "must be an integer >= 1", value)
+        rule = int_rule(value, low=1, plain=True) if key in ("trials", "chunk_trials") else None
+        if rule is not None:
+            raise _err(src, where, rule, value)
         if key in ("data", "grid") and not isinstance(value, Mapping):
             raise _err(src, where, "must be a table", value)
         if key == "outputs" and isinstance(value, Mapping) and "figures" in value:

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_broadcast, check_int, check_same_dim, host_float_array
+from .._params import check_ints
+from .._validation import check_broadcast, check_same_dim, host_float_array
 from ..exceptions import InvalidParameterError, NumericalOverflowError, RFKitDeprecationWarning
 from ..features import CEXP, HCEXP, OPRF, Hyperbolic, Limit, Positive, Taylor, Trig
 from ._special import orf_pair_count, signed_logsumexp
@@ -182,14 +183,7 @@ def _m_array(n_features: Any, plan: _Plan | None, owner: str) -> np.ndarray:
     if n_features is None:
         assert plan is not None
         return np.asarray(plan.n_features, dtype=np.int64)
-    arr = np.asarray(n_features)
-    if arr.dtype.kind not in "iu" or np.any(arr < 1):
-        if arr.ndim == 0:
-            check_int(n_features, "n_features", owner, low=1)
-        raise InvalidParameterError(
-            f"The `n_features` parameter of {owner} must be ints >= 1. Got {n_features!r} instead."
-        )
-    return arr.astype(np.int64)
+    return check_ints(n_features, "n_features", owner).astype(np.int64)
 
 
 def _log_relative(parts: _Parts, m: np.ndarray, d: int, projection: str) -> np.ndarray:

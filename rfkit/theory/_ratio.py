@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._params import check_ints
 from .._validation import check_real, host_float_array
 from ..exceptions import InvalidParameterError, ShapeError
 from ._delta import RFADeltaMethod, delta_method
@@ -193,11 +194,7 @@ def ra_mse(variance_f: Any, n_samples: Any) -> np.ndarray:
         ``variance_f / S``.
     """
     v = host_float_array(variance_f, "variance_f")
-    S = np.asarray(n_samples)
-    if S.dtype.kind not in "iu" or np.any(S < 1):
-        raise InvalidParameterError(
-            f"The `n_samples` parameter of ra_mse must be ints >= 1. Got {n_samples!r} instead."
-        )
+    S = check_ints(n_samples, "n_samples", "ra_mse")
     if np.any(v < 0):
         raise InvalidParameterError("The `variance_f` parameter of ra_mse must be >= 0.")
     return v / S

@@ -215,6 +215,20 @@ CASES: list[Bad] = [
     ),
     # ------------------------------------------------------------------ the [quick] profile, at load time
     Bad(
+        "load_design-trials-float",
+        lambda t: st.load_design(_file(t, "trials = 4", "trials = 2.5")),
+        InvalidParameterError,
+        "`trials`",
+        "Got 2.5",
+    ),
+    Bad(
+        "load_design-quick-chunk_trials-bool",
+        lambda t: st.load_design(_toml(t, GOOD_TOML + "\n[quick]\nchunk_trials = true\n")),
+        InvalidParameterError,
+        "`quick.chunk_trials`",
+        "Got True",
+    ),
+    Bad(
         "load_design-quick-trials-0",
         lambda t: st.load_design(_toml(t, GOOD_TOML + "\n[quick]\ntrials = 0\n")),
         InvalidParameterError,

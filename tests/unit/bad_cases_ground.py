@@ -413,6 +413,15 @@ CASES: list[Bad] = [
     # ------------------------------------------------------------------ theory and bounds: the right argument, no stray warning
     Bad("ra_mse-nan-0d", lambda t: T.ra_mse(float("nan"), 4), NonFiniteInputError, "`variance_f`", "NaN"),
     Bad(
+        "ra_mse-n_samples-0-in-array",
+        lambda t: T.ra_mse([0.1, 0.2], [4, 0]),
+        InvalidParameterError,
+        "`n_samples`",
+        "[4, 0]",
+    ),
+    Bad("ra_mse-n_samples-float", lambda t: T.ra_mse(0.1, 2.5), InvalidParameterError, "`n_samples`", "2.5"),
+    Bad("ra_mse-n_samples-bool", lambda t: T.ra_mse(0.1, True), InvalidParameterError, "`n_samples`", "True"),
+    Bad(
         "ra_mse-nan-np0d",
         lambda t: T.ra_mse(np.float64("nan"), np.int64(4)),
         NonFiniteInputError,
