@@ -495,10 +495,31 @@ CASES: list[Bad] = [
     ),
     Bad(
         "max_relative_error-kind",
-        lambda t: B.max_relative_error(0.5, 64, kind="trig"),
+        lambda t: B.max_relative_error(0.5, 64, kind="gaussian"),
         InvalidParameterError,
         "`kind`",
-        "'trig'",
+        "'gaussian'",
+    ),
+    Bad(
+        "max_relative_error-orthogonal-no-d",
+        lambda t: B.max_relative_error(0.5, 64, kind="positive", projection="orthogonal"),
+        InvalidParameterError,
+        "`d`",
+        "None",
+    ),
+    Bad(
+        "max_relative_error-orthogonal-trig",
+        lambda t: B.max_relative_error(0.5, 64, kind="trig", projection="orthogonal", d=4),
+        InvalidParameterError,
+        "`projection`",
+        "'orthogonal'",
+    ),
+    Bad(
+        "chi2-A-for-positive",
+        lambda t: B.chi2_concentration(Z2, I2, Z2, I2, np.array([2.0, 1.0]), 4, 0.9, 16, kind="positive"),
+        InvalidParameterError,
+        "`A`",
+        "non-identity",
     ),
     Bad(
         "chi2-p",
