@@ -17,7 +17,6 @@ TypeError)`` idea)::
     ├── CorruptWeightsError(RFKitError, ValueError)
     ├── DrawFormatError(RFKitError, ValueError)
     ├── DataChecksumError(RFKitError, ValueError)
-    ├── DataChecksumError(RFKitError, ValueError)
     ├── BackendError(RFKitError, TypeError)
     ├── BackendNotInstalledError(RFKitError, ImportError)
     └── MemoryLimitError(RFKitError, MemoryError)
@@ -52,7 +51,6 @@ __all__ = [
     "ModelNotInstalledError",
     "CorruptWeightsError",
     "DrawFormatError",
-    "DataChecksumError",
     "DataChecksumError",
     "BackendError",
     "BackendNotInstalledError",
@@ -172,10 +170,6 @@ class CorruptWeightsError(RFKitError, ValueError):
 
 class DrawFormatError(RFKitError, ValueError):
     """A file given to ``rk.features.load_draw`` is not an rfkit draw, or has another format version."""
-
-
-class DataChecksumError(RFKitError, ValueError):
-    """A study's arrays (an ``.npz`` file, or arrays passed as ``data=``) differ from the SHA-256 recorded."""
 
 
 class DataChecksumError(RFKitError, ValueError):
