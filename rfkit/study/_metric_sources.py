@@ -61,6 +61,17 @@ def metric_is_proportion(name: str) -> bool:
 
     An unregistered name (a saved summary read back) is no proportion.
 
+    Parameters
+    ----------
+    name : str
+        A metric's name, as a summary's ``metric`` column holds it.
+
+    Returns
+    -------
+    bool
+        The record's ``proportion`` (a Wilson interval goes with the estimate); False for a name
+        no record has.
+
     >>> metric_is_proportion("coverage"), metric_is_proportion("mse")
     (True, False)
     """
