@@ -7,6 +7,12 @@ colour, line style and marker (:func:`series_styles`); PDFs embed TrueType fonts
 Each plot has a pure ``prepare_*`` function returning the exact frame that is drawn, so
 tests can check what a figure shows without rendering it.
 
+Every ``plot_*`` function takes ``ax=``: one matplotlib Axes for a single-panel plot, a sequence
+(or array) of Axes, one per panel in panel order, for a multi-panel one (the wrong number is
+refused, saying how many it needs); given, it draws there and makes no figure. Every one returns
+what it drew on: the Axes of a single-panel plot, the 1-D array of the panels' Axes of a
+multi-panel one (``.figure`` is the Figure). ``StudyResult.plot`` follows the same rule.
+
 The figure kinds a study draws are records in one registry (:class:`FigureRecord`,
 :func:`register_figure`): what a kind applies to, how its tidy frame is prepared, drawn and
 captioned, under one name (designs, ``StudyResult.figure_names()``, ``plot()``, the file).

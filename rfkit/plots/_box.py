@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from ._axes import one_axes
 from ._style import label_axes, paper_style, series_styles
 
 __all__ = ["prepare_metric_boxplot", "plot_metric_boxplot"]
@@ -69,11 +70,17 @@ def plot_metric_boxplot(
     Returns
     -------
     matplotlib.axes.Axes
-        The axes drawn on.
+        The axes drawn on (``ax`` where it is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not a matplotlib Axes.
     """
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    ax = one_axes(ax, "plot_metric_boxplot")
     frame = prepare_metric_boxplot(summary, metric, by)
     order = list(dict.fromkeys(frame["estimator"]))
     pal = {lab: sty["color"] for lab, sty in series_styles(order).items()}

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._axes import first_in_row, panel_axes
 from ._lines import panel_grid
 from ._style import label_axes, legend_for, legend_rows, paper_style, series_styles
 
@@ -98,6 +99,7 @@ def plot_mse_vs_cost(
     ylabel: str = "output MSE (median)",
     col_title: str | None = None,
     spread: bool | None = None,
+    ax: Any = None,
     size: str | None = None,
 ) -> Any:
     """An error against the cost per query: one line per family, one panel per ``col`` value.
@@ -129,13 +131,23 @@ def plot_mse_vs_cost(
         The panels' title format (``"{}"`` is replaced by the panel's value).
     spread : bool, optional
         Draw the interquartile bars; None: with up to six families.
+    ax : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per panel (``col`` value) in panel order (a single Axes for one
+        panel); the y label goes on those beginning a row. None: a new figure.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
 
     Returns
     -------
     ndarray of matplotlib.axes.Axes
-        The panels' Axes.
+        The panels' Axes, 1-D, in panel order (the given ones where ``ax`` is given).
+
+    Raises
+    ------
+    ValueError
+        For ``points`` without the columns needed, or empty.
+    InvalidParameterError
+        For ``ax`` that is not one Axes per panel.
     """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
@@ -152,6 +164,7 @@ def plot_mse_vs_cost(
     if spread is None:  # quartile bars where they stay readable
         spread = len(families) <= _BARS
     bars = spread and {"q25", "q75"} <= set(frame.columns)
+    given = None if ax is None else panel_axes(ax, len(panels), "plot_mse_vs_cost")
     with paper_style(size) as st:
         narrow = st["size"] == "one-column"
         nrow, ncol = panel_grid(len(panels), narrow)
@@ -164,10 +177,16 @@ def plot_mse_vs_cost(
             else (3 if longest <= 30 else 2)
         )
         legend_h = (0.125 * -(-len(families) // legend_cols) + 0.1) if below else 0.0
-        fig, axes = plt.subplots(
-            nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
-        )
-        flat = axes.ravel()
+        if given is None:
+            fig, axes = plt.subplots(
+                nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
+            )
+            flat = axes.ravel()
+            firsts = [axes[r][0] for r in range(nrow)]
+            owner = axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1]
+        else:
+            flat, fig = given, given[0].figure
+            firsts, owner = first_in_row(given), given[-1]
         for ax, pv in zip(flat, panels):
             g0 = frame if pv is None else frame[frame["col"] == pv]
             for fam in families:
@@ -200,8 +219,8 @@ def plot_mse_vs_cost(
                 ax.set_title((col_title or "{}").replace("{}", str(pv)))
         for ax in flat[len(panels) :]:
             ax.set_visible(False)
-        for r in range(nrow):
-            label_axes(axes[r][0], None, ylabel)
+        for first in firsts:
+            label_axes(first, None, ylabel)
         handles, names = [], []
         for ax in flat[: len(panels)]:  # every family once, in order, from whichever panel has it
             for h, n in zip(*ax.get_legend_handles_labels()):
@@ -220,7 +239,5 @@ def plot_mse_vs_cost(
                 fontsize=6 if narrow else 7,
             )
         else:
-            legend_for(
-                fig, axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1], handles, names
-            )
+            legend_for(fig, owner, handles, names)
     return flat[: len(panels)]

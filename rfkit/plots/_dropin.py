@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._axes import panel_axes
 from ._lines import plot_metric_lines
 from ._style import label_axes, legend_for, log_interval, paper_style, series_styles
 
@@ -67,7 +68,12 @@ def prepare_damage_vs_budget(summary: pd.DataFrame, metric: str) -> pd.DataFrame
 
 
 def plot_damage_vs_budget(
-    summary: pd.DataFrame, metric: str, *, col: str | None = "n_tokens", size: str | None = None
+    summary: pd.DataFrame,
+    metric: str,
+    *,
+    col: str | None = "n_tokens",
+    ax: Any = None,
+    size: str | None = None,
 ) -> Any:
     """Damage against the cost per query (``feature_dim``), one line per estimator, a panel per context.
 
@@ -81,16 +87,26 @@ def plot_damage_vs_budget(
         The damage metric drawn.
     col : str or None, default="n_tokens"
         The column whose values are the panels (the context length); None: one panel.
+    ax : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per panel in panel order (a single Axes for one panel); None: a
+        new figure.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
 
     Returns
     -------
     ndarray of matplotlib.axes.Axes
-        The panels' Axes.
+        The panels' Axes, 1-D, in panel order (the given ones where ``ax`` is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not one Axes per panel.
     """
     frame = prepare_damage_vs_budget(summary, metric)
     col = col if col is not None and col in frame.columns and frame[col].nunique() > 1 else None
+    if ax is not None:
+        ax = panel_axes(ax, 1 if col is None else frame[col].nunique(dropna=False), "plot_damage_vs_budget")
     return plot_metric_lines(
         frame,
         metric,
@@ -101,6 +117,7 @@ def plot_damage_vs_budget(
         xlabel="D per query",
         ylabel=DAMAGE_LABELS.get(metric, metric),
         col_title="{} tokens" if col == "n_tokens" else None,
+        ax=ax,
         size=size,
     )
 
@@ -140,7 +157,9 @@ def prepare_layer_damage(pairs: pd.DataFrame, column: str) -> pd.DataFrame:
     )
 
 
-def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, size: str | None = None) -> Any:
+def plot_layer_damage(
+    pairs: pd.DataFrame, panels: list[tuple[str, str]], *, ax: Any = None, size: str | None = None
+) -> Any:
     """Damage per layer, one panel per ``(model, column)``.
 
     Parameters
@@ -149,13 +168,21 @@ def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, siz
         The drop-in study's ``pairs`` table.
     panels : list of tuple of (str, str)
         The ``(model, column)`` of each panel.
+    ax : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per panel drawn (a ``(model, column)`` with measured rows), in
+        order; None: a new figure.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
 
     Returns
     -------
     ndarray of matplotlib.axes.Axes
-        The panels' Axes.
+        The panels' Axes, 1-D, in panel order (the given ones where ``ax`` is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not one Axes per panel.
     """
     import matplotlib.pyplot as plt
 
@@ -164,11 +191,16 @@ def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, siz
     labels = list(dict.fromkeys(pairs["estimator"]))
     styles = series_styles(labels)
     names = {"smollm2": "SmolLM2 (decoder)", "minilm": "MiniLM (encoder)"}
+    given = None if ax is None else panel_axes(ax, len(frames), "plot_layer_damage")
     with paper_style(size) as st:
         ncol = min(2, max(1, len(frames)))
-        nrow = -(-len(frames) // ncol)
-        fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], 2.0 * nrow + 0.6), squeeze=False)
-        flat = axes.ravel()
+        if given is None:
+            nrow = -(-len(frames) // ncol)
+            fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], 2.0 * nrow + 0.6), squeeze=False)
+            flat = axes.ravel()
+            owner = flat[min(ncol, len(frames)) - 1]
+        else:
+            flat, fig, owner = given, given[0].figure, given[-1]
         for ax, (model, column, f) in zip(flat, frames):
             for lab, g in f.groupby("estimator", sort=False):
                 sty = styles[lab]
@@ -190,7 +222,7 @@ def plot_layer_damage(pairs: pd.DataFrame, panels: list[tuple[str, str]], *, siz
         for ax in flat[len(frames) :]:
             ax.set_visible(False)
         handles, hl = flat[0].get_legend_handles_labels()
-        legend_for(fig, flat[min(ncol, len(frames)) - 1], handles, hl)
+        legend_for(fig, owner, handles, hl)
     return flat[: len(frames)]
 
 
@@ -233,7 +265,7 @@ _POINT_COLUMNS = {
 
 
 def plot_proxy_vs_damage(
-    points: pd.DataFrame, correlation: pd.DataFrame | None = None, *, size: str | None = None
+    points: pd.DataFrame, correlation: pd.DataFrame | None = None, *, ax: Any = None, size: str | None = None
 ) -> Any:
     """End-to-end damage against the per-head output MSE, one point per (estimator, budget).
 
@@ -243,13 +275,20 @@ def plot_proxy_vs_damage(
         The proxy points (:func:`rfkit.study.summaries.dropin_points`).
     correlation : pandas.DataFrame, optional
         The rank correlations (:func:`rfkit.study.summaries.proxy_correlation`) quoted in the titles.
+    ax : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per panel (model and setting) in panel order; None: a new figure.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
 
     Returns
     -------
     ndarray of matplotlib.axes.Axes
-        The panels' Axes.
+        The panels' Axes, 1-D, in panel order (the given ones where ``ax`` is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not one Axes per panel.
     """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter
@@ -259,15 +298,19 @@ def plot_proxy_vs_damage(
     labels = list(dict.fromkeys(frame["estimator"]))
     styles = series_styles(labels)
     setting = [c for c in points.columns if c not in _POINT_COLUMNS]
+    given = None if ax is None else panel_axes(ax, len(panels), "plot_proxy_vs_damage")
     with paper_style(size) as st:
         narrow = st["size"] == "one-column"
-        ncol = min(2, len(panels))
-        nrow = -(-len(panels) // ncol)
-        legend_h = 0.13 * (len(labels) if narrow else -(-len(labels) // 2)) + 0.15
-        fig, axes = plt.subplots(
-            nrow, ncol, figsize=(st["width"], 2.3 * nrow + 0.6 + legend_h), squeeze=False
-        )
-        flat = axes.ravel()
+        if given is None:
+            ncol = min(2, len(panels))
+            nrow = -(-len(panels) // ncol)
+            legend_h = 0.13 * (len(labels) if narrow else -(-len(labels) // 2)) + 0.15
+            fig, axes = plt.subplots(
+                nrow, ncol, figsize=(st["width"], 2.3 * nrow + 0.6 + legend_h), squeeze=False
+            )
+            flat = axes.ravel()
+        else:
+            flat, fig = given, given[0].figure
         for ax, name in zip(flat, panels):
             g0 = frame[frame["panel"] == name]
             for lab, g in g0.groupby("estimator", sort=False):

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._axes import panel_axes
 from ._style import paper_style
 
 __all__ = ["prepare_head_heatmap", "plot_head_heatmap", "plot_attention_matrices"]
@@ -50,6 +51,7 @@ def plot_head_heatmap(
     rows: str = "layer",
     cols: str = "head",
     colorbar_label: str | None = None,
+    ax: Any = None,
     size: str | None = None,
 ) -> Any:
     """Draw log10 of ``metric`` per (layer, head), one panel per estimator, on a shared colour scale.
@@ -71,13 +73,22 @@ def plot_head_heatmap(
         The columns whose values are the heatmap's rows and columns.
     colorbar_label : str, optional
         The colour bar's label; None: ``"log10 <metric>"``.
+    ax : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per estimator in panel order (every one gets its tick labels and
+        axis labels; the colour bar takes room from them); None: a new figure.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
 
     Returns
     -------
     ndarray of matplotlib.axes.Axes
-        The panels' Axes.
+        The panels' Axes, 1-D, one per estimator in panel order (the given ones where ``ax`` is
+        given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not one Axes per estimator.
     """
     import matplotlib.pyplot as plt
 
@@ -86,13 +97,19 @@ def plot_head_heatmap(
     logs = {lab: np.log10(mats[lab].to_numpy(dtype=float)) for lab in labels}
     finite = np.concatenate([v[np.isfinite(v)] for v in logs.values()])
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    given = None if ax is None else panel_axes(ax, len(labels), "plot_head_heatmap")
     with paper_style(size) as st:
-        ncol = min(3 if st["size"] == "one-column" else 4, len(labels))
-        nrow = -(-len(labels) // ncol)
-        shape = next(iter(mats.values())).shape if mats else (1, 1)
-        panel_w = (st["width"] - 0.6) / ncol
-        panel_h = min(panel_w * shape[0] / max(shape[1], 1), panel_w) + 0.5
-        fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.4), squeeze=False)
+        if given is None:
+            ncol = min(3 if st["size"] == "one-column" else 4, len(labels))
+            nrow = -(-len(labels) // ncol)
+            shape = next(iter(mats.values())).shape if mats else (1, 1)
+            panel_w = (st["width"] - 0.6) / ncol
+            panel_h = min(panel_w * shape[0] / max(shape[1], 1), panel_w) + 0.5
+            fig, axes = plt.subplots(nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.4), squeeze=False)
+        else:  # the given panels may lie anywhere: each has its own tick and axis labels
+            fig, axes = given[0].figure, given
+            ncol = nrow = 1
+            panel_w = given[0].get_position().width * fig.get_figwidth()
         im = None
         for i, (ax, lab) in enumerate(zip(axes.ravel(), labels)):
             m = mats[lab]
@@ -101,12 +118,14 @@ def plot_head_heatmap(
             ax.set_title("\n".join(textwrap.wrap(str(lab), chars)))
             ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
             ax.set_yticks(range(m.shape[0]), [str(r) for r in m.index])
-            bottom = i // ncol == nrow - 1 or i + ncol >= len(labels)  # bottom panel of its column
+            bottom = (
+                given is not None or i // ncol == nrow - 1 or i + ncol >= len(labels)
+            )  # bottom of its column
             if bottom:
                 ax.set_xlabel(cols)
             else:  # every panel has the same axes: tick labels on the outer panels only
                 ax.tick_params(labelbottom=False)
-            if i % ncol == 0:
+            if given is not None or i % ncol == 0:
                 ax.set_ylabel(rows)
             else:
                 ax.tick_params(labelleft=False)
@@ -114,10 +133,10 @@ def plot_head_heatmap(
             ax.set_visible(False)
         if im is not None:
             fig.colorbar(im, ax=axes.ravel().tolist(), label=colorbar_label or f"log10 {metric}", shrink=0.8)
-    return axes
+    return axes.ravel()[: len(labels)]
 
 
-def plot_attention_matrices(exact: np.ndarray, estimates: dict[str, np.ndarray]) -> Any:
+def plot_attention_matrices(exact: np.ndarray, estimates: dict[str, np.ndarray], *, ax: Any = None) -> Any:
     """Exact attention probabilities next to estimated ones (rows: queries, columns: keys).
 
     ``exact`` and each estimate are (n, n) matrices computed beforehand (e.g. with
@@ -129,19 +148,31 @@ def plot_attention_matrices(exact: np.ndarray, estimates: dict[str, np.ndarray])
         The exact attention probabilities.
     estimates : dict of str to ndarray of shape (n, n)
         The estimated ones, by label.
+    ax : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per matrix, the exact one first (``1 + len(estimates)``); None: a
+        new figure.
 
     Returns
     -------
     ndarray of matplotlib.axes.Axes
-        One Axes per matrix, the exact one first.
+        One Axes per matrix, 1-D, the exact one first (the given ones where ``ax`` is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not one Axes per matrix.
     """
     import matplotlib.pyplot as plt
 
     panels = {"exact": np.asarray(exact), **{k: np.asarray(v) for k, v in estimates.items()}}
     vmax = float(np.nanmax(panels["exact"]))
+    given = None if ax is None else panel_axes(ax, len(panels), "plot_attention_matrices")
     with paper_style() as st:
-        w = st["width"]
-        fig, axes = plt.subplots(1, len(panels), figsize=(w, w / len(panels) + 0.5), squeeze=False)
+        if given is None:
+            w = st["width"]
+            fig, axes = plt.subplots(1, len(panels), figsize=(w, w / len(panels) + 0.5), squeeze=False)
+        else:
+            fig, axes = given[0].figure, given.reshape(1, len(panels))
         im = None
         for ax, (lab, mat) in zip(axes[0], panels.items()):
             im = ax.imshow(mat, vmin=0.0, vmax=vmax, cmap="magma")

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._axes import first_in_row, panel_axes
 from ._style import dodged, label_axes, legend_for, legend_height, log_interval, paper_style, series_styles
 
 __all__ = ["prepare_metric_lines", "plot_metric_lines", "panel_grid"]
@@ -70,6 +71,7 @@ def plot_metric_lines(
     xlabel: str | None = None,
     ylabel: str | None = None,
     col_title: str | None = None,
+    ax: Any = None,
     size: str | None = None,
 ) -> Any:
     """Draw lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value.
@@ -100,13 +102,21 @@ def plot_metric_lines(
         The axis labels; None: the column and metric names.
     col_title : str, optional
         The panels' title format.
+    ax : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per panel (``col`` value) in panel order (a single Axes for one
+        panel); the y label goes on those beginning a row. None: a new figure.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
 
     Returns
     -------
     ndarray of matplotlib.axes.Axes
-        The panels' Axes.
+        The panels' Axes, 1-D, in panel order (the given ones where ``ax`` is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not one Axes per panel.
     """
     import matplotlib.pyplot as plt
 
@@ -114,15 +124,22 @@ def plot_metric_lines(
     panels = [None] if col is None else list(dict.fromkeys(frame["col"]))
     labels = list(dict.fromkeys(frame["estimator"]))
     styles = series_styles(labels)
+    given = None if ax is None else panel_axes(ax, len(panels), "plot_metric_lines")
     with paper_style(size) as st:
-        narrow = st["size"] == "one-column"
-        nrow, ncol = panel_grid(len(panels), narrow)
-        panel_h = (1.9 if narrow else 2.2) if nrow == 1 else (1.6 if narrow else 1.9)
-        legend_h = legend_height(labels) if narrow else 0.0  # the legend goes below
-        fig, axes = plt.subplots(
-            nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
-        )
-        flat = axes.ravel()
+        if given is None:
+            narrow = st["size"] == "one-column"
+            nrow, ncol = panel_grid(len(panels), narrow)
+            panel_h = (1.9 if narrow else 2.2) if nrow == 1 else (1.6 if narrow else 1.9)
+            legend_h = legend_height(labels) if narrow else 0.0  # the legend goes below
+            fig, axes = plt.subplots(
+                nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
+            )
+            flat = axes.ravel()
+            firsts = [axes[r][0] for r in range(nrow)]
+            owner = axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1]
+        else:
+            flat, fig = given, given[0].figure
+            firsts, owner = first_in_row(given), given[-1]
         for ax, pv in zip(flat, panels):
             g0 = frame if pv is None else frame[frame["col"] == pv]
             for lab, g in g0.groupby("estimator", sort=False):
@@ -149,8 +166,8 @@ def plot_metric_lines(
                 ax.set_title((col_title or f"{col} = {{}}").replace("{}", str(pv)))
         for ax in flat[len(panels) :]:
             ax.set_visible(False)
-        for r in range(nrow):
-            label_axes(axes[r][0], None, ylabel or metric)
+        for first in firsts:
+            label_axes(first, None, ylabel or metric)
         handles, names = flat[0].get_legend_handles_labels()
-        legend_for(fig, axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1], handles, names)
+        legend_for(fig, owner, handles, names)
     return flat[: len(panels)]

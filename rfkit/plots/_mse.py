@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import InvalidParameterError
+from ._axes import one_axes
 from ._style import (
     WIDE_LEGEND_MAX,
     dodged,
@@ -156,19 +157,31 @@ def plot_mse_vs_features(
     theory : DataFrame, optional
         ``StudyResult.compare_theory()`` (predicted values drawn as lines).
     metric : str, default="mse"
+        The metric drawn.
     x : str, default="n_features"
-    ax : matplotlib Axes, optional
+        The column on the x axis.
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on; None: a new figure.
     title : str, optional
+        The axes title.
     size : {"one-column", "two-column"}, optional
         Figure width (default: :func:`set_paper_size`'s choice).
 
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on (``ax`` where it is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not a matplotlib Axes, or a ``theory`` that cannot be paired with
+        the summary (:func:`prepare_mse_vs_features`).
     """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
+    ax = one_axes(ax, "plot_mse_vs_features")
     frame = prepare_mse_vs_features(summary, theory, metric=metric, x=x)
     frame = frame.assign(series=_series(frame))  # the estimator, and the other axes' values where they vary
     order = [lab for lab in dict.fromkeys(summary["estimator"]) if lab in set(frame["estimator"])]

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._axes import one_axes
 from ._style import label_axes, paper_style, series_styles
 
 __all__ = ["prepare_ratio_to_reference", "plot_ratio_to_reference"]
@@ -83,10 +84,16 @@ def plot_ratio_to_reference(
     Returns
     -------
     matplotlib.axes.Axes
-        The axes drawn on.
+        The axes drawn on (``ax`` where it is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not a matplotlib Axes.
     """
     import matplotlib.pyplot as plt
 
+    ax = one_axes(ax, "plot_ratio_to_reference")
     frame = prepare_ratio_to_reference(summary, reference, metric)
     med = frame.groupby("estimator", sort=False)["ratio"].median().sort_values(kind="stable")
     order = list(med.index)

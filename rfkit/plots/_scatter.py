@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..exceptions import InvalidParameterError
+from ._axes import panel_axes
 from ._style import paper_style, series_styles
 
 __all__ = ["prepare_kernel_scatter", "plot_kernel_scatter"]
@@ -55,6 +57,7 @@ def plot_kernel_scatter(
     *,
     cell: int | None = None,
     estimators: Sequence[str] | None = None,
+    ax: Any = None,
     axes: Any = None,
     size: str | None = None,
 ) -> Any:
@@ -66,8 +69,6 @@ def plot_kernel_scatter(
     The panels wrap into a near-square grid (rows of up to 4 on a two-column figure, 2 on a
     one-column one).
 
-    Returns the array of Axes (one per estimator).
-
     Parameters
     ----------
     pairs : pandas.DataFrame
@@ -76,20 +77,34 @@ def plot_kernel_scatter(
         Which cell (default: the first).
     estimators : sequence of str, optional
         Which estimators, in panel order (default: all, design order).
+    ax : sequence of matplotlib.axes.Axes, optional
+        The axes to draw on, one per estimator in panel order; None: a new figure.
     axes : sequence of matplotlib.axes.Axes, optional
-        The axes to draw on, one per estimator; None: a new figure.
+        The old name of ``ax``, still accepted.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
 
     Returns
     -------
     ndarray of matplotlib.axes.Axes
-        One Axes per estimator.
+        One Axes per estimator, 1-D, in panel order (the given ones where ``ax`` is given).
+
+    Raises
+    ------
+    InvalidParameterError
+        For ``ax`` that is not one Axes per estimator, or both ``ax`` and ``axes``.
     """
     import matplotlib.pyplot as plt
 
+    if ax is not None and axes is not None:
+        raise InvalidParameterError(
+            "The `ax` parameter of plot_kernel_scatter and its old name `axes` cannot both be given. "
+            f"Got ax={ax!r:.60} and axes={axes!r:.60}."
+        )
+    ax = ax if ax is not None else axes
     frame = prepare_kernel_scatter(pairs, cell=cell, estimators=estimators)
     labels = list(frame["estimator"].cat.categories)
+    given = None if ax is None else panel_axes(ax, len(labels), "plot_kernel_scatter")
     styles = series_styles(labels)
     est = frame["estimate"].to_numpy(dtype=float)
     est = est[np.isfinite(est)]
@@ -99,7 +114,7 @@ def plot_kernel_scatter(
     pad = 0.05 * (hi - lo) if hi > lo else 0.1 * abs(hi) + 1e-12
     lim = (lo - pad, hi + pad)
     with paper_style(size) as st:
-        if axes is None:
+        if given is None:
             n = max(len(labels), 1)
             most = 2 if st["size"] == "one-column" else 4
             nrow = -(-n // most)
@@ -118,6 +133,7 @@ def plot_kernel_scatter(
                     ax.set_xlabel("true exp(x·y)")
                     ax.xaxis.set_tick_params(labelbottom=True)
         else:
+            axes = given
             axes[0].set_ylabel("estimate (one draw)")
             for ax in axes:
                 ax.set_xlabel("true exp(x·y)")
