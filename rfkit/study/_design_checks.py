@@ -144,9 +144,9 @@ def validate_design(d: Design) -> None:
         raise _err(src, "kind", f"must be one of {list(KINDS)}", d.kind)
     for key in ("trials", "chunk_trials"):
         v = getattr(d, key)
-        rule = int_rule(v, low=1, plain=True)
-        if rule is not None:
-            raise _err(src, key, rule, v)
+        broken = int_rule(v, low=1, plain=True)
+        if broken is not None:
+            raise _err(src, key, broken, v)
     if d.seed is not None and (isinstance(d.seed, bool) or not isinstance(d.seed, int) or d.seed < 0):
         raise _err(src, "seed", "must be a non-negative integer", d.seed)
     _check_backend(d)
@@ -275,9 +275,9 @@ def _check_quick(d: Design) -> None:
             raise _err(
                 src, where, f"is not a key a [quick] profile overrides (allowed: {list(_QUICK_KEYS)})", key
             )
-        rule = int_rule(value, low=1, plain=True) if key in ("trials", "chunk_trials") else None
-        if rule is not None:
-            raise _err(src, where, rule, value)
+        broken = int_rule(value, low=1, plain=True) if key in ("trials", "chunk_trials") else None
+        if broken is not None:
+            raise _err(src, where, broken, value)
         if key in ("data", "grid") and not isinstance(value, Mapping):
             raise _err(src, where, "must be a table", value)
         if key == "outputs" and isinstance(value, Mapping) and "figures" in value:
