@@ -102,8 +102,9 @@ class FigureRecord:
         ``figures`` is given.
     draw : callable, optional
         ``draw(frame, ax)``: draws the frame on ``ax``, a matplotlib Axes on a new figure of the
-        paper size in force, inside :func:`rfkit.plots.paper_style`; its return value is not
-        used. Required unless ``figures`` is given.
+        paper size in force, inside :func:`rfkit.plots.paper_style` (or the Axes given to
+        ``StudyResult.plot(name, ax=...)``); its return value is not used. Required unless
+        ``figures`` is given.
     caption : str or callable, optional
         The figure's caption line: a text, or ``caption(design, frame)`` -> text; None: the study's
         caption, naming the study and every setting fixed in the frame (not in ``shown``).
@@ -114,7 +115,10 @@ class FigureRecord:
     figures : callable, optional
         The full form, for a kind that draws several figures: ``figures(inputs)`` -> a list of
         ``(file name, draw)`` pairs, ``draw(size)`` returning the captioned matplotlib Figure.
-        Given, it replaces ``prepare``, ``draw`` and ``caption``.
+        Given, it replaces ``prepare``, ``draw`` and ``caption``. A ``draw`` that also takes the
+        keyword ``ax`` (``draw(size, *, ax=None)``: the Axes, or one per panel, to draw into,
+        without a caption; it returns their Figure) lets ``StudyResult.plot(name, ax=...)`` draw
+        the figure into a user's axes, as rfkit's own kinds do; one without it refuses ``ax``.
     shown : tuple of str, default=()
         Grid axes the figure shows (x axis, panels, series): the default caption leaves them out.
     description : str, default=""

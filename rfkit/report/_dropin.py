@@ -66,9 +66,12 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
             if rows.empty:
                 continue
 
-            def draw_budget(size: str | None, metric: str = metric, rows: pd.DataFrame = rows) -> Any:
-                axes = plot_damage_vs_budget(rows, metric, size=size)
-                add_caption(axes[0].figure, caption(design, rows, ("feature_dim", "n_tokens")))
+            def draw_budget(
+                size: str | None, metric: str = metric, rows: pd.DataFrame = rows, *, ax: Any = None
+            ) -> Any:
+                axes = plot_damage_vs_budget(rows, metric, ax=ax, size=size)
+                if ax is None:  # given axes: the caller's figure, no caption
+                    add_caption(axes[0].figure, caption(design, rows, ("feature_dim", "n_tokens")))
                 return axes[0].figure
 
             plan.append((f"{metric}_vs_budget", draw_budget))
@@ -81,9 +84,12 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
             suffix = "".join(f"_{a}-{rows[a].iloc[0]}" for a in grid_cols if a in rows.columns)
             for name, panels in (("damage_per_layer", _LAYER_PANELS), ("head_mse_per_layer", _PROXY_PANELS)):
 
-                def draw_layers(size: str | None, rows: pd.DataFrame = rows, panels: Any = panels) -> Any:
-                    axes = plot_layer_damage(rows, panels, size=size)
-                    add_caption(axes[0].figure, caption(design, rows, ("layer",)))
+                def draw_layers(
+                    size: str | None, rows: pd.DataFrame = rows, panels: Any = panels, *, ax: Any = None
+                ) -> Any:
+                    axes = plot_layer_damage(rows, panels, ax=ax, size=size)
+                    if ax is None:
+                        add_caption(axes[0].figure, caption(design, rows, ("layer",)))
                     return axes[0].figure
 
                 plan.append((f"{name}{suffix}", draw_layers))
@@ -97,9 +103,10 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
         corr = proxy_correlation(trials, grid_cols)
         points = shown(points)
 
-        def draw_proxy(size: str | None) -> Any:
-            axes = plot_proxy_vs_damage(points, corr, size=size)
-            add_caption(axes[0].figure, caption(design, None, ("feature_dim", "n_tokens")))
+        def draw_proxy(size: str | None, *, ax: Any = None) -> Any:
+            axes = plot_proxy_vs_damage(points, corr, ax=ax, size=size)
+            if ax is None:
+                add_caption(axes[0].figure, caption(design, None, ("feature_dim", "n_tokens")))
             return axes[0].figure
 
         plan.append(("proxy_vs_damage", draw_proxy))

@@ -32,6 +32,7 @@ from ..plots import (
     plot_ratio_to_reference,
     prepare_mse_vs_cost,
 )
+from ..plots._axes import one_axes
 from ..plots._registry import FigureInputs, FigureRecord, figure_record, figure_records, register_figure
 from ..study import FIGURE_KINDS as STUDY_FIGURE_KINDS
 from ..study import resolve_figure_kind
@@ -173,10 +174,14 @@ def record_plan(record: FigureRecord, inputs: FigureInputs) -> Plan:
         return []
     draw_frame = record.draw
 
-    def draw(size: str | None) -> Any:
+    def draw(size: str | None, *, ax: Any = None) -> Any:
         import matplotlib.pyplot as plt
 
+        given = one_axes(ax, f"the figure {record.name!r}")
         with paper_style(size) as style:
+            if given is not None:  # the caller's axes and figure: drawn into, no caption
+                draw_frame(frame, given)
+                return given.figure
             fig, ax = plt.subplots(figsize=style["figsize"])
             draw_frame(frame, ax)
             text = record.caption_text(inputs.design, frame)
@@ -186,8 +191,13 @@ def record_plan(record: FigureRecord, inputs: FigureInputs) -> Plan:
     return [(record.name, draw)]
 
 
-def _captioned(fig: Any, design: Any, rows: pd.DataFrame | None, shown: tuple[str, ...]) -> Any:
-    add_caption(fig, caption(design, rows, shown))
+def _captioned(
+    fig: Any, design: Any, rows: pd.DataFrame | None, shown: tuple[str, ...], ax: Any = None
+) -> Any:
+    """``fig`` with the study's caption line; drawn into given axes (``ax``), the figure is the
+    caller's and gets no caption."""
+    if ax is None:
+        add_caption(fig, caption(design, rows, shown))
     return fig
 
 
@@ -208,15 +218,16 @@ def _ratio_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str], ref
     cell_axes = [c for c in grid_cols if c not in ("layer", "head", "dataset")]
     for suffix, rows in _groups(summary, cell_axes):
 
-        def draw(size: str | None, rows: pd.DataFrame = rows) -> Any:
-            ax = plot_ratio_to_reference(
+        def draw(size: str | None, rows: pd.DataFrame = rows, *, ax: Any = None) -> Any:
+            drawn = plot_ratio_to_reference(
                 rows,
                 reference,
                 metric="mse",
                 ylabel=f"attention-output MSE\n/ MSE of {reference}",
+                ax=ax,
                 size=size,
             )
-            return _captioned(ax.figure, design, rows, ("layer", "head", "dataset"))
+            return _captioned(drawn.figure, design, rows, ("layer", "head", "dataset"), ax)
 
         plan.append((f"mse_ratio_to_reference{suffix}", draw))
     return plan
@@ -234,10 +245,17 @@ def _mse_figures(design: Any, summary: pd.DataFrame, theory: pd.DataFrame, grid_
                 continue
 
             def draw(
-                size: str | None, rows: pd.DataFrame = rows, th: pd.DataFrame = th, metric: str = metric
+                size: str | None,
+                rows: pd.DataFrame = rows,
+                th: pd.DataFrame = th,
+                metric: str = metric,
+                *,
+                ax: Any = None,
             ) -> Any:
-                ax = plot_mse_vs_features(rows, th if not th.empty else None, metric=metric, x=x, size=size)
-                return _captioned(ax.figure, design, rows, (x,))
+                drawn = plot_mse_vs_features(
+                    rows, th if not th.empty else None, metric=metric, x=x, ax=ax, size=size
+                )
+                return _captioned(drawn.figure, design, rows, (x,), ax)
 
             plan.append((f"{metric}_vs_features{suffix}", draw))
     return plan
@@ -247,10 +265,10 @@ def _scatter_figure(design: Any, pairs: pd.DataFrame, grid_cols: list[str]) -> P
     plan: Plan = []
     for suffix, rows in facets(pairs, grid_cols):
 
-        def draw(size: str | None, rows: pd.DataFrame = rows) -> Any:
-            axes = plot_kernel_scatter(rows, size=size)  # the facet's first cell
+        def draw(size: str | None, rows: pd.DataFrame = rows, *, ax: Any = None) -> Any:
+            axes = plot_kernel_scatter(rows, ax=ax, size=size)  # the facet's first cell
             first = rows[rows["cell"] == rows["cell"].min()]
-            return _captioned(axes[0].figure, design, first, ())
+            return _captioned(axes[0].figure, design, first, (), ax)
 
         plan.append((f"kernel_scatter{suffix}", draw))
     return plan
@@ -263,9 +281,11 @@ def _box_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) -> Pl
             continue
         for suffix, rows in facets(summary, grid_cols):
 
-            def draw(size: str | None, rows: pd.DataFrame = rows, metric: str = metric) -> Any:
-                ax = plot_metric_boxplot(rows, metric, size=size)
-                return _captioned(ax.figure, design, rows, ("dataset",))
+            def draw(
+                size: str | None, rows: pd.DataFrame = rows, metric: str = metric, *, ax: Any = None
+            ) -> Any:
+                drawn = plot_metric_boxplot(rows, metric, ax=ax, size=size)
+                return _captioned(drawn.figure, design, rows, ("dataset",), ax)
 
             plan.append((f"boxplot_{metric}{suffix}", draw))
     return plan
@@ -309,7 +329,7 @@ def _lines_figures(
             continue
         xlabel = {"degree": "degree n", "samples": _SAMPLES_LABEL}.get(x, x)
 
-        def draw(size: str | None, metric: str = metric, xlabel: str = xlabel) -> Any:
+        def draw(size: str | None, metric: str = metric, xlabel: str = xlabel, *, ax: Any = None) -> Any:
             axes = plot_metric_lines(
                 summary,
                 metric,
@@ -319,9 +339,10 @@ def _lines_figures(
                 xlabel=xlabel,
                 ylabel=labels.get(metric, metric),
                 col_title=_PANEL_TITLES.get(col or ""),
+                ax=ax,
                 size=size,
             )
-            return _captioned(axes[0].figure, design, summary, (x, col or ""))
+            return _captioned(axes[0].figure, design, summary, (x, col or ""), ax)
 
         plan.append((f"{metric}_vs_{x}", draw))
     return plan
@@ -331,7 +352,7 @@ def _cost_figure(design: Any, timings: pd.DataFrame, grid_cols: list[str]) -> Pl
     col = next((c for c in grid_cols if c != "samples"), None)
     frame = timings.rename(columns={"seconds_median": "estimate"}).assign(metric="seconds", mcse=0.0)
 
-    def draw(size: str | None) -> Any:
+    def draw(size: str | None, *, ax: Any = None) -> Any:
         axes = plot_metric_lines(
             frame,
             "seconds",
@@ -341,9 +362,10 @@ def _cost_figure(design: Any, timings: pd.DataFrame, grid_cols: list[str]) -> Pl
             xlabel=_SAMPLES_LABEL,
             ylabel="median seconds per call",
             col_title=_PANEL_TITLES.get(col or ""),
+            ax=ax,
             size=size,
         )
-        return _captioned(axes[0].figure, design, frame, ("samples", col or ""))
+        return _captioned(axes[0].figure, design, frame, ("samples", col or ""), ax)
 
     return [("cost_vs_samples", draw)]
 
@@ -354,9 +376,11 @@ def _heatmap_figure(design: Any, summary: pd.DataFrame, grid_cols: list[str]) ->
     plan: Plan = []
     for suffix, rows in _groups(summary, other):
 
-        def draw(size: str | None, rows: pd.DataFrame = rows) -> Any:
-            axes = plot_head_heatmap(rows, "mse", colorbar_label="log10 attention-output MSE", size=size)
-            return _captioned(axes.ravel()[0].figure, design, rows, ("layer", "head"))
+        def draw(size: str | None, rows: pd.DataFrame = rows, *, ax: Any = None) -> Any:
+            axes = plot_head_heatmap(
+                rows, "mse", colorbar_label="log10 attention-output MSE", ax=ax, size=size
+            )
+            return _captioned(axes[0].figure, design, rows, ("layer", "head"), ax)
 
         plan.append((f"mse_by_layer_head{suffix}", draw))
     return plan
@@ -375,7 +399,9 @@ def _coverage_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) 
         ("tightness_vs_p", "rms_over_bound", True, "max RMS relative error / bound"),
     ):
 
-        def draw(size: str | None, metric: str = metric, logy: bool = logy, ylabel: str = ylabel) -> Any:
+        def draw(
+            size: str | None, metric: str = metric, logy: bool = logy, ylabel: str = ylabel, *, ax: Any = None
+        ) -> Any:
             axes = plot_metric_lines(
                 sub,
                 metric,
@@ -385,21 +411,22 @@ def _coverage_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) 
                 xlabel="target probability p",
                 ylabel=ylabel,
                 col_title=_PANEL_TITLES.get(col or ""),
+                ax=ax,
                 size=size,
             )
             fig = axes[0].figure
             if metric == "coverage":
-                for ax in axes:
-                    ax.plot([0, 1], [0, 1], color="0.4", ls=(0, (1, 1)), lw=0.8, label="_diagonal")
-                    ax.set_xlim(0.0, 1.02)
-                    ax.set_ylim(0.0, 1.05)
+                for panel in axes:
+                    panel.plot([0, 1], [0, 1], color="0.4", ls=(0, (1, 1)), lw=0.8, label="_diagonal")
+                    panel.set_xlim(0.0, 1.02)
+                    panel.set_ylim(0.0, 1.05)
                 old = fig.legends[0] if fig.legends else next(a.get_legend() for a in axes if a.get_legend())
                 old.remove()
                 handles, labels = axes[0].get_legend_handles_labels()
                 handles.append(axes[0].lines[-1])
                 labels.append("coverage = p (the theorem: at least this)")
                 legend_for(fig, axes[len(axes) - 1 if len(axes) < 3 else 2], handles, labels)
-            return _captioned(fig, design, sub, ("p", col or ""))
+            return _captioned(fig, design, sub, ("p", col or ""), ax)
 
         plan.append((name, draw))
     return plan
@@ -430,9 +457,9 @@ def _cost_lines_figure(design: Any, summary: pd.DataFrame, grid_cols: list[str])
     what = {"layer": "heads", "head": "heads", "dataset": "data sets"}
     ylabel = "output MSE" + (f" (median over {what[over[0]]})" if over else "")
 
-    def draw(size: str | None) -> Any:
-        axes = plot_mse_vs_cost(points, ylabel=ylabel, size=size)
-        return _captioned(axes[0].figure, design, summary, (*point, *panel_axes, *over))
+    def draw(size: str | None, *, ax: Any = None) -> Any:
+        axes = plot_mse_vs_cost(points, ylabel=ylabel, ax=ax, size=size)
+        return _captioned(axes[0].figure, design, summary, (*point, *panel_axes, *over), ax)
 
     return [("mse_vs_cost", draw)]
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import base64
 import html
+import inspect
 import io
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from ..exceptions import InvalidParameterError
+from ..plots._axes import figure_axes
 from ..plots._registry import figure_records
 from ..study import resolve_figure_kind
 from ..tables import format_mcse
@@ -80,7 +84,9 @@ def figure_names(result: StudyResult) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def plot_result(result: StudyResult, name: str | None = None, size: str | None = None) -> Any:
+def plot_result(
+    result: StudyResult, name: str | None = None, size: str | None = None, *, ax: Any = None
+) -> Any:
     """One figure of a result by kind or saved name; see :meth:`rfkit.study.StudyResult.plot`.
 
     ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`rfkit.plots.set_paper_size`'s choice).
@@ -93,12 +99,51 @@ def plot_result(result: StudyResult, name: str | None = None, size: str | None =
         A figure kind or saved figure name; None: the first figure of the study.
     size : {"one-column", "two-column"}, optional
         The figure width; None: :func:`rfkit.plots.set_paper_size`'s choice.
+    ax : matplotlib.axes.Axes or sequence of Axes, optional
+        The axes to draw into: one Axes for a figure of one panel, one per panel (in panel order)
+        for a figure of several; the figure is the caller's and gets no caption line. None: a new,
+        captioned, paper-sized figure.
 
     Returns
     -------
-    matplotlib.figure.Figure
-        The figure.
+    matplotlib.axes.Axes or ndarray of matplotlib.axes.Axes
+        What was drawn on: the Axes of a figure of one panel, the 1-D array of the panels' Axes
+        of a figure of several (the given ones where ``ax`` is given); ``.figure`` is the Figure.
+
+    Raises
+    ------
+    InvalidParameterError
+        For a name that is not a figure of this result, ``ax`` that is not one Axes per panel,
+        or ``ax`` given for a figure whose record draws whole figures only (``draw(size)``).
     """
+    draw, shown = _figure_draw(result, name)
+    if ax is None:
+        return figure_axes(draw(size))
+    if not _takes_ax(draw):
+        raise InvalidParameterError(
+            f"The `ax` parameter of StudyResult.plot cannot be used for the figure {shown!r}: its record's "
+            "`figures` function draws whole figures (its draw(size) takes no `ax`). Got "
+            f"{type(ax).__name__} {ax!r:.60}; call plot({shown!r}) without `ax`."
+        )
+    from matplotlib.axes import Axes
+
+    draw(size, ax=ax)
+    if isinstance(ax, Axes):
+        return ax
+    return np.asarray(ax, dtype=object).ravel()
+
+
+def _takes_ax(draw: Callable[..., Any]) -> bool:
+    """Whether a figure's ``draw`` takes the keyword ``ax`` (rfkit's own and short-form records do)."""
+    try:
+        params = inspect.signature(draw).parameters.values()
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return False
+    return any(p.name == "ax" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _figure_draw(result: StudyResult, name: str | None) -> tuple[Callable[..., Any], str]:
+    """The ``draw`` of one figure of a result by kind or saved name (None: the first), and its name."""
     summary, theory = result.summary(), result.compare_theory()
     plans = [(kind, _plan(result, kind, summary, theory)) for kind in _kinds(result)]
     plans = [(kind, plan) for kind, plan in plans if plan]
@@ -108,13 +153,13 @@ def plot_result(result: StudyResult, name: str | None = None, size: str | None =
                 f"study {result.design.name!r} has no figure to draw (none of the registered figure "
                 f"kinds {[r.name for r in figure_records()]} applies to it)."
             )
-        return plans[0][1][0][1](size)
+        return plans[0][1][0][1], plans[0][1][0][0]
     if isinstance(name, str):
         name = resolve_figure_kind(name)  # an old kind name: warned, drawn under its new one
     for kind, plan in plans:
         for stem, draw in plan:
             if stem == name or kind == name:
-                return draw(size)
+                return draw, stem
     names = [stem for _, plan in plans for stem, _ in plan]
     raise InvalidParameterError(
         f"The `name` parameter of StudyResult.plot must be a figure of study {result.design.name!r}: "
@@ -194,7 +239,7 @@ def _first_figure_html(result: StudyResult) -> str:
     if not declared:
         return ""
     try:
-        fig = plot_result(result, declared[0])
+        fig = _figure_draw(result, declared[0])[0](None)
     except ImportError:  # pragma: no cover - matplotlib is an optional dependency
         return "<p><small>(install matplotlib to see the figures)</small></p>"
     buf = io.BytesIO()

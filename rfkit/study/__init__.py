@@ -6,7 +6,7 @@ Example (not executed here)::
     result = rk.study.run("studies/performer-mse.toml", rng=0, executor="processes", out="out/p")
     result.summary(); result.compare_theory()
     result                                   # in Jupyter: design, provenance, summary, first figure
-    result.plot("mse_vs_features")           # a matplotlib Figure, drawn from the tables
+    result.plot("mse_vs_features")           # its Axes (ax=: into yours), drawn from the tables
     again = rk.study.load("out/p")           # reopen a finished run
     rk.study.compare(before, after)          # metric differences with combined MCSE and z
 

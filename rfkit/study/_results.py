@@ -154,8 +154,8 @@ class StudyResult:
         """
         return _presentation().figure_names(self)
 
-    def plot(self, name: str | None = None) -> Any:
-        """Draw one figure of the study from its tables; returns the matplotlib ``Figure``.
+    def plot(self, name: str | None = None, *, ax: Any = None, **kwargs: Any) -> Any:
+        """Draw one figure of the study from its tables; returns the Axes drawn on.
 
         Parameters
         ----------
@@ -169,13 +169,28 @@ class StudyResult:
             figure the study declares. The figures are those of the report (:mod:`rfkit.report`, drawn with
             :mod:`rfkit.plots`) from ``summary()``, ``compare_theory()`` and the saved tables;
             nothing is recomputed.
+        ax : matplotlib.axes.Axes or sequence of Axes, optional
+            The axes to draw into: one Axes for a figure of one panel, a sequence (or array) of
+            Axes, one per panel in panel order, for a figure of several. The figure is yours: it
+            gets no caption line. None: a new paper-sized figure, captioned as in the report.
+        **kwargs
+            Passed to :func:`rfkit.report.plot_result`: ``size`` (``"one-column"`` or
+            ``"two-column"``) for a new figure.
+
+        Returns
+        -------
+        matplotlib.axes.Axes or ndarray of matplotlib.axes.Axes
+            What was drawn on, as every ``rfkit.plots.plot_*`` function returns it: the Axes of a
+            figure of one panel, the 1-D array of the panels' Axes of a figure of several (the
+            given ones where ``ax`` is given). The Figure is ``.figure`` of any of them.
 
         Raises
         ------
         InvalidParameterError
-            For a name that is not a figure of this result (the message lists those that are).
+            For a name that is not a figure of this result (the message lists those that are), or
+            ``ax`` that is not one Axes per panel (the message says how many the figure needs).
         """
-        return _presentation().plot_result(self, name)
+        return _presentation().plot_result(self, name, ax=ax, **kwargs)
 
     def _repr_html_(self) -> str:
         """Notebook display: the theory verdict, the design, the provenance, the summary table, the first figure."""

@@ -114,7 +114,7 @@ def test_a_study_draws_it_from_its_summary(tmp_path):
     )
     res = st.run(d, out=tmp_path / "o")
     assert res.figure_names()[0] == "mse_vs_cost"  # the declared figure first
-    fig = res.plot("mse_vs_cost")
+    fig = np.atleast_1d(res.plot("mse_vs_cost"))[0].figure  # the Axes drawn on (one per panel)
     try:
         ax = fig.axes[0]
         assert "median over data sets" in " ".join(ax.get_ylabel().split())

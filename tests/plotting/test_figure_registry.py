@@ -74,7 +74,7 @@ def test_the_cost_figure_has_one_name():
     res = st.run(_attention_design(), rng=0)
     names = res.figure_names()
     assert names[:2] == ["mse_vs_samples", "cost_vs_samples"]  # the declared figures first
-    fig = res.plot("cost_vs_samples")
+    fig = res.plot("cost_vs_samples").figure
     assert "seconds" in fig.axes[0].get_ylabel()
     plt.close("all")
 
@@ -99,10 +99,7 @@ def test_a_declared_kind_is_among_figure_names_even_when_it_draws_several_figure
     res = st.run(_kernel_design(metrics=["rel_mse"], outputs={"figures": ["mse_vs_features"]}), rng=0)
     names = res.figure_names()
     assert names[:2] == ["mse_vs_features", "rel_mse_vs_features"]
-    assert (
-        res.plot("mse_vs_features").axes[0].get_ylabel()
-        == res.plot("rel_mse_vs_features").axes[0].get_ylabel()
-    )
+    assert res.plot("mse_vs_features").get_ylabel() == res.plot("rel_mse_vs_features").get_ylabel()
     plt.close("all")
 
 
@@ -253,7 +250,7 @@ def test_a_figure_kind_of_your_own_in_one_file(user_figure_module, tmp_path):
     assert "my spread figure of my-study: 4 points" in module.DRAWN[-1]._suptitle.get_text()
 
     assert res.figure_names()[:2] == ["my_spread", "mse_vs_features"]  # the declared order
-    fig = res.plot("my_spread")
+    fig = res.plot("my_spread").figure
     assert fig.axes[0].get_ylabel() == "my MSE"
     assert fig._suptitle.get_text() == "my spread figure of my-study: 4 points"
     plt.close("all")

@@ -212,7 +212,7 @@ def test_every_quick_figure_is_paper_ready(quick_results, study, size, tmp_path)
 def test_figure_names_are_the_drawn_figures_in_order(quick_results):
     result = _result(quick_results, "performer-mse")
     assert result.figure_names() == ["mse_vs_features", "rel_mse_vs_features", "kernel_scatter"]
-    fig = result.plot("rel_mse_vs_features")
+    fig = result.plot("rel_mse_vs_features").figure
     assert "relative MSE" in fig.axes[0].get_ylabel()
     plt.close(fig)
 
@@ -221,12 +221,12 @@ def test_set_paper_size_is_one_option(quick_results):
     result = _result(quick_results, "performer-mse")
     try:
         rkp.set_paper_size("one-column")
-        fig = result.plot()
+        fig = result.plot().figure
         assert fig.get_figwidth() == pytest.approx(3.5)
         plt.close(fig)
     finally:
         rkp.set_paper_size("two-column")
-    fig = result.plot()
+    fig = result.plot().figure
     assert fig.get_figwidth() == pytest.approx(7.0)
     plt.close(fig)
     with pytest.raises(ValueError, match="one-column"):

@@ -291,7 +291,7 @@ def test_example_study_through_the_cli_and_the_notebook_api(tmp_path):
     pd.testing.assert_frame_equal(same.trials, result.trials, check_exact=True)
     mse = same.summary().query("metric == 'mse'").set_index(["estimator", "n_features"])["estimate"]
     assert mse["rescaled"].lt(mse["positive"]).all()  # the balanced rescaling wins on this data
-    fig = result.plot("mse_vs_features")
+    fig = result.plot("mse_vs_features").figure  # plot returns the Axes drawn on
     assert type(fig).__name__ == "Figure" and fig.axes[0].get_xscale() == "log"
     html = result._repr_html_()
     assert "rescaled:RescaledPositive" in html and "data:image/png;base64," in html and "± " in html
@@ -515,7 +515,7 @@ def test_docs_examples_are_one_file_plus_one_registration_each(registry):
     assert "sphere" in st.DATA_SOURCES and "rms_rel_err" in st.METRICS_BY_KIND["kernel"]
     assert "rms_rel_err" not in st.METRICS_BY_KIND["attention"]
     assert "my_rel_mse" in serial.figure_names()  # the figure of my_figures.py, declared in [outputs]
-    fig = serial.plot("my_rel_mse")
+    fig = serial.plot("my_rel_mse").figure
     assert fig.axes[0].get_ylabel() == "relative MSE"
     assert fig._suptitle.get_text() == "mine: relative MSE of 2 estimators"
 
