@@ -35,6 +35,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 
 import rfkit.study as st  # noqa: E402
 from rfkit.report import plot_result  # noqa: E402
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                         progress=False,
                     )
                     print(f"ran {study}{' (quick)' if quick else ''} in {time.perf_counter() - t0:.0f} s")
-            fig = plot_result(runs[key], figure, size="two-column")
+            drawn = plot_result(runs[key], figure, size="two-column")  # its Axes, or one per panel
+            fig = (drawn if isinstance(drawn, Axes) else drawn[0]).figure
             path = args.out_dir / image
             fig.savefig(path, dpi=args.dpi)
             plt.close(fig)
