@@ -34,6 +34,7 @@ import numpy as np
 from .. import data as rkdata
 from ..exceptions import DataChecksumError, InvalidParameterError, ShapeError
 from ..study import DataSourceRecord, register_data_source
+from .transformers import _libraries, capture_qkv
 
 __all__ = ["model_fingerprint", "resolve_model_folder"]
 
@@ -117,8 +118,6 @@ def model_fingerprint(folder: str | Path, gguf_file: str | None = None) -> str:
 @functools.lru_cache(maxsize=2)
 def _loaded(folder: str, gguf_file: str | None) -> tuple[Any, Any, bool]:
     """``(model, tokenizer, causal)`` loaded offline (one per process and model)."""
-    from .transformers import _libraries
-
     torch, transformers = _libraries()
     kw: dict[str, Any] = {"local_files_only": True}
     if gguf_file is not None:
@@ -180,8 +179,6 @@ def _layer_qkv(
     folder: str, gguf_file: str | None, texts: tuple[str, ...], layer: int, max_len: int, scale: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q, k, v (texts, heads, tokens, d_h), float64, of every head of one layer (kept for the process)."""
-    from .transformers import _libraries, capture_qkv
-
     torch, _ = _libraries()
     model, tokenizer, _ = _loaded(folder, gguf_file)
     ids = torch.as_tensor(_token_ids(tokenizer, texts, max_len))
