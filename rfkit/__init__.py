@@ -31,6 +31,7 @@ __all__ = [
     "log_gaussian_kernel",
     "threads",
     *_LAZY,
+    "advise",
 ]
 
 
@@ -39,8 +40,12 @@ def __getattr__(name: str) -> Any:
         module = importlib.import_module(f".{name}", __name__)
         globals()[name] = module
         return module
+    if name == "advise":  # rfkit.advice.advise, loaded on first use (it needs pandas)
+        func = importlib.import_module(".advice", __name__).advise
+        globals()[name] = func
+        return func
     raise AttributeError(f"module 'rfkit' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"advise"})

@@ -45,6 +45,7 @@ from typing import Any, NoReturn
 
 from .._version import __version__
 from ..exceptions import RFKitError, RunFolderError, StudyError
+from ._advise import add_advise
 from ._bound import UserError, add_bound
 from ._study_args import add_study_commands
 
@@ -131,7 +132,7 @@ def _fill_help(parser: argparse.ArgumentParser) -> None:
 
 
 # ----------------------------------------------------------------------------- entry point
-_SUBCOMMANDS: list[Callable[[Any], None]] = [add_study_commands, add_bound]
+_SUBCOMMANDS: list[Callable[[Any], None]] = [add_study_commands, add_bound, add_advise]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show the full traceback of an unexpected error on stderr"
     )
-    sub = parser.add_subparsers(dest="command", metavar="{list,run,bound}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="{list,run,bound,advise}", parser_class=_Parser)
     sub.required = True
     for add in _SUBCOMMANDS:
         add(sub)
