@@ -392,10 +392,14 @@ def advise(
     reason = f"simulated MSE {first['simulated MSE']:.3g} ± {first['MCSE']:.2g} over {H} head(s)"
     if len(table) > 1:
         second = table.iloc[1]
-        gap = (second["simulated MSE"] - first["simulated MSE"]) / math.hypot(first["MCSE"], second["MCSE"])
+        se = math.hypot(first["MCSE"], second["MCSE"])
+        apart = (
+            f"{(second['simulated MSE'] - first['simulated MSE']) / se:.1f} standard errors apart"
+            if se > 0
+            else "both deterministic"
+        )
         reason += (
-            f", next {second['estimator']} at {second['simulated MSE']:.3g} ± {second['MCSE']:.2g} "
-            f"({gap:.1f} standard errors apart)"
+            f", next {second['estimator']} at {second['simulated MSE']:.3g} ± {second['MCSE']:.2g} ({apart})"
         )
     if first["theory"] != "in domain":
         reason += f"; its theory: {first['theory']}"

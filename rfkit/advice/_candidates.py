@@ -143,9 +143,15 @@ def candidates(budget: int, dim: int, causal: bool) -> tuple[list[Candidate], di
                     f"a budget of {budget} leaves no keys for top_k and samples"
                 )
                 continue
-            opts = {"block_size": QUEST_BLOCK} if scorer == "quest" else {}
             est = attention.Hybrid(
-                window=w, n_global=g, causal=causal, scorer=scorer, remainder=rem, **split, **opts
+                window=w,
+                n_global=g,
+                causal=causal,
+                scorer=scorer,
+                remainder=rem,
+                top_k=split.get("top_k"),
+                n_samples=split.get("n_samples"),
+                block_size=QUEST_BLOCK if scorer == "quest" else 16,
             )
             rest = f"{split['n_samples']} {rem} samples" if "n_samples" in split else "no remainder"
             name = f"window {w} + {g} sinks + top {split['top_k']} {scorer} + {rest}"

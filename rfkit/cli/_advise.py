@@ -58,7 +58,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     estimators = (
         None if args.estimators is None else [e.strip() for e in args.estimators.split(",") if e.strip()]
     )
-    from ..advice import advise
+    from ..advice import advise  # lazy: pandas and the estimators load only when the command runs
 
     adv = advise(
         Q,
