@@ -315,7 +315,9 @@ def advise(
     Notes
     -----
     Measured on 2026-11-28 on the 2-core CI-class machine (n = 1,024, d = 64, 8 heads, budget 64,
-    defaults): docs page *Your data and your tools*, section "Which estimator for my heads?".
+    defaults): 52-66 s while other jobs shared the cores (34 s in a quieter moment), over the 30 s
+    aimed at; the keys-by-content simulation and the RFA maps' delta method take most of it (docs
+    page *Your data and your tools*, section "Which estimator for my heads?").
 
     Examples
     --------
