@@ -61,6 +61,7 @@ PUBLIC_MODULES = [
     "rfkit.study.summaries",
     "rfkit.plots",
     "rfkit.tables",
+    "rfkit.advice",
     "rfkit.report",
     "rfkit.cli",
     "rfkit.nn",
