@@ -21,6 +21,8 @@ from ._candidates import Candidate, candidates, predict, theory_queries
 __all__ = ["advise", "Advice"]
 
 _OWNER = "advise"
+#: Queries the closed forms are evaluated on, in all heads together, by default.
+_THEORY_QUERIES = 8
 #: The table's columns, in order.
 COLUMNS = (
     "estimator",
@@ -225,7 +227,10 @@ def _simulate(
 ) -> tuple[np.ndarray, np.ndarray, float, Any]:
     """Per-draw output MSE (T,) over all queries and over ``rows``, the mean cost per query and the map used."""
     gen = np.random.default_rng(seed)
-    if cand.draws_at_once:
+    if cand.deterministic:  # nothing sampled: one call gives every draw
+        res = cand.estimator(Q, K, V, rng=gen)
+        outs = np.broadcast_to(np.asarray(res.output), (n_draws, *res.output.shape))
+    elif cand.draws_at_once:
         res = cand.estimator(Q, K, V, rng=gen, n_draws=n_draws)
         outs = np.asarray(res.output)
     else:
@@ -251,7 +256,7 @@ def advise(
     estimators: Sequence[str] | None = None,
     rng: Any = None,
     n_draws: int = 4,
-    n_theory_queries: int = 2,
+    n_theory_queries: int | None = None,
 ) -> Advice:
     r"""Which attention estimator for these heads at ``budget`` exact logits or random features per query.
 
@@ -295,9 +300,10 @@ def advise(
         (h, c), so a subset of candidates gives the same numbers for those kept.
     n_draws : int, default=4
         Draws per head and candidate (>= 2, for the MCSE).
-    n_theory_queries : int, default=2
+    n_theory_queries : int, optional
         Queries per head the closed forms are evaluated on (>= 1; each costs O(M^2 d) per
-        candidate: at n = 1,024 they take most of the time).
+        candidate, a large share of the time at n = 1,024); None: 8 queries in all, spread over the
+        heads (``max(1, 8 // heads)`` per head).
 
     Returns
     -------
@@ -333,7 +339,8 @@ def advise(
     start = time.perf_counter()
     budget = check_int(budget, "budget", _OWNER, low=1)
     n_draws = check_int(n_draws, "n_draws", _OWNER, low=2)
-    n_theory_queries = check_int(n_theory_queries, "n_theory_queries", _OWNER, low=1)
+    if n_theory_queries is not None:
+        n_theory_queries = check_int(n_theory_queries, "n_theory_queries", _OWNER, low=1)
     if not isinstance(causal, (bool, np.bool_)):
         raise InvalidParameterError(
             f"The `causal` parameter of advise must be a bool. Got {causal!r} instead."
@@ -357,7 +364,7 @@ def advise(
                 f"{[c.name for c in cands]}). Got {list(estimators)!r} instead."
             )
     root = as_seed_sequence(rng)
-    rows_th = theory_queries(n, n_theory_queries)
+    rows_th = theory_queries(n, n_theory_queries or max(1, _THEORY_QUERIES // H))
     per_head: list[dict[str, Any]] = []
     for h in range(H):
         exact = np.asarray(attention.softmax(Qh[h], Kh[h], Vh[h], causal=bool(causal)))

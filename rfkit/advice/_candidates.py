@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import attention, features, theory
 from ..attention._common import check_qkv
+from ..attention._scorers import Scorer, visible_rows
 from ..exceptions import InvalidParameterError, NumericalOverflowError, OutOfDomainWarning
 from ..study import records
 from ..study._builtin_records import hybrid_budget
@@ -67,6 +68,8 @@ class Candidate:
         The ``m`` of the prediction (random-feature candidates).
     draws_at_once : bool
         Whether ``n_draws=T`` gives T draws in one call.
+    deterministic : bool
+        Nothing is sampled (top-k keys, remainder dropped): every draw is the same.
     """
 
     name: str
@@ -76,6 +79,7 @@ class Candidate:
     theory: str
     n_features: int | None = None
     draws_at_once: bool = True
+    deterministic: bool = False
 
 
 def _positive_maps(budget: int, dim: int) -> tuple[list[tuple[str, Any, int]], dict[str, str]]:
@@ -155,7 +159,9 @@ def candidates(budget: int, dim: int, causal: bool) -> tuple[list[Candidate], di
             )
             rest = f"{split['n_samples']} {rem} samples" if "n_samples" in split else "no remainder"
             name = f"window {w} + {g} sinks + top {split['top_k']} {scorer} + {rest}"
-            out.append(Candidate(name, "keys by content", est, budget, "sampled"))
+            out.append(
+                Candidate(name, "keys by content", est, budget, "sampled", deterministic=rem == "none")
+            )
     out.append(
         Candidate("SNIS", "SNIS", attention.SNIS(n_samples=budget, causal=causal), budget, "", None, False)
     )
@@ -179,6 +185,32 @@ def theory_queries(n: int, count: int) -> np.ndarray:
     return np.unique(np.clip(pos, 0, n - 1))
 
 
+def row_supports(
+    est: Any, Q: np.ndarray, K: np.ndarray, V: np.ndarray, rows: np.ndarray, causal: bool
+) -> tuple[dict[int, np.ndarray], Any]:
+    """The support of a Hybrid (window, sinks, ``top_k`` by its scorer) of the queries ``rows`` only.
+
+    As ``Hybrid.support`` gives it for every query (``tests/unit/test_advise.py`` checks that), but
+    the scorer ranks the keys of ``rows`` alone: the theory needs a few queries, not all ``n``.
+    Returns ``{row: bool mask (M,)}`` and the call's scorer (for the proxy logits).
+    """
+    x = check_qkv(Q, K, V, "Hybrid", causal=causal)
+    gen = np.random.default_rng(0)  # no random part: rfkit.advice builds no LSH support or scorer
+    idx, valid = (np.asarray(a)[-1] for a in est._base_support(x, gen))
+    scorer = Scorer(est, x, gen) if est.scorer is not None else None
+    out = {}
+    for i in (int(r) for r in rows):
+        members = np.zeros(K.shape[0], dtype=bool)
+        members[idx[i][valid[i]]] = True
+        if est.top_k is not None and scorer is not None:
+            sl = slice(i, i + 1)
+            cand = np.asarray(visible_rows(x, causal, sl))[-1:, :, :] & ~members[None, None, :]
+            ti, tv = (np.asarray(a)[0, 0] for a in scorer.select(sl, cand))
+            members[ti[tv]] = True
+        out[i] = members
+    return out, scorer
+
+
 def predict(
     cand: Candidate,
     fitted: Any,
@@ -199,14 +231,13 @@ def predict(
         return float("nan"), "none: no closed form in rfkit.theory"
     if getattr(fitted, "projection", "iid") != "iid":
         return float("nan"), "none: block-orthogonal theory too slow (O(M^2) special functions per query)"
-    support = scorer = None
+    support: dict[int, np.ndarray] | None = None
+    scorer = None
     if cand.theory != "rfa":
         est = cand.estimator
         key = (est.window, est.n_global, est.scorer, est.top_k, est.block_size, est.refresh)
         if cache is None or key not in cache:
-            x = check_qkv(Q, K, V, "Hybrid", causal=causal)
-            idx, valid, scorer = est._support(x, np.random.default_rng(0))  # no random part: no LSH
-            found = ((np.asarray(idx)[-1], np.asarray(valid)[-1]), scorer)
+            found = row_supports(est, Q, K, V, rows, causal)
             if cache is not None:
                 cache[key] = found
         support, scorer = found if cache is None or key not in cache else cache[key]
@@ -218,8 +249,7 @@ def predict(
             Kv, Vv, q = K[:see], V[:see], Q[i]
             exact = None
             if support is not None:
-                exact = np.zeros(see, dtype=bool)
-                exact[support[0][i][support[1][i]]] = True
+                exact = support[int(i)][:see]
             try:
                 if cand.theory == "sampled":
                     est = cand.estimator

@@ -174,3 +174,30 @@ def test_cli_bad_budget_exits_2(tmp_path, capsys, budget):
     assert main(["advise", path, f"--budget={budget}"]) == 2
     err = capsys.readouterr().err
     assert "--budget" in err and repr(budget) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("scorer", ["quest", "proxy"])
+def test_row_supports_equal_the_hybrid_support(causal, scorer):
+    """The theory's supports of a few queries are those Hybrid computes for every query."""
+    from rfkit.advice._candidates import row_supports
+    from rfkit.attention._common import check_qkv
+
+    Q, K, V = (a[0] for a in _heads(n_heads=1, n=48))
+    est = rk.attention.Hybrid(
+        window=2,
+        n_global=2,
+        causal=causal,
+        scorer=scorer,
+        remainder="uniform",
+        top_k=6,
+        n_samples=4,
+        block_size=4,
+    )
+    rows = np.array([3, 20, 47])
+    got, _ = row_supports(est, Q, K, V, rows, causal)
+    idx, valid = (np.asarray(a)[-1] for a in est.support(check_qkv(Q, K, V, "Hybrid", causal=causal), None))
+    for i in rows:
+        want = np.zeros(48, dtype=bool)
+        want[idx[i][valid[i]]] = True
+        np.testing.assert_array_equal(got[int(i)], want)
