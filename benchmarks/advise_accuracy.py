@@ -121,7 +121,7 @@ def main() -> None:
         "Heads: the longest built-in text at 64 tokens (no padding); SmolLM2-135M layers "
         f"{HEADS['smollm2']['layers']} x heads {HEADS['smollm2']['heads']} (causal), all-MiniLM-L6-v2 "
         f"layers {HEADS['minilm']['layers']} x heads {HEADS['minilm']['heads']} (bidirectional). "
-        f"Advice: `rk.advise` defaults (4 draws per head and candidate, 2 theory queries per head), "
+        f"Advice: `rk.advise` defaults (4 draws per head and candidate, theory on 8 queries in all), "
         f"seed {SEED}. Long simulation: {args.draws} draws of every candidate on every head, independent "
         "streams. A hit: the advice's first choice on the head has a long-simulation MSE at most 1.5x "
         "the head's best.",

@@ -321,8 +321,8 @@ def advise(
     Notes
     -----
     Measured on 2026-11-28 on the 2-core CI-class machine (n = 1,024, d = 64, 8 heads, budget 64,
-    defaults): 52-66 s while other jobs shared the cores (34 s in a quieter moment), over the 30 s
-    aimed at; the keys-by-content simulation and the RFA maps' delta method take most of it (docs
+    defaults), other jobs sharing the cores: 43.6 s bidirectional (over the 30 s aimed at), 29.7 s
+    causal; the keys-by-content simulation and the RFA maps' delta method take most of it (docs
     page *Your data and your tools*, section "Which estimator for my heads?").
 
     Examples
