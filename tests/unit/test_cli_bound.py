@@ -242,7 +242,7 @@ def test_help_does_not_load_the_study_harness():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     res = subprocess.run([sys.executable, "-m", "rfkit.cli", "--help"], capture_output=True, text=True)
-    assert res.returncode == 0 and "{list,run,bound}" in res.stdout
+    assert res.returncode == 0 and "{list,run,bound,advise}" in res.stdout
 
 
 @pytest.mark.parametrize(
