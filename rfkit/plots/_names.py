@@ -49,13 +49,22 @@ _VALUE_NAMES: dict[str, dict[Any, str]] = {
     "variant": {"plain": "plain", "ratio": "ratio"},  # Hybrid's combinations
     "fit_pairs": {"causal": "causal fit", "sequence": "per-sequence fit", "all": ""},  # fitted maps
     "fit_on": {"remainder": "fit on remainder", "all": ""},  # Hybrid's fitted maps
+    # Hybrid's keys by content and its remainder
+    "scorer": {"oracle": "oracle top-k", "proxy": "proxy top-k", "quest": "Quest top-k", "lsh": "LSH top-k"},
+    "remainder": {
+        "features": "",
+        "none": "no rest",
+        "uniform": "uniform rest",
+        "stratified": "stratified rest",
+        "importance": "IS rest",
+    },
 }
 
 #: short names of parameters in display names (Hybrid's support: window half-width, sink keys, LSH)
 _KEY_NAMES = {"window": "w", "n_global": "sinks", "lsh_buckets": "LSH buckets"}
 
 #: parameters shown only when needed to tell two entries apart
-_SECONDARY = {"n_chunks", "samples_per_proposal"}
+_SECONDARY = {"n_chunks", "samples_per_proposal", "block_size", "refresh", "n_hashes", "proposal_mix"}
 
 
 def _takes_projection(name: str) -> bool:

@@ -207,6 +207,9 @@ def test_expected_mse_matches_mpmath(d, s2):
         assert th.expected_mse(cls(m), s2, d) == pytest.approx(float(want[name]), rel=RTOL)
 
 
+# the values are checked whether or not they are vacuous (>= 1 at r = 1 and 2.5: the warning is tested in
+# tests/unit/test_theory_bounds.py)
+@pytest.mark.filterwarnings("ignore::rfkit.exceptions.VacuousBoundWarning")
 @pytest.mark.parametrize("r", [0.05, 0.4, 1.0, 2.5])
 def test_W_matches_mpmath(r):
     rm = mp.mpf(r)

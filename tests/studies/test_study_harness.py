@@ -179,7 +179,10 @@ def test_load_design_from_toml(tmp_path):
             "`grid.width` is not a known axis",
         ),
         (lambda s: s.replace('source = "pairs"', 'source = "imagenet"'), "`data.source` must be one of"),
-        (lambda s: s.replace("trials = 10", "trials = 0"), "`trials` must be an integer >= 1"),
+        (
+            lambda s: s.replace("trials = 10", "trials = 0"),
+            r"`trials` must be an int in the range \[1, inf\)",
+        ),
         (lambda s: s.replace("trials = 10", "trials = 10\ncolour = 1"), "`colour` is not a design key"),
         (
             lambda s: s.replace('map = "Positive"', 'map = "Positive"\nprojection = "sobol"'),
