@@ -9,8 +9,6 @@ array backends, and re-exported here; the array checks sit above :mod:`rfkit._ba
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import functools
 import math
 import os
@@ -22,6 +20,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ._backend import get_backend, is_array, to_numpy
+from ._backend_half import HALF_DTYPES, float_tensor_dtype, half_name, to_float32
+from ._backend_half import cast_back as cast_half
 from ._params import check_allocation, check_int, check_n_features, check_option, check_real
 from .exceptions import InvalidParameterError, NonFiniteInputError, NumericalOverflowError, ShapeError
 
@@ -44,34 +44,6 @@ __all__ = [
     "half_precision",
     "HALF_DTYPES",
 ]
-
-#: PyTorch dtypes accepted by the public estimate functions, computed in float32 (see half_precision)
-HALF_DTYPES: tuple[str, ...] = ("float16", "bfloat16")
-
-
-def _half_name(a: Any) -> str | None:
-    """``"float16"``/``"bfloat16"`` for a PyTorch tensor of that dtype, else None (no torch import)."""
-    if type(a).__module__.split(".", 1)[0] != "torch":
-        return None
-    name = str(getattr(a, "dtype", "")).replace("torch.", "")
-    return name if name in HALF_DTYPES else None
-
-
-def _cast_back(res: Any, dtype: Any) -> Any:
-    """float32 PyTorch tensors of ``res`` (a tensor, a tuple or a dataclass) in ``dtype``; fields named
-    ``log_*`` (log-space) stay float32."""
-    if type(res).__module__.split(".", 1)[0] == "torch" and str(getattr(res, "dtype", "")) == "torch.float32":
-        return res.to(dtype)
-    if isinstance(res, tuple) and not hasattr(res, "_fields"):
-        return tuple(_cast_back(r, dtype) for r in res)
-    if dataclasses.is_dataclass(res) and not isinstance(res, type):
-        out = copy.copy(res)
-        for f in dataclasses.fields(res):
-            if not f.name.startswith("log_"):
-                object.__setattr__(out, f.name, _cast_back(getattr(res, f.name), dtype))
-        return out
-    return res
-
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -103,20 +75,14 @@ def half_precision(*, cast_back: bool = True) -> Callable[[F], F]:
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def inner(*args: Any, **kwargs: Any) -> Any:
-            halves = {h for h in map(_half_name, (*args, *kwargs.values())) if h is not None}
-            if not halves:
+            values = (*args, *kwargs.values())
+            if not any(half_name(a) for a in values):
                 return fn(*args, **kwargs)
-            floats = {
-                str(a.dtype)
-                for a in (*args, *kwargs.values())
-                if type(a).__module__.split(".", 1)[0] == "torch" and getattr(a, "is_floating_point", bool)()
-            }
-            up = [a.float() if _half_name(a) else a for a in args]
-            res = fn(*up, **{k: v.float() if _half_name(v) else v for k, v in kwargs.items()})
+            floats = {t for t in map(float_tensor_dtype, values) if t is not None}
+            res = fn(*map(to_float32, args), **{k: to_float32(v) for k, v in kwargs.items()})
             if not cast_back or len(floats) != 1:  # mixed dtypes: float32 or wider, as PyTorch promotes
                 return res
-            ref = next(a for a in (*args, *kwargs.values()) if _half_name(a))
-            return _cast_back(res, ref.dtype)
+            return cast_half(res, next(a for a in values if half_name(a)).dtype)
 
         return inner  # type: ignore[return-value]
 
