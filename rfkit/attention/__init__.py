@@ -15,10 +15,15 @@ estimator              what it is                                               
 :class:`LARA`          linear randomized attention, multiple importance sampling    O((n+M) C k d)
 =====================  ==========================================================  ==========
 
+:class:`Hybrid` with keys by content splits a budget of exact logits between a window, sinks, top-k
+keys and samples; :func:`calibrate_split` chooses the split per head on calibration data and
+returns a :class:`HybridPerHead`.
+
 :func:`check_attention_estimator` checks an estimator of your own (or rfkit's) against the
 protocol, on a small probe and at the sizes a study uses.
 """
 
+from ._calibrate import HybridPerHead, calibrate_split
 from ._conformance import check_attention_estimator
 from ._exact import softmax
 from ._hybrid import Hybrid
@@ -36,6 +41,8 @@ __all__ = [
     "SNIS",
     "LARA",
     "Hybrid",
+    "HybridPerHead",
+    "calibrate_split",
     "QueryCost",
     "check_attention_estimator",
 ]
