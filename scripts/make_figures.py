@@ -52,14 +52,14 @@ IMAGES = [
     (
         "hybrid-ratio-decoder-1024.png",
         "real-attention:long",
-        "mse_ratio_to_reference_causal-True_feature_dim-64_max_len-1024",
+        "ratio_to_reference_causal-True_feature_dim-64_max_len-1024",
         False,
     ),
     # docs page "Drop-in": the full profile (its notes say how long it runs)
-    ("drop-in-kl.png", "drop-in", "kl_vs_budget", False),
-    ("drop-in-embedding.png", "drop-in", "emb_cos_vs_budget", False),
+    ("drop-in-kl.png", "drop-in", "dropin_damage_vs_budget_kl", False),
+    ("drop-in-embedding.png", "drop-in", "dropin_damage_vs_budget_emb_cos", False),
     ("drop-in-per-layer.png", "drop-in", "dropin_per_layer", False),  # the first one-layer cell
-    ("drop-in-proxy.png", "drop-in", "proxy_vs_damage", False),
+    ("drop-in-proxy.png", "drop-in", "dropin_proxy", False),
 ]
 
 

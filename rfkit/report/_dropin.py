@@ -1,10 +1,12 @@
 """The figures and the report section of a drop-in study (kind ``"drop-in"``), from its saved tables.
 
-Figure kinds (``[outputs] figures``): ``dropin_kl_vs_budget`` (each damage measure against the
-cost per query, a panel per context length), ``dropin_per_layer`` (each layer replaced alone:
-damage per layer, and each layer's per-head output MSE) and ``dropin_proxy`` (damage against the
-per-head output MSE, with the rank correlation). The section (``[outputs] tables = ["dropin"]``)
-has the damage tables and the correlation, and writes them as CSV.
+Figure kinds (``[outputs] figures``): ``dropin_damage_vs_budget`` (each damage measure against
+the cost per query, a panel per context length: ``dropin_damage_vs_budget_kl``, ``..._top1_agree``
+and so on; the old kind name ``dropin_kl_vs_budget`` is accepted with a deprecation warning),
+``dropin_per_layer`` (each layer replaced alone: ``dropin_per_layer_damage``, the damage per layer,
+and ``dropin_per_layer_head_mse``, each layer's per-head output MSE) and ``dropin_proxy`` (damage
+against the per-head output MSE, with the rank correlation). The section
+(``[outputs] tables = ["dropin"]``) has the damage tables and the correlation, and writes them as CSV.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ._captions import caption
 __all__ = ["DROPIN_FIGURES", "dropin_figure_plan", "dropin_section", "DROPIN_CSV"]
 
 #: the figure kinds of a drop-in study
-DROPIN_FIGURES = ("dropin_kl_vs_budget", "dropin_per_layer", "dropin_proxy")
+DROPIN_FIGURES = ("dropin_damage_vs_budget", "dropin_per_layer", "dropin_proxy")
 #: the CSV tables the section writes (recorded in the manifest)
 DROPIN_CSV = ("dropin_damage.csv", "dropin_points.csv", "proxy_correlation.csv")
 _BUDGET_METRICS = ("kl", "top1_agree", "ppl_ratio", "emb_cos", "hidden_cos")
@@ -60,7 +62,7 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
     def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the legends of every figure: display names
         return frame.assign(estimator=frame["estimator"].map(lambda lab: names.get(lab, lab)))
 
-    if kind == "dropin_kl_vs_budget":
+    if kind == "dropin_damage_vs_budget":
         for metric in _BUDGET_METRICS:
             rows = summary[summary["metric"] == metric]
             if rows.empty:
@@ -74,7 +76,7 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
                     add_caption(axes[0].figure, caption(design, rows, ("feature_dim", "n_tokens")))
                 return axes[0].figure
 
-            plan.append((f"{metric}_vs_budget", draw_budget))
+            plan.append((f"{kind}_{metric}", draw_budget))
     elif kind == "dropin_per_layer":
         pairs = table("pairs")
         if pairs is None or "layer" not in pairs.columns:
@@ -82,7 +84,7 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
         for cell in _one_layer_cells(pairs):
             rows = shown(pairs[pairs["cell"] == cell])
             suffix = "".join(f"_{a}-{rows[a].iloc[0]}" for a in grid_cols if a in rows.columns)
-            for name, panels in (("damage_per_layer", _LAYER_PANELS), ("head_mse_per_layer", _PROXY_PANELS)):
+            for name, panels in (("damage", _LAYER_PANELS), ("head_mse", _PROXY_PANELS)):
 
                 def draw_layers(
                     size: str | None, rows: pd.DataFrame = rows, panels: Any = panels, *, ax: Any = None
@@ -92,7 +94,7 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
                         add_caption(axes[0].figure, caption(design, rows, ("layer",)))
                     return axes[0].figure
 
-                plan.append((f"{name}{suffix}", draw_layers))
+                plan.append((f"{kind}_{name}{suffix}", draw_layers))
     elif kind == "dropin_proxy":
         trials = table("trials")
         if trials is None:
@@ -109,7 +111,7 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
                 add_caption(axes[0].figure, caption(design, None, ("feature_dim", "n_tokens")))
             return axes[0].figure
 
-        plan.append(("proxy_vs_damage", draw_proxy))
+        plan.append((kind, draw_proxy))
     return plan
 
 

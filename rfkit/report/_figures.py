@@ -191,6 +191,11 @@ def record_plan(record: FigureRecord, inputs: FigureInputs) -> Plan:
     return [(record.name, draw)]
 
 
+def _stem(kind: str, metric: str, *, own: str | None = None, suffix: str = "") -> str:
+    """A figure's name: ``kind``, ``_metric`` unless it is the metric named by the kind (``own``), ``suffix``."""
+    return kind + ("" if metric == own else f"_{metric}") + suffix
+
+
 def _captioned(
     fig: Any, design: Any, rows: pd.DataFrame | None, shown: tuple[str, ...], ax: Any = None
 ) -> Any:
@@ -229,7 +234,7 @@ def _ratio_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str], ref
             )
             return _captioned(drawn.figure, design, rows, ("layer", "head", "dataset"), ax)
 
-        plan.append((f"mse_ratio_to_reference{suffix}", draw))
+        plan.append((f"ratio_to_reference{suffix}", draw))
     return plan
 
 
@@ -257,7 +262,7 @@ def _mse_figures(design: Any, summary: pd.DataFrame, theory: pd.DataFrame, grid_
                 )
                 return _captioned(drawn.figure, design, rows, (x,), ax)
 
-            plan.append((f"{metric}_vs_features{suffix}", draw))
+            plan.append((_stem("mse_vs_features", metric, own="mse", suffix=suffix), draw))
     return plan
 
 
@@ -287,7 +292,7 @@ def _box_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) -> Pl
                 drawn = plot_metric_boxplot(rows, metric, ax=ax, size=size)
                 return _captioned(drawn.figure, design, rows, ("dataset",), ax)
 
-            plan.append((f"boxplot_{metric}{suffix}", draw))
+            plan.append((_stem("boxplots", metric, suffix=suffix), draw))
     return plan
 
 
@@ -315,12 +320,14 @@ _PANEL_TITLES = {"norm": "‖x‖ = ‖y‖ = {}", "n_pairs": "s = {} query/key 
 
 
 def _lines_figures(
+    kind: str,
     design: Any,
     summary: pd.DataFrame,
     x: str,
     col: str | None,
     logx: bool = False,
     only: tuple[str, ...] = ("rel_mse", "max_rel_err"),
+    own: str | None = None,
 ) -> Plan:
     plan: Plan = []
     labels = {**_YLABELS, **(_ATTENTION_YLABELS if design.kind == "attention" else {})}
@@ -344,7 +351,7 @@ def _lines_figures(
             )
             return _captioned(axes[0].figure, design, summary, (x, col or ""), ax)
 
-        plan.append((f"{metric}_vs_{x}", draw))
+        plan.append((_stem(kind, metric, own=own), draw))
     return plan
 
 
@@ -382,7 +389,7 @@ def _heatmap_figure(design: Any, summary: pd.DataFrame, grid_cols: list[str]) ->
             )
             return _captioned(axes[0].figure, design, rows, ("layer", "head"), ax)
 
-        plan.append((f"mse_by_layer_head{suffix}", draw))
+        plan.append((f"head_heatmap{suffix}", draw))
     return plan
 
 
@@ -395,8 +402,8 @@ def _coverage_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) 
         sub = sub[sub["n_features"] == sub["n_features"].max()]
     plan: Plan = []
     for name, metric, logy, ylabel in (
-        ("coverage_vs_p", "coverage", False, "coverage of the bound"),
-        ("tightness_vs_p", "rms_over_bound", True, "max RMS relative error / bound"),
+        ("coverage", "coverage", False, "coverage of the bound"),
+        ("coverage_tightness", "rms_over_bound", True, "max RMS relative error / bound"),
     ):
 
         def draw(
@@ -501,7 +508,9 @@ def _error_vs_degree(inputs: FigureInputs) -> Plan:
     if "degree" not in grid_cols:
         return []
     col = "norm" if "norm" in grid_cols else None
-    return _lines_figures(inputs.design, inputs.summary, "degree", col, only=("rel_mse", "max_rel_err"))
+    return _lines_figures(
+        "error_vs_degree", inputs.design, inputs.summary, "degree", col, only=("rel_mse", "max_rel_err")
+    )
 
 
 def _mse_vs_samples(inputs: FigureInputs) -> Plan:
@@ -510,7 +519,7 @@ def _mse_vs_samples(inputs: FigureInputs) -> Plan:
         return []
     col = next((c for c in grid_cols if c not in ("samples",)), None)
     return _lines_figures(  # draws those of mse and max_abs_err that the design measures
-        inputs.design, inputs.summary, "samples", col, logx=True, only=("mse", "max_abs_err")
+        "mse_vs_samples", inputs.design, inputs.summary, "samples", col, True, ("mse", "max_abs_err"), "mse"
     )
 
 

@@ -8,8 +8,16 @@ what the figure applies to, how it is prepared, drawn and captioned; registering
 built-in names are listed below as well, so that a design naming them is checked before the
 presentation layer is loaded; ``rfkit.report`` registers their records, in this order.
 
-A kind's name is the figure's one name: in designs, in ``StudyResult.figure_names()``, in
-``StudyResult.plot(name)`` and, for a kind that draws one figure, its file under ``figures/``.
+**One name per figure.** A kind's name is the figure's one name: in designs, in
+``StudyResult.figure_names()``, in ``StudyResult.plot(name)`` and in the file under ``figures/``.
+A kind that draws one figure saves it as ``figures/KIND.pdf`` / ``.png``. A kind that draws one
+figure per metric or per grid setting names each ``KIND_SUFFIX``: the metric drawn (left out
+for the metric the kind is named after: ``mse_vs_features`` is the MSE figure and
+``mse_vs_features_rel_mse`` the relative-MSE one), then ``_axis-value`` for each grid axis that
+varies between its figures (``head_heatmap_model-smollm2``); ``coverage`` draws ``coverage`` and
+``coverage_tightness``. ``figure_names()`` lists each kind's name, then the names of its figures
+where they differ; ``plot(KIND)`` draws the kind's first figure and ``plot(KIND_SUFFIX)`` that
+figure, so every name ``figure_names()`` lists is a file the report writes or a kind's name.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ __all__ = [
 ]
 
 #: the figure kinds of drop-in designs (drawn by ``rfkit.report``'s drop-in section)
-DROPIN_FIGURE_KINDS = ("dropin_kl_vs_budget", "dropin_per_layer", "dropin_proxy")
+DROPIN_FIGURE_KINDS = ("dropin_damage_vs_budget", "dropin_per_layer", "dropin_proxy")
 
 #: rfkit's own figure kinds, in the order they are drawn (their records: ``rfkit.report``)
 FIGURE_KINDS = (
@@ -48,7 +56,7 @@ FIGURE_KINDS = (
 
 #: old names of figure kinds, accepted with an :class:`~rfkit.exceptions.RFKitDeprecationWarning`
 #: for one release (study files may name them): old name -> the kind's name now
-FIGURE_ALIASES = {"cost": "cost_vs_samples"}
+FIGURE_ALIASES = {"cost": "cost_vs_samples", "dropin_kl_vs_budget": "dropin_damage_vs_budget"}
 
 #: every declared kind (rfkit's own first, then those registered since), in drawing order
 _DECLARED: dict[str, None] = dict.fromkeys(FIGURE_KINDS)
@@ -120,7 +128,7 @@ def resolve_figure_kind(name: str, *, warn: bool = True) -> str:
         return name
     if warn:
         warnings.warn(
-            f"the figure kind {name!r} is now named {new!r} (the name of its file under figures/); "
+            f"the figure kind {name!r} is now named {new!r} (its files under figures/ are named after it); "
             f"the old name is accepted until the next release: write {new!r} in `[outputs] figures`.",
             RFKitDeprecationWarning,
             stacklevel=3,

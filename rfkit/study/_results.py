@@ -163,9 +163,11 @@ class StudyResult:
             A figure kind (``"mse_vs_features"``, ``"kernel_scatter"``, ``"error_vs_degree"``,
             ``"mse_vs_samples"``, ``"cost_vs_samples"``, ``"head_heatmap"``, ``"coverage"``,
             ``"boxplots"``, or one registered with :func:`rfkit.plots.register_figure`: its first
-            figure, e.g. the MSE one of ``mse_vs_features``) or the name of one figure as saved by
-            ``rfkit run`` (``"rel_mse_vs_features"``); any name :meth:`figure_names` lists. The
-            old kind name ``"cost"`` is accepted with a deprecation warning. Default: the first
+            figure, e.g. the MSE one of ``mse_vs_features``) or the name of one figure of a kind
+            that draws several, the kind's name and a suffix, as ``rfkit run`` saves it
+            (``"mse_vs_features_rel_mse"``, ``"boxplots_max_rel_err"``); any name
+            :meth:`figure_names` lists. The old kind names ``"cost"`` and ``"dropin_kl_vs_budget"``
+            are accepted with a deprecation warning. Default: the first
             figure the study declares. The figures are those of the report (:mod:`rfkit.report`, drawn with
             :mod:`rfkit.plots`) from ``summary()``, ``compare_theory()`` and the saved tables;
             nothing is recomputed.

@@ -94,12 +94,20 @@ def test_the_old_cost_name_works_for_a_release_with_a_warning(tmp_path):
     assert "![cost_vs_samples](figures/cost_vs_samples.png)" in report
 
 
+def test_the_old_dropin_budget_name_is_the_kind_its_files_are_named_after():
+    """``dropin_kl_vs_budget`` drew ``kl_vs_budget``, ``emb_cos_vs_budget``, ...: the kind is now
+    ``dropin_damage_vs_budget`` (its files ``dropin_damage_vs_budget_kl``, ...), the old name warned."""
+    assert "dropin_damage_vs_budget" in st.FIGURE_KINDS and "dropin_kl_vs_budget" not in st.FIGURE_KINDS
+    with pytest.warns(RFKitDeprecationWarning, match="dropin_damage_vs_budget"):
+        assert rkp.figure_record("dropin_kl_vs_budget").name == "dropin_damage_vs_budget"
+
+
 def test_a_declared_kind_is_among_figure_names_even_when_it_draws_several_figures():
     """A kind that draws one figure per metric is listed by its own name too, and plot() takes it."""
     res = st.run(_kernel_design(metrics=["rel_mse"], outputs={"figures": ["mse_vs_features"]}), rng=0)
     names = res.figure_names()
-    assert names[:2] == ["mse_vs_features", "rel_mse_vs_features"]
-    assert res.plot("mse_vs_features").get_ylabel() == res.plot("rel_mse_vs_features").get_ylabel()
+    assert names[:2] == ["mse_vs_features", "mse_vs_features_rel_mse"]
+    assert res.plot("mse_vs_features").get_ylabel() == res.plot("mse_vs_features_rel_mse").get_ylabel()
     plt.close("all")
 
 

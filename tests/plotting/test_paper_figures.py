@@ -209,10 +209,37 @@ def test_every_quick_figure_is_paper_ready(quick_results, study, size, tmp_path)
     assert declared, study
 
 
+@pytest.mark.parametrize("study", RUNS)
+def test_one_name_per_figure(quick_results, study):
+    """Each figure has one name, the same in the design, ``figure_names()``, ``plot(name)`` and its
+    file: the kind's name, or the kind's name and ``_suffix`` for a kind drawing several."""
+    result = _result(quick_results, study)
+    kinds = [r.name for r in rkp.figure_records()]
+    declared = [st.resolve_figure_kind(k, warn=False) for k in result.design.outputs.get("figures", [])]
+    names = result.figure_names()
+
+    def kind_of(name):
+        return [k for k in kinds if name == k or name.startswith(f"{k}_")]
+
+    assert all(kind_of(name) for name in names), names
+    rp.write_report(result, result.out)  # as `rfkit run` does: the declared kinds' figures
+    written = sorted(p.stem for p in (result.out / "figures").glob("*.png"))
+    assert written == sorted(p.stem for p in (result.out / "figures").glob("*.pdf"))
+    assert written and all(set(kind_of(stem)) & set(declared) for stem in written), (declared, written)
+    assert set(written) <= set(names)  # every file is listed under its file name
+    drawn = [n for n in names if set(kind_of(n)) & set(declared) and n not in declared]
+    assert set(drawn) <= set(written)  # every declared figure listed is a file of that name
+    for kind in declared:  # a kind's own name is listed and is its file's, or its figures' prefix
+        assert kind in names and (kind in written or any(s.startswith(f"{kind}_") for s in written)), kind
+    for name in names:
+        result.plot(name)
+        plt.close("all")
+
+
 def test_figure_names_are_the_drawn_figures_in_order(quick_results):
     result = _result(quick_results, "performer-mse")
-    assert result.figure_names() == ["mse_vs_features", "rel_mse_vs_features", "kernel_scatter"]
-    fig = result.plot("rel_mse_vs_features").figure
+    assert result.figure_names() == ["mse_vs_features", "mse_vs_features_rel_mse", "kernel_scatter"]
+    fig = result.plot("mse_vs_features_rel_mse").figure
     assert "relative MSE" in fig.axes[0].get_ylabel()
     plt.close(fig)
 
@@ -249,3 +276,56 @@ def test_make_figures_script_redraws_the_docs_images(tmp_path):
         assert (root / "docs" / "images" / image).exists()
         # the README links docs/images/NAME; a docs page images/NAME
         assert f"docs/images/{image}" in shown or f"(images/{image})" in shown, image
+
+
+def _smallest_text(fig):
+    """The smallest font size (pt) of the visible, non-empty text a figure draws."""
+    from matplotlib.text import Text
+
+    sizes = []
+
+    def walk(artist):
+        if artist.get_visible():
+            if isinstance(artist, Text) and artist.get_text().strip():
+                sizes.append(artist.get_fontsize())
+            for child in artist.get_children():
+                walk(child)
+
+    walk(fig)
+    return min(sizes)
+
+
+@pytest.mark.parametrize("study", RUNS)
+def test_notebook_display_shows_every_text_at_8_pt_or_more(quick_results, study):
+    """The figure of a result's HTML display is embedded at a width where its smallest text is at
+    least 8 pt (1 pt = 4/3 CSS px): ``<img width>`` in CSS px against the PNG's width in pixels at
+    its dpi, times the smallest font the figure draws; with alt text and the figure's caption."""
+    import base64
+    import html as html_lib
+    import io
+
+    from PIL import Image
+
+    result = _result(quick_results, study)
+    page = result._repr_html_()
+    img = re.search(r'<img alt="([^"]+)" width="(\d+)"[^>]*src="data:image/png;base64,([^"]+)"', page)
+    if not result.design.outputs.get("figures"):
+        assert img is None
+        return
+    assert img is not None, page[-500:]
+    png = Image.open(io.BytesIO(base64.b64decode(img.group(3))))
+    dpi = png.info["dpi"][0]
+    drawn_inches = png.size[0] / dpi  # the width the figure was drawn at (its tight box)
+    shown_inches = int(img.group(2)) / 96  # the CSS width, in CSS inches
+    name = re.search(r"result\.plot\('([^']+)'\)", page).group(1)
+    drawn = result.plot(name)  # the same figure, drawn again: its Axes, or an array of its panels
+    fig = (drawn.flat[0] if hasattr(drawn, "flat") else drawn).figure
+    try:
+        smallest = _smallest_text(fig)
+        caption = " ".join(fig.get_suptitle().split())
+    finally:
+        plt.close(fig)
+    assert smallest * shown_inches / drawn_inches >= 8 - 0.05, (study, smallest, shown_inches, drawn_inches)
+    alt = html_lib.unescape(img.group(1))
+    assert alt != name and len(alt) > 10, alt
+    assert f"<figcaption><small>{html_lib.escape(caption)}</small></figcaption>" in page, caption

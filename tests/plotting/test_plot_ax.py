@@ -220,7 +220,7 @@ def test_a_study_result_plots_into_the_given_axes(tiny_result):
     plt.close("all")
     fig, ax = plt.subplots()
     before = plt.get_fignums()
-    out = tiny_result.plot("rel_mse_vs_features", ax=ax)
+    out = tiny_result.plot("mse_vs_features_rel_mse", ax=ax)
     assert plt.get_fignums() == before
     assert out is ax and _artists(ax) > 0
     assert ax.get_yscale() == "log" and "relative MSE" in ax.get_ylabel()

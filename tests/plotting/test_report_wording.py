@@ -133,13 +133,13 @@ def test_plot_by_kind_or_saved_name(tmp_path):
         outputs={"figures": ["mse_vs_features"]},
     )
     res = st.run(design, rng=0)
-    assert res.figure_names() == ["mse_vs_features", "rel_mse_vs_features", "kernel_scatter"]
+    assert res.figure_names() == ["mse_vs_features", "mse_vs_features_rel_mse", "kernel_scatter"]
     first = res.plot()  # the Axes drawn on
-    assert first.get_ylabel() != res.plot("rel_mse_vs_features").get_ylabel()
+    assert first.get_ylabel() != res.plot("mse_vs_features_rel_mse").get_ylabel()
     plt.close("all")
     html = res._repr_html_()
     assert "tiny-kernel" in html and "data:image/png;base64," in html
-    with pytest.raises(InvalidParameterError, match="rel_mse_vs_features"):
+    with pytest.raises(InvalidParameterError, match="mse_vs_features_rel_mse"):
         res.plot("no_such_figure")
 
 

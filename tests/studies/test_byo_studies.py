@@ -297,7 +297,8 @@ def test_example_study_through_the_cli_and_the_notebook_api(tmp_path):
     assert "rescaled:RescaledPositive" in html and "data:image/png;base64," in html and "± " in html
     assert result.design.hash() in html and "<table" in html
     with pytest.raises(
-        InvalidParameterError, match=r"one of \['kernel_scatter', 'mse_vs_features', 'rel_mse_vs_features'\]"
+        InvalidParameterError,
+        match=r"one of \['kernel_scatter', 'mse_vs_features', 'mse_vs_features_rel_mse'\]",
     ):
         result.plot("mse_vs_samples")
     # without the example folder on the path: a clear error, no table

@@ -61,7 +61,7 @@ def test_quick_profile_tables(quick) -> None:
         "One layer at a time",
     ):
         assert part in report
-    for f in ("kl_vs_budget.png", "proxy_vs_damage.png"):
+    for f in ("dropin_damage_vs_budget_kl.png", "dropin_proxy.png"):
         assert (out / "figures" / f).exists()
     assert (out / "proxy_correlation.csv").exists() and (out / "dropin_points.csv").exists()
     assert st.verify_run(out).ok
