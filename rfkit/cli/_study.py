@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import DamagedResultWarning, RFKitError
-from ..plots import set_paper_size
+from ..plots import display_names, set_paper_size
 from ..report import figure_workers, theory_verdict, write_report
 from ..study import builtin_study_dirs, find_study, load_design, run
 from ..study.outputs import RunLock, units_done
@@ -54,7 +54,11 @@ def _describe(path: Path) -> int:
     lines += textwrap.wrap(" ".join(design.description.split()) or "(no description)", width) + [""]
 
     def field(label: str, text: str) -> None:
-        lines.extend(textwrap.wrap(text, width, initial_indent=f"{label}: ", subsequent_indent="  "))
+        lines.extend(
+            textwrap.wrap(
+                text, width, initial_indent=f"{label}: ", subsequent_indent="  ", break_on_hyphens=False
+            )
+        )
 
     field("kind", design.kind)
     field("trials", f"{design.trials} per cell, {len(design.cells())} cells")
@@ -63,8 +67,9 @@ def _describe(path: Path) -> int:
         lines.extend(
             textwrap.wrap(_values(values), width, initial_indent=f"  {axis}: ", subsequent_indent="    ")
         )
-    labels = [str(e.get("label") or e.get("map") or e.get("estimator") or "?") for e in design.estimators]
-    field("estimators", ", ".join(labels))
+    # each by its display name (as figures, reports and the closing lines show it), its study label after it
+    shown = [f"{name} [{lab}]" for name, lab in zip(display_names(design.estimators), design.labels)]
+    field("estimators", ", ".join(shown))
     field("metrics", ", ".join(design.metrics) or "(the kind's defaults)")
     field("figures", _values(design.outputs.get("figures", [])) or "(none)")
     profiles = (["quick"] if design.quick else []) + sorted(design.profiles)

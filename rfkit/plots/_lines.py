@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ._axes import first_in_row, panel_axes
+from ._mcse_bars import mcse_note
 from ._style import dodged, label_axes, legend_for, legend_height, log_interval, paper_style, series_styles
 
 __all__ = ["prepare_metric_lines", "plot_metric_lines", "panel_grid"]
@@ -169,5 +170,5 @@ def plot_metric_lines(
         for first in firsts:
             label_axes(first, None, ylabel or metric)
         handles, names = flat[0].get_legend_handles_labels()
-        legend_for(fig, owner, handles, names)
+        legend_for(fig, owner, handles, names, title=mcse_note(flat[: len(panels)]))  # hidden bars said
     return flat[: len(panels)]

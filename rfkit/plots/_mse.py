@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..exceptions import InvalidParameterError
 from ._axes import one_axes
+from ._mcse_bars import mcse_note
 from ._style import (
     WIDE_LEGEND_MAX,
     dodged,
@@ -251,7 +252,8 @@ def plot_mse_vs_features(
             ax,
             handles,
             [h.get_label() for h in handles],
-            title="markers: simulation ±2 MCSE"
+            title="markers: simulation; "
+            + mcse_note(ax)  # says where a bar hides behind its marker
             + ("\nlines: closed-form theory" if any_theory else "")
             + ("\n(no line: no closed form)" if any_theory and not frame["predicted"].notna().all() else ""),
             axes_legend=True,

@@ -9,7 +9,7 @@ tables) is written atomically and added with its size and SHA-256 to the folder'
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,7 @@ from ._sections import (
     ratio_section,
     slopes_section,
 )
+from ._shown import estimator_names, shown_estimators
 
 if TYPE_CHECKING:
     from ..study import StudyResult
@@ -167,21 +168,25 @@ def write_report(result: StudyResult, out: str | Path, *, workers: int = 1) -> P
     drawn = finite_rows(summary)  # figures draw finite estimates; the others are listed below
     figures: list[Path] = []
     files: dict[str, Record] = {}  # every file written here: recorded in manifest.json at the end
+    shown: dict[str, tuple[str, str]] = {}  # each figure's alt text and caption, by name
     names = figure_names_to_draw(d, out) if workers > 1 else []
     if len(names) >= MIN_PARALLEL:  # the workers draw while this process writes the text and tables
         with FiguresInWorkers(d, out, names, workers) as drawing:
             body = _body(result, summary, theory, out, files)
             figures, recs = drawing.result()
         files.update(recs)
+        shown = drawing.shown
     else:
         for kind in declared_kinds(d):  # drawn in the figure registry's order
             figures += [
-                save_report_figure(fig, out, name, files)
+                save_report_figure(fig, out, name, files, shown)
                 for name, fig in study_figures(kind, d, drawn, theory, table)
             ]
         body = _body(result, summary, theory, out, files)
-    for f in figures:
-        lines += [f"![{f.stem}](figures/{f.name})", ""]
+    for i, f in enumerate(figures, 1):  # each with its alt text and, below it, its caption
+        alt, cap = shown.get(f.stem, (f.stem, ""))
+        lines += [f"![{md_escape(alt)}](figures/{f.name})", ""]
+        lines += [f"*Figure {i}* (`{f.stem}`): {md_escape(cap)}" if cap else f"*Figure {i}* (`{f.stem}`)", ""]
     lines += body
     path = out / "report.md"
     files["report.md"] = atomic_text(path, "\n".join(lines))
@@ -198,7 +203,8 @@ def _body(
     d = result.design
     grid_cols = list(d.grid)
     quick = d.source.endswith("[quick]")
-    lines: list[str] = []
+    names = estimator_names(d)  # tables show display names, as the figures and the console do
+    lines: list[str] = [_names_line(d, names), ""]
     if d.kind == "attention" and "samples" in grid_cols:
         lines += [
             "`samples` is each estimator's budget of random draws: the number of random features m for RFA, "
@@ -225,24 +231,24 @@ def _body(
             f"{metric_description(metric, d.kind)} (estimate ± MCSE)."
             + (f" {COST_WORDS}" if _cost_column(s) else ""),
             "",
-            md_table(table),
+            md_table(table, names),
             "",
         ]
     if not theory.empty:
-        lines += _theory_section(theory[theory["metric"] == "mse"].copy(), grid_cols)
+        lines += _theory_section(shown_estimators(theory[theory["metric"] == "mse"].copy(), names), grid_cols)
     if "ranking" in d.outputs.get("tables", []):
         chosen = d.outputs.get("ranking_metric")
         ranked: list[str | None] = [chosen] if chosen is None or isinstance(chosen, str) else list(chosen)
         for rank_by in ranked:
-            lines += ranking_section(summary, grid_cols, out, rank_by)
-    lines += slopes_section(summary, grid_cols)
+            lines += ranking_section(summary, grid_cols, out, rank_by, names)
+    lines += slopes_section(summary, grid_cols, names)
     lines += _latex_tables(summary, out, d.metrics, grid_cols, d.kind, files)
     stats_path = out / "data_stats.parquet"
     if "ratio_to_reference" in d.outputs.get("tables", []) and d.outputs.get("reference"):
         stats = pd.read_parquet(stats_path) if stats_path.exists() else None
-        lines += ratio_section(summary, stats, grid_cols, str(d.outputs["reference"]), out)
+        lines += ratio_section(summary, stats, grid_cols, str(d.outputs["reference"]), out, names)
     if "hard_heads" in d.outputs.get("tables", []) and stats_path.exists():
-        lines += hard_heads(summary, pd.read_parquet(stats_path), d.labels)
+        lines += hard_heads(summary, pd.read_parquet(stats_path), d.labels, names=names)
     if "dropin" in d.outputs.get("tables", []) and d.kind == "drop-in":
         lines += dropin_section(summary, d, out)
     notes = d.outputs.get("notes")
@@ -253,8 +259,18 @@ def _body(
         lines += [notes.strip(), ""]
     failed = int((result.trials["status"] != "ok").sum())
     lines += [f"Failed trials: {failed}.", ""]
-    lines += nonfinite_section(summary, grid_cols)
+    lines += nonfinite_section(summary, grid_cols, names)
     return lines
+
+
+def _names_line(design: Any, names: dict[str, str]) -> str:
+    """The one line of the report that pairs each display name with its study label (the key of the
+    CSV and Parquet tables and of ``result.summary()``)."""
+    pairs = [f"{md_escape(names[lab])} (`{md_escape(lab)}`)" for lab in design.labels]
+    return (
+        "Estimators, by the display name the tables, figures and console lines show (study label, "
+        "as in `summary.csv`): " + ", ".join(pairs) + "."
+    )
 
 
 def _cost_column(summary: pd.DataFrame) -> list[str]:

@@ -28,6 +28,7 @@ from ..study import Design
 from ..study.outputs import Record, ensure_dir, file_record, write_error
 from ._figures import declared_kinds, figure_plan
 from ._sections import finite_rows
+from ._shown import figure_alt, figure_caption
 
 __all__ = [
     "PRELOAD",
@@ -99,8 +100,11 @@ def figure_names_to_draw(design: Any, out: Path) -> list[tuple[str, str]]:
     ]
 
 
-def _draw_one(task: tuple[dict[str, Any], str, str, str, str | None]) -> tuple[str, dict[str, Record]]:
-    """Worker: draw and save figure ``name`` of kind ``kind``; the PNG's path and both files' records.
+def _draw_one(
+    task: tuple[dict[str, Any], str, str, str, str | None],
+) -> tuple[str, dict[str, Record], tuple[str, str]]:
+    """Worker: draw and save figure ``name`` of kind ``kind``; the PNG's path, both files' records
+    and the figure's alt text and caption.
 
     The design is the lead's, ``source`` included (``to_dict`` leaves it out): captions name a
     quick or other profile from it. The worker has the lead's import path, environment and
@@ -117,20 +121,27 @@ def _draw_one(task: tuple[dict[str, Any], str, str, str, str | None]) -> tuple[s
     summary, theory, table = _inputs(out, design)
     draw = dict(figure_plan(kind, design, summary, theory, table))[name]
     files: dict[str, Record] = {}
-    png = save_report_figure(draw(None), out, name, files)
-    return str(png), files
+    shown: dict[str, tuple[str, str]] = {}
+    png = save_report_figure(draw(None), out, name, files, shown)
+    return str(png), files, shown[name]
 
 
-def save_report_figure(fig: Any, out: Path, name: str, files: dict[str, Record]) -> Path:
+def save_report_figure(
+    fig: Any, out: Path, name: str, files: dict[str, Record], shown: dict[str, tuple[str, str]] | None = None
+) -> Path:
     """Save a figure as PDF and PNG under ``out/figures`` (Agg backend), close it, return the PNG.
 
-    Both files are written atomically and their records added to ``files``.
+    Both files are written atomically and their records added to ``files``; ``shown[name]``
+    (where ``shown`` is given) gets the figure's alt text and caption (:func:`figure_alt`,
+    :func:`figure_caption`).
     """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
+    if shown is not None:
+        shown[name] = (figure_alt(fig, name), figure_caption(fig))
     ensure_dir(out / "figures")
     try:
         saved = save_figure(fig, out / "figures" / name)
@@ -160,6 +171,8 @@ class FiguresInWorkers:
         self._workers = min(workers, len(self._tasks))
         self._pool: Any = None
         self._futures: list[Any] = []
+        #: each figure's alt text and caption by name, once :meth:`result` has returned
+        self.shown: dict[str, tuple[str, str]] = {}
 
     def __enter__(self) -> FiguresInWorkers:
         from concurrent.futures import ProcessPoolExecutor
@@ -179,11 +192,14 @@ class FiguresInWorkers:
         broken: BaseException | None = None
         for task, future in zip(self._tasks, self._futures):
             try:
-                png, recs = future.result()
+                png, recs, words = future.result()
             except BrokenProcessPool as exc:  # a worker died or could not start: this process draws
                 broken = broken or exc
-                png, recs = _draw_one(task)  # the same files (a figure's bytes do not depend on its process)
+                png, recs, words = _draw_one(
+                    task
+                )  # the same files (a figure's bytes do not depend on its process)
             pngs.append(Path(png))
+            self.shown[task[3]] = words
             files.update(recs)
         if broken is not None:
             warnings.warn(

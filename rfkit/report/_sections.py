@@ -3,6 +3,7 @@ hard heads, fitted slopes and the rows with non-finite or failed trials."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..study import ranking_table
 from ..study.outputs import atomic_csv
 from ..study.summaries import metric_words, not_ok, spearman
 from ..tables import md_escape, to_markdown
+from ._shown import shown_estimators
 
 __all__ = [
     "COST_WORDS",
@@ -27,9 +29,13 @@ __all__ = [
 ]
 
 
-def md_table(df: pd.DataFrame) -> str:
-    """A Markdown table of ``df`` (every cell escaped: :func:`rfkit.tables.to_markdown`), no final newline."""
-    return to_markdown(df).rstrip("\n")
+def md_table(df: pd.DataFrame, names: Mapping[str, str] | None = None) -> str:
+    """A Markdown table of ``df`` (every cell escaped: :func:`rfkit.tables.to_markdown`), no final newline.
+
+    ``names`` (study label -> display name) shows the estimators by display name
+    (:func:`~rfkit.report._shown.shown_estimators`).
+    """
+    return to_markdown(shown_estimators(df, names)).rstrip("\n")
 
 
 def finite_rows(summary: pd.DataFrame) -> pd.DataFrame:
@@ -38,7 +44,9 @@ def finite_rows(summary: pd.DataFrame) -> pd.DataFrame:
     return summary[np.isfinite(est) & (se != np.inf)]
 
 
-def nonfinite_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
+def nonfinite_section(
+    summary: pd.DataFrame, grid_cols: list[str], names: Mapping[str, str] | None = None
+) -> list[str]:
     """The summary rows whose status is not ``ok``: non-finite trial values, failed trials, NaN rows."""
     bad = not_ok(summary)
     if bad.empty:
@@ -56,14 +64,19 @@ def nonfinite_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         f"never give one). {undrawn} rows with a non-finite estimate or MCSE are not drawn in the figures.",
         "",
         md_table(
-            bad[["estimator", *[c for c in grid_cols if c in bad], "metric", "estimate", *counts, "status"]]
+            bad[["estimator", *[c for c in grid_cols if c in bad], "metric", "estimate", *counts, "status"]],
+            names,
         ),
         "",
     ]
 
 
 def ranking_section(
-    summary: pd.DataFrame, grid_cols: list[str], out: Path, metric: str | None = None
+    summary: pd.DataFrame,
+    grid_cols: list[str],
+    out: Path,
+    metric: str | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> list[str]:
     if metric is None:
         metric = "rel_mse" if not summary[summary["metric"] == "rel_mse"].empty else "mse"
@@ -77,7 +90,7 @@ def ranking_section(
     ]
     frames = []
     for name, table in ranking_table(summary, grid_cols, metric):
-        lines += [f"### {md_escape(name.replace('_', ', ')) or 'all cells'}", "", md_table(table), ""]
+        lines += [f"### {md_escape(name.replace('_', ', ')) or 'all cells'}", "", md_table(table, names), ""]
         frames.append(table.assign(setting=name))
     if frames:
         atomic_csv(pd.concat(frames, ignore_index=True), out / f"ranking_{metric}.csv")
@@ -96,17 +109,23 @@ _RATIO_STATS = {
 
 
 def ratio_section(
-    summary: pd.DataFrame, stats: pd.DataFrame | None, grid_cols: list[str], reference: str, out: Path
+    summary: pd.DataFrame,
+    stats: pd.DataFrame | None,
+    grid_cols: list[str],
+    reference: str,
+    out: Path,
+    names: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Each estimator's output MSE relative to the reference, over cells (heads): median, range, wins,
     and the Spearman correlation of the log ratio with the heads' statistics (rk.data.describe)."""
     cell_axes = [c for c in grid_cols if c not in ("layer", "head", "dataset")]
     frame = prepare_ratio_to_reference(summary, reference, "mse", tuple(cell_axes))
     atomic_csv(frame, out / "mse_ratio_to_reference.csv")
+    ref_name = (names or {}).get(reference, reference)
     lines = [
-        f"## Output MSE relative to {md_escape(reference)}",
+        f"## Output MSE relative to {md_escape(ref_name)}",
         "",
-        f"Per cell (head): each estimator's attention-output MSE divided by {md_escape(reference)}'s on the same "
+        f"Per cell (head): each estimator's attention-output MSE divided by {md_escape(ref_name)}'s on the same "
         "head, the same data and common random numbers (< 1: better). Median and range over heads, the "
         "share of heads where it beats the reference, and the Spearman correlation across heads of the "
         "log ratio with the heads' statistics (rk.data.describe, averaged over texts). Per-head values: "
@@ -162,8 +181,8 @@ def ratio_section(
         order = pd.to_numeric(shown["median"], errors="coerce")  # "n/a" last
         if cost is not None:
             ref_cost = cost.get((*vals, reference), float("nan"))
-            lines += [f"{md_escape(reference)}: cost {ref_cost:.4g} per query.", ""]
-        lines += [md_table(shown.iloc[np.argsort(order.to_numpy(), kind="stable")]), ""]
+            lines += [f"{md_escape(ref_name)}: cost {ref_cost:.4g} per query.", ""]
+        lines += [md_table(shown.iloc[np.argsort(order.to_numpy(), kind="stable")], names), ""]
     return lines
 
 
@@ -183,7 +202,13 @@ def _median_cost(summary: pd.DataFrame, axes: list[str]) -> dict[tuple[Any, ...]
     return {k if isinstance(k, tuple) else (k,): float(v) for k, v in med.items()}
 
 
-def hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], top: int = 8) -> list[str]:
+def hard_heads(
+    summary: pd.DataFrame,
+    stats: pd.DataFrame,
+    labels: list[str],
+    top: int = 8,
+    names: Mapping[str, str] | None = None,
+) -> list[str]:
     """Which heads are hard, and why: heads ranked by the first estimator's MSE, with their statistics."""
     mse = summary[summary["metric"] == "mse"].pivot_table(
         index="cell", columns="estimator", values="estimate"
@@ -209,24 +234,27 @@ def hard_heads(summary: pd.DataFrame, stats: pd.DataFrame, labels: list[str], to
     for c in show.columns:
         if c not in ("causal", "layer", "head"):
             show[c] = show[c].map(lambda v: f"{v:.3g}")
+    ref_name = (names or {}).get(ref, ref)
     return [
         "## Which heads are hard, and why",
         "",
-        f"Heads ranked by the MSE of {md_escape(ref)}{cost}{budget} (top {min(top, len(table))} of {len(table)}), with the "
+        f"Heads ranked by the MSE of {md_escape(ref_name)}{cost}{budget} (top {min(top, len(table))} of {len(table)}), with the "
         "statistics of their queries "
         "and keys averaged over texts (rk.data.describe): max logit, mean ||q+k||^2 over pairs, attention "
         "entropy (nats) and mean largest attention weight.",
         "",
-        md_table(show),
+        md_table(show, names),
         "",
-        f"Spearman rank correlation of {md_escape(ref)}'s MSE across heads with: max logit "
+        f"Spearman rank correlation of {md_escape(ref_name)}'s MSE across heads with: max logit "
         f"{corr.get('logit_max', float('nan')):+.2f}, mean ||q+k||^2 {corr.get('qk_sum_sq_mean', float('nan')):+.2f}, "
         f"attention entropy {corr.get('entropy_mean', float('nan')):+.2f}.",
         "",
     ]
 
 
-def slopes_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
+def slopes_section(
+    summary: pd.DataFrame, grid_cols: list[str], names: Mapping[str, str] | None = None
+) -> list[str]:
     """Fitted log-log slopes of the MSE against m (weighted least squares), when m is the only varying axis."""
     if "n_features" not in grid_cols or any(summary[c].nunique() > 1 for c in grid_cols if c != "n_features"):
         return []
@@ -250,6 +278,6 @@ def slopes_section(summary: pd.DataFrame, grid_cols: list[str]) -> list[str]:
         "random-feature estimator has MSE exactly proportional to 1/m for iid directions (slope -1); block-"
         "orthogonal directions add a term that changes at m = d (docs page *Theory*, section 1).",
         "",
-        md_table(show),
+        md_table(show, names),
         "",
     ]

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..study.summaries import heavy_tailed
 from ..tables import format_mcse
+from ._shown import estimator_names
 
 if TYPE_CHECKING:
     from ..study import StudyResult
@@ -92,7 +93,7 @@ def winner_lines(result: StudyResult) -> list[str]:
     are at most ``MAX_SETTING_LINES`` settings, one line per setting (its values of the grid axes
     that vary) names the winner and the runner-up with their estimates and MCSEs, and says when
     the two are within 2 combined MCSEs (a tie at this number of trials). Rows with a non-finite
-    estimate take no part.
+    estimate take no part. Estimators are named by their display names, as in the figures.
 
     Parameters
     ----------
@@ -113,6 +114,8 @@ def winner_lines(result: StudyResult) -> list[str]:
         return []
     # the axes that vary name a setting (a single-valued axis is the same in every line)
     grid = [k for k in result.grid_columns if _varies(rows[k])]
+    shown = estimator_names(result.design)
+    rows = rows.assign(estimator=[shown.get(str(v), str(v)) for v in rows["estimator"]])
     wins: dict[str, int] = {}
     details = []
     for _, grp in rows.groupby("cell", sort=True):

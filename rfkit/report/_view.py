@@ -19,6 +19,7 @@ from ..study import resolve_figure_kind
 from ..tables import format_mcse
 from ._figures import Plan, figure_plan
 from ._markdown import provenance_line
+from ._shown import estimator_names, figure_alt, figure_caption, shown_estimators, smallest_font
 from ._verdict import theory_verdict
 
 if TYPE_CHECKING:
@@ -195,16 +196,18 @@ def result_html(result: StudyResult) -> str:
     d = result.design
     esc = html.escape
     desc = d.description.strip().split("\n\n")[0].replace("\n", " ")
+    names = estimator_names(d)  # the display names the figure, the table and the console show
     ests = []
     for est, label in zip(d.estimators, d.labels):
         what = est.get("map", est.get("estimator"))
-        ests.append(f"<code>{esc(label)}</code> ({esc(str(what))})")
+        ests.append(f"{esc(names[label])} (<code>{esc(label)}</code>: {esc(str(what))})")
     grid = "; ".join(f"{esc(k)} = {esc(str(v))}" for k, v in d.grid.items())
     data = ", ".join(f"{esc(k)}={esc(str(v))}" for k, v in d.data.items())
     prov = esc(provenance_line(result)).replace("`", "")
     summ = result.summary()
     keys = ["estimator", *result.grid_columns]
     summ = summ.assign(value=[format_mcse(e, m) for e, m in zip(summ["estimate"], summ["mcse"])])
+    summ = shown_estimators(summ, names)
     table = summ.pivot_table(index=keys, columns="metric", values="value", aggfunc="first", sort=False)
     table = table[[m for m in d.metrics if m in table.columns]]
     table.columns.name = None
@@ -221,7 +224,7 @@ def result_html(result: StudyResult) -> str:
         f"<h4>rfkit study <code>{esc(d.name)}</code> ({esc(d.kind)}, {d.trials} trials per cell, "
         f"{len(d.cells())} cells)</h4>",
         f"<p>{esc(desc)}</p>" if desc else "",
-        f"<p><b>Estimators</b>: {', '.join(ests)}<br><b>Grid</b>: {grid}<br><b>Data</b>: {data}</p>",
+        f"<p><b>Estimators</b> (display name, study label): {', '.join(ests)}<br><b>Grid</b>: {grid}<br><b>Data</b>: {data}</p>",
         f"<p><small>{prov}" + (f" Failed trials: {failed}." if failed else "") + "</small></p>",
         "<p><b>Summary</b> (estimate ± MCSE; <code>result.summary()</code>):</p>",
         shown,
@@ -230,6 +233,42 @@ def result_html(result: StudyResult) -> str:
         "</div>",
     ]
     return "\n".join(p for p in parts if p)
+
+
+#: the smallest font a figure shows in the notebook display, in points at display size
+MIN_DISPLAY_PT = 8.0
+#: PNG pixels per CSS pixel of the notebook display's figure (sharp on high-density screens)
+PIXEL_RATIO = 2
+
+
+def figure_png_html(fig: Any, name: str) -> str:
+    """A figure as an inline PNG whose every text is at least :data:`MIN_DISPLAY_PT` points as shown.
+
+    The rule: a figure drawn ``w`` inches wide shows its text at the size it was drawn when it is
+    ``96 w`` CSS pixels wide (1 pt = 1/72 in = 4/3 CSS px); it is shown ``scale`` times that
+    width, ``scale = max(1, MIN_DISPLAY_PT / smallest font)``, so its smallest text reads as
+    ``MIN_DISPLAY_PT`` points. The PNG holds :data:`PIXEL_RATIO` pixels per CSS pixel: it is drawn
+    at ``dpi = 96 * scale * PIXEL_RATIO`` and the ``<img>`` is ``PNG width / PIXEL_RATIO`` CSS
+    pixels wide (and never shrunk to its container). Below it, its caption; its alt text says
+    what it shows. The figure is closed.
+    """
+    scale = max(1.0, MIN_DISPLAY_PT / smallest_font(fig))
+    dpi = 96.0 * scale * PIXEL_RATIO
+    cap, alt = figure_caption(fig), figure_alt(fig, name)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    _close([fig])
+    png = buf.getvalue()
+    width_px = int.from_bytes(png[16:20], "big")  # the IHDR chunk: width, then height
+    css = round(width_px / PIXEL_RATIO)
+    data = base64.b64encode(png).decode("ascii")
+    esc = html.escape
+    return (
+        f'<figure style="margin:0"><img alt="{esc(alt)}" width="{css}" '
+        f'style="width:{css}px;max-width:none;height:auto" src="data:image/png;base64,{data}"/>'
+        + (f"<figcaption><small>{esc(cap)}</small></figcaption>" if cap else "")
+        + "</figure>"
+    )
 
 
 def _first_figure_html(result: StudyResult) -> str:
@@ -242,11 +281,8 @@ def _first_figure_html(result: StudyResult) -> str:
         fig = _figure_draw(result, declared[0])[0](None)
     except ImportError:  # pragma: no cover - matplotlib is an optional dependency
         return "<p><small>(install matplotlib to see the figures)</small></p>"
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    _close([fig])
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
     return (
-        f'<p><img alt="{declared[0]}" src="data:image/png;base64,{data}"/><br><small>'
-        f"<code>result.plot({declared[0]!r})</code>; all figures: <code>result.figure_names()</code></small></p>"
+        figure_png_html(fig, declared[0])
+        + f"<p><small><code>result.plot({declared[0]!r})</code>; all figures: "
+        "<code>result.figure_names()</code></small></p>"
     )

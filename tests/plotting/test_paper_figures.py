@@ -276,3 +276,56 @@ def test_make_figures_script_redraws_the_docs_images(tmp_path):
         assert (root / "docs" / "images" / image).exists()
         # the README links docs/images/NAME; a docs page images/NAME
         assert f"docs/images/{image}" in shown or f"(images/{image})" in shown, image
+
+
+def _smallest_text(fig):
+    """The smallest font size (pt) of the visible, non-empty text a figure draws."""
+    from matplotlib.text import Text
+
+    sizes = []
+
+    def walk(artist):
+        if artist.get_visible():
+            if isinstance(artist, Text) and artist.get_text().strip():
+                sizes.append(artist.get_fontsize())
+            for child in artist.get_children():
+                walk(child)
+
+    walk(fig)
+    return min(sizes)
+
+
+@pytest.mark.parametrize("study", RUNS)
+def test_notebook_display_shows_every_text_at_8_pt_or_more(quick_results, study):
+    """The figure of a result's HTML display is embedded at a width where its smallest text is at
+    least 8 pt (1 pt = 4/3 CSS px): ``<img width>`` in CSS px against the PNG's width in pixels at
+    its dpi, times the smallest font the figure draws; with alt text and the figure's caption."""
+    import base64
+    import html as html_lib
+    import io
+
+    from PIL import Image
+
+    result = _result(quick_results, study)
+    page = result._repr_html_()
+    img = re.search(r'<img alt="([^"]+)" width="(\d+)"[^>]*src="data:image/png;base64,([^"]+)"', page)
+    if not result.design.outputs.get("figures"):
+        assert img is None
+        return
+    assert img is not None, page[-500:]
+    png = Image.open(io.BytesIO(base64.b64decode(img.group(3))))
+    dpi = png.info["dpi"][0]
+    drawn_inches = png.size[0] / dpi  # the width the figure was drawn at (its tight box)
+    shown_inches = int(img.group(2)) / 96  # the CSS width, in CSS inches
+    name = re.search(r"result\.plot\('([^']+)'\)", page).group(1)
+    drawn = result.plot(name)  # the same figure, drawn again: its Axes, or an array of its panels
+    fig = (drawn.flat[0] if hasattr(drawn, "flat") else drawn).figure
+    try:
+        smallest = _smallest_text(fig)
+        caption = " ".join(fig.get_suptitle().split())
+    finally:
+        plt.close(fig)
+    assert smallest * shown_inches / drawn_inches >= 8 - 0.05, (study, smallest, shown_inches, drawn_inches)
+    alt = html_lib.unescape(img.group(1))
+    assert alt != name and len(alt) > 10, alt
+    assert f"<figcaption><small>{html_lib.escape(caption)}</small></figcaption>" in page, caption
