@@ -49,20 +49,32 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         symlinks=True,
         ignore=lambda d, names: [n for n in names if n in _SKIP_DIRS or n.endswith(".egg-info")],
     )
-    dist = tmp / "dist"
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
-        + [str(src), "-w", str(dist)],
-        cwd=tmp,
-    )
-    (whl,) = dist.glob("rfkit-*.whl")
-    return whl
+    return build_wheel(src, tmp / "dist")
 
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], Path]:
     """A new virtual environment holding only the wheel; returns (bin folder, environment, cwd)."""
-    tmp = tmp_path_factory.mktemp("venv")
+    return install_in_new_venv(wheel, tmp_path_factory.mktemp("venv"))
+
+
+def build_wheel(src: Path, dist: Path) -> Path:
+    """Build rfkit's wheel from the source tree ``src`` into the folder ``dist``, offline."""
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
+        + [str(src), "-w", str(dist)],
+        cwd=dist.parent,
+    )
+    (whl,) = dist.glob("rfkit-*.whl")
+    return whl
+
+
+def install_in_new_venv(wheel: Path, tmp: Path) -> tuple[Path, dict[str, str], Path]:
+    """Install ``wheel`` into a new virtual environment under ``tmp`` (see the module docstring).
+
+    Returns the environment's bin folder, the process environment to run its commands with
+    (its bin folder first on ``PATH``), and an empty working folder outside the source tree.
+    """
     env_dir = tmp / "env"
     # no PYTHONPATH: the source tree (or an rfkit.egg-info in it) must not be seen by pip or Python
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "RFKIT_"))}
