@@ -64,10 +64,11 @@ docs: install
 
 # A real study: performer-mse (trig/positive/hyperbolic x iid/orthogonal, MSE vs m, theory overlaid).
 # Needs only the runtime install (no dev tools, weights or PyTorch). Writes Parquet tables, figures (PDF+PNG) and a Markdown report to out/performer-mse.
+# Then scripts/demo.py's table of six estimators at the study's norm (||x|| = ||y|| = 0.5: light-tailed errors, reliable MCSEs) in out/demo.
 demo: install-runtime
 	rm -rf out/performer-mse
 	$(BIN)/rfkit run performer-mse --out out/performer-mse
-	$(BIN)/python scripts/demo.py --out out/demo
+	$(BIN)/python scripts/demo.py --radius 0.5 --out out/demo
 
 # The images of the README and the docs, redrawn from the studies they show (so they cannot go stale).
 figures: install
