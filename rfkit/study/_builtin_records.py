@@ -294,12 +294,23 @@ def _both(kernel: Any, column: str) -> cols.PerKind:
     return cols.PerKind(kernel=kernel, attention=cols.attention_column(column))
 
 
+def _theory_mse(pairs: Any) -> Any:
+    """The closed-form MSE of each pair (the ``theory`` of ``mse``)."""
+    return pairs["theory_mse"]
+
+
+def _theory_rel_mse(pairs: Any) -> Any:
+    """The closed-form MSE of each pair over its squared kernel value (the ``theory`` of ``rel_mse``)."""
+    return pairs["theory_mse"] / pairs["truth"] ** 2
+
+
 for _metric in (
     _default_metric(
         "mse",
         _KA,
         "sq_err",
         compute=_both(cols.kernel_sq_err, "sq_err"),
+        theory=_theory_mse,
         description="mean over pairs of E[(K_hat - K)^2]",
     ),
     _default_metric(
@@ -307,6 +318,7 @@ for _metric in (
         _K,
         "rel_sq_err",
         compute=cols.kernel_rel_sq_err,
+        theory=_theory_rel_mse,
         description="mean over pairs of E[((K_hat - K)/K)^2]",
     ),
     _default_metric(

@@ -102,6 +102,13 @@ class MetricRecord:
         Delta degrees of freedom: the summary multiplies the estimate, its MCSE and its interval
         by n / (n - ddof) for n finished trials (where n > ddof). The variance (a mean squared
         deviation from the mean over trials) has ``ddof=1``.
+    theory : callable, optional
+        The metric's closed form, for a metric that is a mean over a cell's pairs:
+        ``theory(pairs) -> per-pair predicted values`` from the kernel study's ``pairs`` table
+        (its columns ``truth`` and ``theory_mse``, each pair's closed-form MSE from the map's
+        :class:`ClosedFormRecord`). :meth:`StudyResult.compare_theory` compares the measured
+        metric with their mean over each cell's pairs, for every metric whose record has one
+        (rfkit's ``mse`` and ``rel_mse`` as yours). None: no closed form.
     """
 
     kind: ClassVar[str] = "metric"
@@ -117,6 +124,7 @@ class MetricRecord:
     compute: Callable[..., np.ndarray] | None = None
     proportion: bool = False
     ddof: int = 0
+    theory: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         owner = f"MetricRecord {self.name!r}"
@@ -138,6 +146,11 @@ class MetricRecord:
             raise InvalidParameterError(
                 f"The `compute` parameter of {owner} must be a callable returning one value per trial, "
                 f"or None. Got {self.compute!r} instead."
+            )
+        if self.theory is not None and not callable(self.theory):
+            raise InvalidParameterError(
+                f"The `theory` parameter of {owner} must be a callable pairs -> per-pair predicted values, "
+                f"or None. Got {self.theory!r} instead."
             )
         if not isinstance(self.proportion, (bool, np.bool_)):
             raise InvalidParameterError(

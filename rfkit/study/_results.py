@@ -17,6 +17,7 @@ from ._design import Design
 from ._manifest import write_result_manifest
 from ._mcse import mcse_summary
 from ._metric_sources import metric_column, metric_ddof
+from ._records import records
 from ._tables import summarize
 from ._verify import verify_result_folder
 from ._views import METRIC_SOURCES  # summary metric -> (per-trial column, description), live
@@ -98,27 +99,31 @@ class StudyResult:
             cached = self.__dict__["_summary_cache"] = (key, table)
         return cached[1].copy()  # a copy: a caller's edits never reach the next call
 
-    def compare_theory(self) -> pd.DataFrame:  # noqa: C901
-        """Measured vs closed-form MSE (mean over pairs), with MCSE and ``z``.
+    def compare_theory(self) -> pd.DataFrame:
+        """Measured vs closed-form values of each metric with a closed form, with MCSE and ``z``.
 
-        ``z = (measured - predicted) / mcse``; rows only for estimators with a closed form.
-        Also ``rel_mse`` (predicted ``mean_i theory_mse_i / K_i^2``).
+        The metrics are those whose record has a ``theory`` (:class:`MetricRecord`: rfkit's
+        ``mse`` and ``rel_mse``, and any registered metric with one), in registration order, each
+        measured in this result (in the summary, or its column in the trials); the prediction
+        of a cell is the mean over its pairs of ``theory(pairs)`` (``mse``: the closed-form MSE
+        ``theory_mse``; ``rel_mse``: ``theory_mse / K^2``). ``z = (measured - predicted) / mcse``;
+        rows only for estimators with a closed form.
         """
         summ = self.summary()
         keys = ["cell", "estimator", *self.grid_columns]
         if "theory_mse" not in self.pairs or self.pairs["theory_mse"].isna().all():
             return pd.DataFrame()
-        pred = (
-            self.pairs.assign(theory_rel_mse=self.pairs["theory_mse"] / self.pairs["truth"] ** 2)
-            .groupby(keys, sort=False)[["theory_mse", "theory_rel_mse"]]
-            .mean()
-            .reset_index()
-        )
         rows = []
-        for metric, pcol in (("mse", "theory_mse"), ("rel_mse", "theory_rel_mse")):
+        for rec in records("metric"):  # registration order: rfkit's mse and rel_mse first
+            metric = rec.name
             meas = summ[summ["metric"] == metric]
+            if rec.theory is None or (meas.empty and rec.column not in self.trials.columns):
+                continue
             if meas.empty:
                 meas = self._metric_from_trials(metric)
+            pcol = "predicted_"  # the per-pair prediction, averaged over each cell's pairs
+            per_pair = self.pairs[keys].assign(**{pcol: np.asarray(rec.theory(self.pairs), dtype=float)})
+            pred = per_pair.groupby(keys, sort=False)[[pcol]].mean().reset_index()
             m = meas.merge(pred[[*keys, pcol]], on=keys)
             m = m[np.isfinite(m[pcol])]
             for _, r in m.iterrows():

@@ -8,6 +8,7 @@ plus its registration.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import textwrap
@@ -28,6 +29,8 @@ def restore_registries():
     """Records registered or replaced by a test are gone afterwards."""
     from rfkit.study import _records
 
+    for kind in _records._REGISTRIES:  # records registered on first use (rfkit.integrations) are kept
+        st.records(kind)
     saved = {k: dict(v) for k, v in _records._REGISTRIES.items()}
     yield
     for k, v in saved.items():
@@ -255,3 +258,74 @@ def test_paired_comparison_scales_by_the_records_ddof(restore_registries):
     np.testing.assert_allclose(
         with_ddof["mcse"].to_numpy()[ok], without["mcse"].to_numpy()[ok] * (n / (n - 1))[ok], rtol=1e-14
     )
+
+
+# ----------------------------------------------------------------------------- the theory comparison asks the record
+CLOSED_FORM_MODULE = '''
+"""A metric of your own with a closed form: the squared error relative to the kernel, E[(K_hat - K)^2] / K."""
+import numpy as np
+
+import rfkit.study as st
+
+
+def sq_err_over_k(*, ratio, truth):
+    """Per trial: the mean over pairs of (K_hat - K)^2 / K."""
+    return ((ratio - 1.0) ** 2 * truth).mean(axis=1)
+
+
+def predicted(pairs):
+    """Per pair: the closed-form MSE over the kernel value."""
+    return pairs["theory_mse"] / pairs["truth"]
+
+
+st.register_metric(
+    st.MetricRecord(
+        "sq_err_over_k",
+        kinds=("kernel",),
+        column="sq_err_over_k",
+        compute=sq_err_over_k,
+        theory=predicted,
+        description="mean over pairs of E[(K_hat - K)^2] / K",
+    )
+)
+'''
+
+
+def test_builtin_metrics_with_a_closed_form_say_so_in_their_records():
+    recs = {r.name: r for r in st.records("metric")}
+    assert {n for n, r in recs.items() if r.theory is not None} == {"mse", "rel_mse"}
+    with pytest.raises(InvalidParameterError, match="`theory`.*callable"):
+        st.MetricRecord("m", ("kernel",), "sq_err", theory="theory_mse")
+
+
+def test_compare_theory_takes_its_metrics_from_the_records(restore_registries):
+    """Without a ``theory`` on the record of ``mse``, compare_theory has no MSE rows."""
+    res = st.run(_kernel_design(["mse", "rel_mse"]), rng=0)
+    assert list(dict.fromkeys(res.compare_theory()["metric"])) == ["mse", "rel_mse"]
+    st.register_metric(dataclasses.replace(st.metric_record("mse"), theory=None), replace=True)
+    assert list(dict.fromkeys(res.compare_theory()["metric"])) == ["rel_mse"]
+
+
+def test_a_metric_of_your_own_with_a_closed_form_joins_the_theory_comparison(
+    tmp_path, monkeypatch, restore_registries
+):
+    (tmp_path / "my_closed_form.py").write_text(textwrap.dedent(CLOSED_FORM_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        design = _kernel_design(["mse", "sq_err_over_k"], imports=["my_closed_form"])
+        res = st.run(design, rng=2)
+        cmp = res.compare_theory()
+        assert list(dict.fromkeys(cmp["metric"])) == ["mse", "rel_mse", "sq_err_over_k"]
+        mine = cmp[cmp["metric"] == "sq_err_over_k"].reset_index(drop=True)
+        assert len(mine) == 4  # 2 estimators x 2 feature counts, both with rfkit's closed form
+        pairs = res.pairs.assign(p=res.pairs["theory_mse"] / res.pairs["truth"])
+        expect = pairs.groupby(["cell", "estimator"], sort=False)["p"].mean().to_numpy()
+        np.testing.assert_allclose(mine["predicted"], expect, rtol=1e-14)
+        s = res.summary().query("metric == 'sq_err_over_k'").reset_index(drop=True)
+        np.testing.assert_array_equal(mine["measured"], s["estimate"])
+        assert (mine["z"].abs() <= 5).all(), mine[["estimator", "n_features", "z"]]  # the 5-MCSE rule
+        # registered but not measured by a design: no column in its trials, so no row
+        other = st.run(_kernel_design(["mse"], imports=["my_closed_form"]), rng=2).compare_theory()
+        assert "sq_err_over_k" not in set(other["metric"])
+    finally:
+        sys.modules.pop("my_closed_form", None)
