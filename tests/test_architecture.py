@@ -285,6 +285,39 @@ def test_study_harness_never_branches_on_builtin_metric_or_figure_names():
     assert bad == []
 
 
+def _loops_over_names(source: str, names: frozenset[str], where: str = "") -> list[str]:
+    """Loops (``for`` and comprehensions) over a literal tuple, list or set holding one of ``names``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.For | ast.comprehension) and isinstance(
+            node.iter, ast.Tuple | ast.List | ast.Set
+        ):
+            found = sorted(
+                {n.value for n in ast.walk(node.iter) if isinstance(n, ast.Constant) and n.value in names}
+            )
+            out += [f"{where}:{node.iter.lineno} loops over {name!r}" for name in found]
+    return out
+
+
+def test_the_loop_check_sees_loops_over_builtin_names():
+    source = 'for metric, col in (("mse", "a"), ("rel_mse", "b")): pass\nx = [m for m in ["kl"]]\nfor h in ("fit",): pass\n'
+    found = [f.split(" ", 1)[1] for f in _loops_over_names(source, frozenset({"mse", "rel_mse", "kl"}))]
+    assert found == ["loops over 'mse'", "loops over 'rel_mse'", "loops over 'kl'"]
+
+
+def test_study_harness_never_loops_over_builtin_metric_or_figure_names():
+    """A harness module that walks a literal list of rfkit's metrics or figure kinds (``for metric
+    in ("mse", "rel_mse")``) leaves a user's out; it asks the records (``records("metric")``) instead."""
+    from rfkit.study import FIGURE_KINDS, records
+
+    names = frozenset({r.name for r in records("metric")} | set(FIGURE_KINDS))
+    bad = []
+    for mod, path in FILES.items():
+        if mod.startswith("rfkit.study.") and mod not in REGISTRATION:
+            bad += _loops_over_names(path.read_text(encoding="utf-8"), names, path.name)
+    assert bad == []
+
+
 #: the presentation layer: it reads result tables, and rfkit.study through its public modules
 PRESENTATION = ("rfkit.tables", "rfkit.plots", "rfkit.report")
 #: rfkit.study's modules that the layers above it may import
