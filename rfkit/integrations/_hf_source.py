@@ -15,6 +15,11 @@ identifies the model's files (see :func:`model_fingerprint`) and ``data.causal``
 the model (a decoder's attention is causal). Both enter the design hash, so the provenance names
 the model and a resume against another model (or changed weights in the same folder) is refused.
 
+Drop-in designs (``kind = "drop-in"``) name the same source with ``n_tokens`` (the context
+length), ``layers`` (the layers replaced), ``dtype`` and no ``max_len``/``heads``: the record's
+``dropin`` hook gives the evaluation the model, run through
+:class:`rfkit.integrations._hf_dropin.TransformersDropIn`, and the texts' token ids.
+
 The study layer does not import this module (rfkit.integrations sits above it): its registry
 imports it by name the first time a design names ``source = "transformers"`` or the data sources
 are listed. Neither torch nor transformers is imported before a cell loads the model.
@@ -34,6 +39,7 @@ import numpy as np
 from .. import data as rkdata
 from ..exceptions import DataChecksumError, InvalidParameterError, ShapeError
 from ..study import DataSourceRecord, register_data_source
+from ._hf_dropin import TransformersDropIn
 from .transformers import _libraries, capture_qkv
 
 __all__ = ["model_fingerprint", "resolve_model_folder"]
@@ -44,6 +50,9 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".h5", ".msg
 _WHOLE_LIMIT = 8 << 20
 _EDGE = 1 << 20
 _TEXTS = {"passages": rkdata.PASSAGES, "long": rkdata.LONG_PASSAGES}
+#: ``[data]`` keys of drop-in designs only (rfkit.integrations._hf_dropin), and of attention designs only
+_DROPIN_ONLY = ("n_tokens", "one_layer", "dtype")
+_ATTENTION_ONLY = ("layer", "head", "heads", "max_len")
 
 
 def resolve_model_folder(model: Any, gguf_file: Any = None) -> Path:
@@ -115,9 +124,13 @@ def model_fingerprint(folder: str | Path, gguf_file: str | None = None) -> str:
     return h.hexdigest()
 
 
+def _loaded(folder: str, gguf_file: str | None, dtype: str = "float32") -> tuple[Any, Any, bool]:
+    """``(model, tokenizer, causal)`` loaded offline at ``dtype`` (one per process, model and dtype)."""
+    return _load(folder, gguf_file, dtype)  # one cache key however the dtype is passed
+
+
 @functools.lru_cache(maxsize=2)
-def _loaded(folder: str, gguf_file: str | None) -> tuple[Any, Any, bool]:
-    """``(model, tokenizer, causal)`` loaded offline (one per process and model)."""
+def _load(folder: str, gguf_file: str | None, dtype: str) -> tuple[Any, Any, bool]:
     torch, transformers = _libraries()
     kw: dict[str, Any] = {"local_files_only": True}
     if gguf_file is not None:
@@ -132,7 +145,9 @@ def _loaded(folder: str, gguf_file: str | None) -> tuple[Any, Any, bool]:
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # no loading bar in a study's output
     try:
-        model = cls.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32, **kw).eval()
+        model = cls.from_pretrained(
+            folder, attn_implementation="eager", dtype=getattr(torch, dtype), **kw
+        ).eval()
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **kw)
     finally:
         if bars:
@@ -160,16 +175,16 @@ def _texts(p: Mapping[str, Any]) -> tuple[str, ...]:
     return pool[: n or len(pool)]
 
 
-def _token_ids(tokenizer: Any, texts: tuple[str, ...], max_len: int) -> np.ndarray:
-    """Ids (texts, tokens) of each text cut at ``max_len`` tokens; every text must give that many."""
+def _token_ids(tokenizer: Any, texts: tuple[str, ...], max_len: int, key: str = "max_len") -> np.ndarray:
+    """Ids (texts, tokens) of each text cut at ``max_len`` tokens (``data.<key>``); every text must give that many."""
     rows = [list(tokenizer(t, truncation=True, max_length=max_len)["input_ids"]) for t in texts]
     short = [(i, len(r)) for i, r in enumerate(rows) if len(r) < max_len]
     if short:
         i, n = short[0]
         raise ShapeError(
-            f"`data.max_len` = {max_len}: every text must give at least max_len tokens (no padding, whose zero "
+            f"`data.{key}` = {max_len}: every text must give at least {key} tokens (no padding, whose zero "
             f"keys would enter the exact attention). Got {n} tokens for text {i} ({len(short)} text(s) short): "
-            "a smaller max_len or longer texts."
+            f"a smaller {key} or longer texts."
         )
     return np.asarray(rows, dtype=np.int64)
 
@@ -196,6 +211,12 @@ def _axis(p: dict[str, Any], one: str, many: str) -> int:
 def _factory(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, ...]:
     """One head of one layer of the model: ``(Q, K, V)`` each (texts, tokens, d_h); ``gen`` is unused."""
     del gen
+    extra = [k for k in _DROPIN_ONLY if k in p]
+    if extra:
+        raise InvalidParameterError(
+            f"`data.{extra[0]}` is a key of drop-in designs on source 'transformers'; an attention design takes "
+            "`max_len` and one cell per (layer, head)."
+        )
     gguf = p.get("gguf_file")
     folder = str(resolve_model_folder(p.get("model"), gguf))
     model, _, causal = _loaded(folder, gguf)
@@ -223,6 +244,58 @@ def _factory(p: dict[str, Any], gen: np.random.Generator) -> tuple[np.ndarray, .
     if head >= q.shape[1]:
         raise InvalidParameterError(f"`head` = {head} is out of range: the model has {q.shape[1]} heads.")
     return q[:, head].copy(), k[:, head].copy(), v[:, head].copy()
+
+
+@functools.lru_cache(maxsize=2)
+def _dropin_model(
+    folder: str, gguf_file: str | None, dtype: str, scale: str, name: str
+) -> TransformersDropIn:
+    model, _, causal = _loaded(folder, gguf_file, dtype)
+    return TransformersDropIn(model, causal, dtype, scale, name)
+
+
+def _dropin(p: Mapping[str, Any]) -> tuple[TransformersDropIn, np.ndarray, np.ndarray]:
+    """The ``dropin`` hook (drop-in designs): the model of a cell (rfkit.integrations._hf_dropin), its texts' ids and mask.
+
+    Raises
+    ------
+    InvalidParameterError
+        A key of attention designs, a ``causal`` unlike the model's, too many tokens for it.
+    DataChecksumError
+        The model's files are not those ``data.model_sha256`` pins.
+    ShapeError
+        A text gives fewer than ``n_tokens`` tokens.
+    """
+    extra = [k for k in _ATTENTION_ONLY if k in p]
+    if extra:
+        raise InvalidParameterError(
+            f"`data.{extra[0]}` is a key of attention designs on source 'transformers' (one cell per layer and "
+            "head); a drop-in design takes `n_tokens` and `layers` (the layers replaced)."
+        )
+    gguf = p.get("gguf_file")
+    folder = str(resolve_model_folder(p.get("model"), gguf))
+    pinned = p.get("model_sha256")
+    if pinned is not None and pinned != model_fingerprint(folder, gguf):
+        raise DataChecksumError(
+            f"`data.model` {p.get('model')!r} must be the model the design was bound to, `data.model_sha256` = "
+            f"{pinned!r}. Got a folder whose files give {model_fingerprint(folder, gguf)!r}."
+        )
+    model = _dropin_model(
+        folder, gguf, p.get("dtype", "float64"), p.get("scale", "symmetric"), str(p.get("model"))
+    )
+    if "causal" in p and bool(p["causal"]) != model.causal:
+        raise InvalidParameterError(
+            f"`data.causal` must be the model's own causality, {model.causal} for {p.get('model')!r}. "
+            f"Got {p['causal']!r}."
+        )
+    n_tokens = int(p["n_tokens"])
+    if n_tokens > model.max_positions:
+        raise InvalidParameterError(
+            f"`data.n_tokens` = {n_tokens} exceeds the {model.max_positions} positions of {model.name}."
+        )
+    _, tokenizer, _ = _loaded(folder, gguf, model.dtype.name)
+    ids = _token_ids(tokenizer, _texts({**p, "n_texts": p.get("n_texts", 1)}), n_tokens, "n_tokens")
+    return model, ids, np.ones(ids.shape, dtype=bool)
 
 
 def _bind(data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -275,6 +348,7 @@ register_data_source(
                 "scale",
                 "causal",
                 "model_sha256",
+                *_DROPIN_ONLY,
             }
         ),
         sequence=True,
@@ -285,11 +359,14 @@ register_data_source(
         describe=_describe,
         probe=False,
         bind=_bind,
+        kinds=("attention", "drop-in"),
+        dropin=_dropin,
         description=(
             "real queries, keys and values of any Hugging Face transformers model (model = a folder or an "
             "installed package holding one; gguf_file optional), loaded offline, on texts of your own or the "
             "built-in passages (rfkit.integrations.transformers.capture_qkv); causal and model_sha256 are "
-            "bound from the model when a run is planned"
+            "bound from the model when a run is planned; drop-in designs: the model with an estimator swapped "
+            "in (use_estimator) against the exact model, on texts of n_tokens tokens"
         ),
     )
 )

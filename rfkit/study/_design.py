@@ -236,9 +236,9 @@ class Design:
                     raise InvalidParameterError(f"{src}: `estimators[{i}]`: {exc}") from exc
             object.__setattr__(self, "estimators", normal)
         source = self.data.get("source") if isinstance(self.data, Mapping) else None
-        if source in DATA_SOURCES and isinstance(self.grid, Mapping):
+        if source in DATA_SOURCES and isinstance(self.grid, Mapping) and self.kind != "drop-in":
             plural_axes = data_source_record(source).plural_axes
-            # e.g. `data = {source = "minilm", layers = [...], heads = [...]}`: one cell per (layer, head)
+            # `data = {source = "minilm", layers = [...], ...}`: a cell per (layer, head); drop-in: layers replaced
             data, grid = dict(self.data), dict(self.grid)
             front = {}
             for plural, axis in plural_axes.items():

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .. import data as rkdata
 from ..exceptions import InvalidParameterError
 from ._estimators import build_attention_estimator
-from ._records import attention_estimator_record, metric_record
+from ._records import attention_estimator_record, data_source_record, metric_record
 
 if TYPE_CHECKING:
     from ._design import Design
@@ -46,7 +46,9 @@ class DropInData:
 
     ``layers``: the layers replaced (None: every layer of each model); ``one_layer``: whether
     this cell also replaces each of them alone (its ``n_tokens`` and ``feature_dim`` are among
-    those of ``data.one_layer``), on the first ``one_layer_texts`` texts.
+    those of ``data.one_layer``), on the first ``one_layer_texts`` texts. ``sourced``: for a
+    source that brings its own model (its record's ``dropin`` hook), ``{source: (model, ids,
+    mask)}``, the source's name standing for the model in ``models``; empty for the built-in models.
     """
 
     models: tuple[str, ...]
@@ -57,10 +59,21 @@ class DropInData:
     one_layer_texts: int
     dtype: str
     scale: str
+    sourced: Mapping[str, tuple[Any, Any, Any]] = dataclasses.field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+
+    def spec(self, model: str) -> Any:
+        """The model ``model`` names: a built-in model's class, or the model a source brought."""
+        return self.sourced[model][0] if model in self.sourced else MODEL_CLASSES[model]
+
+    def family(self, model: str) -> str:
+        """Whose metrics ``model`` gives: ``"smollm2"`` (a causal decoder's) or ``"minilm"`` (an encoder's)."""
+        return "smollm2" if self.spec(model).causal else "minilm"
 
     def replaced(self, model: str) -> tuple[int, ...]:
         """The replaced layers of ``model``."""
-        return tuple(range(MODEL_CLASSES[model].n_layers)) if self.layers is None else self.layers
+        return tuple(range(self.spec(model).n_layers)) if self.layers is None else self.layers
 
 
 def _int(p: Mapping[str, Any], key: str, default: Any, low: int) -> int:
@@ -77,8 +90,13 @@ def dropin_data(p: Mapping[str, Any], feature_dim: Any = None) -> DropInData:
 
     ``one_layer`` is a table ``{n_tokens = [...], feature_dim = [...], texts = k}``: the cells with
     one of those context lengths and budgets (``feature_dim``: the cell's; left out: every budget)
-    also replace each layer alone, on their first ``texts`` texts (default: all).
+    also replace each layer alone, on their first ``texts`` texts (default: all). A source with
+    a ``dropin`` hook (``source = "transformers"``) brings its model and texts: the hook loads them.
     """
+    source = p.get("source", "passages")
+    hook = data_source_record(source).dropin
+    if hook is not None:
+        return _sourced_data(p, feature_dim, source, hook)
     models = p.get("models", list(MODEL_CLASSES))
     if (
         not isinstance(models, list)
@@ -101,9 +119,45 @@ def dropin_data(p: Mapping[str, Any], feature_dim: Any = None) -> DropInData:
                 f"`data.n_tokens` = {n_tokens} exceeds the {top} positions of {MODEL_CLASSES[m].name} ({m!r})."
             )
     n_texts = _int(p, "n_texts", 1, 1)
+    layers = _layers(p, min(MODEL_CLASSES[m].n_layers for m in models))
+    here, one_texts = _one_layer(p, n_tokens, n_texts, feature_dim)
+    dtype, scale = _dtype_scale(p)
+    return DropInData(tuple(models), n_tokens, n_texts, layers, here, one_texts, dtype, scale)
+
+
+def _sourced_data(p: Mapping[str, Any], feature_dim: Any, source: str, hook: Any) -> DropInData:
+    """The data of a cell whose source brings its own model (its record's ``dropin`` hook)."""
+    if "models" in p:
+        raise InvalidParameterError(
+            f"`data.models` names rfkit's built-in models (source 'passages'); source {source!r} brings its "
+            f"own model (`data.model`): leave `models` out. Got {p['models']!r}."
+        )
+    if "n_tokens" not in p:
+        raise InvalidParameterError(
+            "`data.n_tokens` (the context length, in [data] or the grid) must be given."
+        )
+    n_tokens, n_texts = _int(p, "n_tokens", None, 2), _int(p, "n_texts", 1, 1)
+    here, one_texts = _one_layer(p, n_tokens, n_texts, feature_dim)
+    if p.get("one_layer"):
+        raise InvalidParameterError(
+            f"`data.one_layer` needs rfkit's own forward pass, which starts a run at any layer; source "
+            f"{source!r} runs its model whole: leave `one_layer` out. Got {p['one_layer']!r}."
+        )
+    dtype, scale = _dtype_scale(p)
+    model, ids, mask = hook(p)
+    if n_tokens > model.max_positions:
+        raise InvalidParameterError(
+            f"`data.n_tokens` = {n_tokens} exceeds the {model.max_positions} positions of {model.name}."
+        )
+    layers = _layers(p, model.n_layers)
+    return DropInData(
+        (source,), n_tokens, n_texts, layers, here, one_texts, dtype, scale, {source: (model, ids, mask)}
+    )
+
+
+def _layers(p: Mapping[str, Any], top: int) -> tuple[int, ...] | None:
     layers = p.get("layers")
     if layers is not None:
-        top = min(MODEL_CLASSES[m].n_layers for m in models)
         if (
             not isinstance(layers, list)
             or not layers
@@ -115,6 +169,10 @@ def dropin_data(p: Mapping[str, Any], feature_dim: Any = None) -> DropInData:
                 f"of `data.models` has them); leave it out to replace every layer. Got {layers!r} instead."
             )
         layers = tuple(int(v) for v in layers)
+    return layers
+
+
+def _one_layer(p: Mapping[str, Any], n_tokens: int, n_texts: int, feature_dim: Any) -> tuple[bool, int]:
     one = p.get("one_layer", {})
     rule = (
         "must be a table {n_tokens = [context lengths], feature_dim = [budgets] (optional), texts = k "
@@ -140,13 +198,17 @@ def dropin_data(p: Mapping[str, Any], feature_dim: Any = None) -> DropInData:
         and n_tokens in (lists["n_tokens"] or [])
         and (lists["feature_dim"] is None or feature_dim in lists["feature_dim"])
     )
+    return here, one_texts
+
+
+def _dtype_scale(p: Mapping[str, Any]) -> tuple[str, str]:
     dtype = p.get("dtype", "float64")
     if dtype not in ("float64", "float32"):
         raise InvalidParameterError(f"`data.dtype` must be 'float64' or 'float32'. Got {dtype!r} instead.")
     scale = p.get("scale", "symmetric")
     if scale not in ("symmetric", "query"):
         raise InvalidParameterError(f"`data.scale` must be 'symmetric' or 'query'. Got {scale!r} instead.")
-    return DropInData(tuple(models), n_tokens, n_texts, layers, here, one_texts, dtype, scale)
+    return dtype, scale
 
 
 def dropin_model_dim(p: Mapping[str, Any]) -> int:
@@ -167,7 +229,7 @@ MODEL_METRICS = {
 
 # ----------------------------------------------------------------------------- estimators per model
 def model_estimator_params(
-    design: Design, est: dict[str, Any], cell: dict[str, Any], model: str
+    design: Design, est: dict[str, Any], cell: dict[str, Any], model: str, spec: Any = None
 ) -> dict[str, Any]:
     """An estimator's parameters for one model in a cell: the model's head dimension and causality.
 
@@ -175,8 +237,9 @@ def model_estimator_params(
     computed exactly and its feature map (``inner_map`` and ``from_budget``) is asked for the split
     with the model's causality, so that every estimator of the cell costs the same per query; the
     record refuses an entry whose cost it cannot fix ahead, or whose exact keys leave the map nothing.
+    ``spec``: the model itself where a source brought it (``DropInData.spec``); None: a built-in's.
     """
-    cls = MODEL_CLASSES[model]
+    cls = MODEL_CLASSES[model] if spec is None else spec
     label = design.label(est)
     if "causal" in est:
         raise InvalidParameterError(
@@ -218,7 +281,12 @@ def check_dropin_design(d: Design) -> None:
             raise InvalidParameterError(f"{src}: {exc}") from None
         for model, names in MODEL_METRICS.items():
             wanted = [m for m in d.metrics if m in names]
-            if wanted and model not in dd.models:
+            if wanted and dd.sourced and model not in {dd.family(m) for m in dd.models}:
+                kind = "a causal decoder" if model == "smollm2" else "an encoder"
+                raise InvalidParameterError(
+                    f"{src}: `metrics` {wanted} measure {kind}, which {dd.spec(dd.models[0]).name} is not."
+                )
+            if wanted and not dd.sourced and model not in dd.models:
                 raise InvalidParameterError(
                     f"{src}: `metrics` {wanted} measure {MODEL_CLASSES[model].name}, which `data.models` = "
                     f"{list(dd.models)} does not run."
@@ -226,7 +294,7 @@ def check_dropin_design(d: Design) -> None:
         for i, est in enumerate(d.estimators):
             for model in dd.models:
                 try:
-                    build_attention_estimator(model_estimator_params(d, est, cell, model))
+                    build_attention_estimator(model_estimator_params(d, est, cell, model, dd.spec(model)))
                 except InvalidParameterError as exc:
                     raise InvalidParameterError(
                         f"{src}: estimators[{i}] ({d.label(est)!r}), {model}: {exc}"

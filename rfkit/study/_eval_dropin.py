@@ -18,6 +18,10 @@ Per cell and trial, for every estimator and each model of ``data.models``:
   each replaced layer alone, from the exact model's input of that layer, on the first
   ``one_layer.texts`` texts: the same damage measures per layer.
 
+A source whose record has a ``dropin`` hook (``source = "transformers"``: any Hugging Face
+model) brings its own model and texts instead of ``data.models``: a causal model gets the
+decoder's measures and SmolLM2's random streams, any other model the encoder's and MiniLM's.
+
 Randomness: trial ``t`` has the stream of :func:`rfkit.study._units.trial_streams`; model ``m``
 (its index in :data:`~rfkit.study._dropin_design.MODEL_CLASSES`) uses the root
 ``SeedSequence(entropy, spawn_key=trial_key + (m,))`` and layer ``l`` its
@@ -269,7 +273,7 @@ def _evaluate(
 ) -> dict[str, Any]:
     cell = design.cells()[cell_index]
     dd: DropInData = dropin_data(design.data_params(cell), cell.get("feature_dim"))
-    texts = cell_data(design, cell, entropy, spawn_key)
+    texts = () if dd.sourced else cell_data(design, cell, entropy, spawn_key)
     E, Tk = len(design.estimators), len(trials)
     cols = {c: np.full((E, Tk), np.nan) for c in TRIAL_COLUMNS}
     cols["nonpositive_rows"][:] = 0.0
@@ -279,15 +283,18 @@ def _evaluate(
     layer_vals = np.full((E, Tk, len(rows), len(LAYER_COLUMNS)), np.nan)
     seconds = np.full((E, Tk), 0.0)
     for mi, name in enumerate(dd.models):
-        model = dropin_model(name, dd.dtype, dd.scale)
-        ids, mask = texts[mi]
+        decoder = dd.family(name) == "smollm2"  # a causal decoder's measures, else an encoder's
+        if dd.sourced:  # a model the data source brought (``source = "transformers"``)
+            model, ids, mask = dd.sourced[name]
+        else:
+            model, (ids, mask) = dropin_model(name, dd.dtype, dd.scale), texts[mi]
         layers = dd.replaced(name)
         ests = [
-            build_attention_estimator(model_estimator_params(design, est, cell, name))
+            build_attention_estimator(model_estimator_params(design, est, cell, name, dd.spec(name)))
             for est in design.estimators
         ]
-        roots = [
-            np.random.SeedSequence(s.entropy, spawn_key=tuple(s.spawn_key) + (_MODEL_INDEX[name],))
+        roots = [  # a decoder of a source draws as SmolLM2 does, an encoder as MiniLM
+            np.random.SeedSequence(s.entropy, spawn_key=tuple(s.spawn_key) + (_MODEL_INDEX[dd.family(name)],))
             for s in streams
         ]
         probe = _Probe(ests, roots, layers)
@@ -295,15 +302,13 @@ def _evaluate(
         errors.update(probe.errors)
         cols["ill_conditioned_calls"] += probe.ill
         ref: Any = (
-            _DecoderRef(model, exact.hidden, ids)
-            if name == "smollm2"
-            else _EncoderRef(model, exact.hidden, mask)
+            _DecoderRef(model, exact.hidden, ids) if decoder else _EncoderRef(model, exact.hidden, mask)
         )
-        if name == "smollm2":
+        if decoder:
             cols["ppl_exact"][:] = ref.perplexity()
         first = rows.index((name, layers[0]))
         layer_vals[:, :, first : first + len(layers), 0] = probe.mse
-        cols["dec_head_mse" if name == "smollm2" else "enc_head_mse"][:] = np.mean(probe.mse, axis=-1)
+        cols["dec_head_mse" if decoder else "enc_head_mse"][:] = np.mean(probe.mse, axis=-1)
         nt = dd.one_layer_texts
         for i, est in enumerate(ests):
             for j, root in enumerate(roots):

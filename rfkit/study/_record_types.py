@@ -214,6 +214,13 @@ class DataSourceRecord:
         (a checksum of a model's files, the causality read from the model), applied once when a
         run is planned, so that the design hash, the provenance and a resume see which data the
         run used. None (the default): the table as written.
+    dropin : callable, optional
+        For a source of drop-in designs that brings its own model: ``dropin(params) -> (model,
+        ids, mask)``, the model of a cell's data parameters (the attributes ``name``,
+        ``n_layers``, ``head_dim``, ``causal``, ``max_positions`` and the methods ``run``,
+        ``logits`` (a decoder) or ``embedding`` (an encoder) of :class:`rfkit.data.PretrainedModel`)
+        and the cell's token ids and mask (texts, tokens). None: the built-in models
+        (``data.models``) and the ``factory``'s texts.
     """
 
     kind: ClassVar[str] = "data source"
@@ -231,6 +238,7 @@ class DataSourceRecord:
     description: str = ""
     reference: str = ""
     bind: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    dropin: Callable[[Mapping[str, Any]], tuple[Any, Any, Any]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", frozenset(self.params) | {"dataset"})
