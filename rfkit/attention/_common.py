@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from .._backend import Backend, get_backend, is_array
+from .._backend_random import BackendGenerator, _is_torch_generator
 from .._parallel import resolve_threads
-from .._random import TrialStreams
+from .._random import TrialStreams, check_rng_or_trials
 from .._validation import (
     check_broadcast,
     check_finite_and_norms,
@@ -384,6 +385,24 @@ def check_draw_library(gen: Any, bk: Backend, owner: str) -> None:
                 f"{owner} was given random generators of {library}, but Q, K and V are {bk.name} arrays: "
                 "draws on a device use the inputs' own library."
             )
+
+
+def sampler_rng(rng: Any, x: Any, owner: str) -> Any:
+    """The ``rng`` of a sampled estimator (RA, SNIS, LARA): :func:`~rfkit._random.check_rng_or_trials`, or,
+    for a ``torch.Generator`` and torch inputs on its device, one trial drawn on that device by it
+    (advancing its state: the same state gives the same numbers). A ``torch.Generator`` with other
+    inputs raises :class:`~rfkit.exceptions.InvalidParameterError`."""
+    if not _is_torch_generator(rng):
+        return check_rng_or_trials(rng)
+    where = getattr(x.Q, "device", None)
+    if x.bk.name != "torch" or (where.type, where.index or 0) != (rng.device.type, rng.device.index or 0):
+        got = f"{x.bk.name} arrays" + (f" on {where}" if x.bk.name == "torch" else "")
+        raise InvalidParameterError(
+            f"The `rng` parameter of {owner} is a torch.Generator on {rng.device}, which draws on that device "
+            f"only: Q, K and V must be torch tensors there. Got {got}. Pass tensors on {rng.device}, or an "
+            "rng that is None, an int, a SeedSequence or a numpy.random.Generator."
+        )
+    return TrialStreams((BackendGenerator.from_torch(rng),))
 
 
 def device_gaussian_noise(gen: Any, n_samples: int, dim: int, projection: str) -> Any:

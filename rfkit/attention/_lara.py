@@ -10,7 +10,6 @@ import numpy as np
 
 from .._backend import Backend
 from .._parallel import threads
-from .._random import check_rng_or_trials
 from .._validation import check_int, check_option, check_real, half_precision
 from ..exceptions import InvalidParameterError
 from ._common import (
@@ -20,6 +19,7 @@ from ._common import (
     check_qkv,
     check_shared_options,
     row_blocks,
+    sampler_rng,
     shifted_sum,
     threads_of,
 )
@@ -269,7 +269,7 @@ class LARA(SampledOptions):
         comp = np.repeat(np.arange(C), k)  # sample s = c*k + j comes from proposal c
         keep = None if x.mask is None else ~x.mask
         with threads(nt):
-            gen = check_rng_or_trials(rng)
+            gen = sampler_rng(rng, x, "LARA")
             E = noise(gen, x, S, self.projection, self.shared_across_heads, "LARA")
             qt = chunk_means(bk, x.Q, C) if (optimal or means is None) else None
             if means is not None:

@@ -10,10 +10,19 @@ import numpy as np
 
 from .._backend import Backend
 from .._parallel import threads
-from .._random import TrialStreams, check_rng_or_trials
+from .._random import TrialStreams
 from .._validation import check_int, half_precision
 from ..exceptions import InvalidParameterError
-from ._common import CHUNK_ELEMS, QKV, check_draw_library, check_qkv, check_shared_options, run, threads_of
+from ._common import (
+    CHUNK_ELEMS,
+    QKV,
+    check_draw_library,
+    check_qkv,
+    check_shared_options,
+    run,
+    sampler_rng,
+    threads_of,
+)
 from ._result import AttentionResult
 
 __all__ = ["RA"]
@@ -300,7 +309,7 @@ class RA:
                 "query from softmax(q K^T), a discrete draw that depends on Q and K, so the estimate is not "
                 "differentiable in them. Detach Q and K (V may require grad), or use RFA, SNIS or LARA."
             )
-        gen = check_rng_or_trials(rng)
+        gen = sampler_rng(rng, x, "RA")
         nt = threads_of(self.n_threads, "RA")
         if isinstance(gen, TrialStreams):
             check_draw_library(gen, x.bk, "RA")

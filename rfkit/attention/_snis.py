@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 
 from .._parallel import threads
-from .._random import check_rng_or_trials
 from .._validation import check_int, check_option, half_precision
 from ..exceptions import InvalidParameterError
-from ._common import QKV, check_qkv, check_shared_options, threads_of
+from ._common import QKV, check_qkv, check_shared_options, sampler_rng, threads_of
 from ._importance import SampledOptions, causal_sample_attention, importance_sampling, jobs_of, sampled_result
 from ._proposals import check_means, chunk_means, mixture_offsets, mixture_samples, noise
 from ._result import AttentionResult
@@ -173,7 +172,7 @@ class SNIS(SampledOptions):
         S = self.n_samples
         with threads(nt):
             means = self._means(x)
-            gen = check_rng_or_trials(rng)
+            gen = sampler_rng(rng, x, "SNIS")
             E = noise(gen, x, S, self.projection, self.shared_across_heads, "SNIS")
             chunked = self.causal and isinstance(self.proposal, str) and self.proposal == "chunk-mean"
             if means is None:
