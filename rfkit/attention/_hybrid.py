@@ -115,9 +115,10 @@ class Hybrid:
     (:mod:`rfkit.attention._remainder`). The sampled numerator and normaliser are unbiased and
     rows with :math:`s \ge N_R` are exact. The result's ``cost`` (:class:`QueryCost`) counts, per
     query, the exact logits (support, samples, oracle scores), random features, values read and
-    scoring products. The sampled remainders compute on NumPy arrays (other backends are refused
-    with a :class:`~rfkit.exceptions.BackendError`); ``top_k`` with the features works on every
-    backend.
+    scoring products. Every remainder computes on every backend, with the same draws (NumPy's
+    uniforms) and numbers as on NumPy, and gradients flow through the kept keys' logits and values
+    for a fixed draw; an ``(epsilon, delta)`` budget computes on NumPy arrays only (other backends
+    are refused with a :class:`~rfkit.exceptions.BackendError`).
 
     Parameters
     ----------
@@ -379,10 +380,10 @@ class Hybrid:
                 f"Hybrid(remainder={self.remainder!r}) draws no features: the `draw` argument is only "
                 f"for remainder='features'. Got a {type(draw).__name__} instead."
             )
-        if x.bk.name != "numpy":
+        if x.bk.name != "numpy" and self.epsilon is not None:
             raise BackendError(
-                f"Hybrid(remainder={self.remainder!r}) computes on NumPy arrays only; Q, K and V are "
-                f"{x.bk.name} arrays. Use remainder='features', or pass NumPy arrays."
+                f"Hybrid with an (epsilon, delta) budget (epsilon={self.epsilon!r}) computes on NumPy arrays "
+                f"only; Q, K and V are {x.bk.name} arrays. Use a fixed `n_samples`, or pass NumPy arrays."
             )
         T = None if n_draws is None else check_int(n_draws, "n_draws", "Hybrid", low=1)
         idx, valid, scorer = self._support(x, gen)

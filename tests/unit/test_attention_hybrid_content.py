@@ -308,8 +308,13 @@ def test_other_backends():
     torch = pytest.importorskip("torch")
     Q, K, V = _qkv(13, n=16)
     t = [torch.as_tensor(a) for a in (Q, K, V)]
-    with pytest.raises(BackendError, match="NumPy arrays only"):
-        H(remainder="uniform", n_samples=2, window=1)(*t, rng=0)
+    with pytest.raises(BackendError, match=r"\(epsilon, delta\) budget .* NumPy arrays only"):
+        H(remainder="uniform", epsilon=0.2, delta=0.1, base_samples=3, window=1)(*t, rng=0)
+    for rem in ("none", "uniform", "stratified", "importance"):  # the same draws and numbers as NumPy's
+        kw = {} if rem == "none" else {"n_samples": 3}
+        est = H(remainder=rem, window=1, top_k=3, scorer="quest", causal=True, block_size=4, **kw)
+        ref = est(Q, K, V, rng=0).output
+        np.testing.assert_allclose(est(*t, rng=0).output.numpy(), ref, rtol=1e-10, atol=1e-13)
     for sc in SCORERS:
         est = H(rk.features.Positive(8), window=1, top_k=3, scorer=sc, causal=True, block_size=4)
         ref = est(Q, K, V, rng=0).output

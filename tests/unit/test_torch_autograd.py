@@ -3,7 +3,8 @@ section "Gradients and half precision").
 
 Every differentiable estimator must let autograd through: exact softmax attention, RFA with
 every registered feature map (bidirectional and causal), Hybrid (window, sinks, LSH buckets
-and a random-feature remainder), a draw's ``kernel``/``queries``/``keys``, SNIS and LARA
+and a random-feature remainder; top-k keys by each content scorer with every remainder, the
+sampled ones for a fixed draw), a draw's ``kernel``/``queries``/``keys``, SNIS and LARA
 (their samples are a fixed noise plus data means: a reparameterisation), and RA in ``V``. A
 fixed ``rng`` makes each call a deterministic function of its inputs, so
 ``torch.autograd.gradcheck`` (float64, small sizes) compares the analytic gradients with
@@ -98,6 +99,36 @@ def test_hybrid_passes_gradcheck(name):
     kw = {"feature_map": rk.features.Positive(4), **HYBRIDS[name]}
     est = att.Hybrid(**kw)
     _check(lambda q, k, v: est(q, k, v, rng=0).output, _inputs(n=6))
+
+
+CONTENT_HYBRIDS = {
+    f"{scorer}-top2-{remainder}": dict(
+        scorer=scorer,
+        top_k=2,
+        remainder=remainder,
+        **({"feature_map": rk.features.Positive(4)} if remainder == "features" else {}),
+        **({} if remainder in ("features", "none") else {"n_samples": 2}),
+        **({"block_size": 2} if scorer == "quest" else {}),
+    )
+    for scorer in ("oracle", "proxy", "quest", "lsh")
+    for remainder in ("features", "none", "uniform", "stratified", "importance")
+}
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("name", list(CONTENT_HYBRIDS))
+def test_hybrid_with_a_content_scorer_and_any_remainder_passes_gradcheck(name, causal):
+    """Top-k by content and the sampled keys are piecewise constant in Q, K: for a fixed draw the
+    gradient flows through the kept keys' logits and values (and, for "importance", the proposal
+    probabilities that weight the sampled keys)."""
+    est = att.Hybrid(**CONTENT_HYBRIDS[name], causal=causal)
+    _check(lambda q, k, v: est(q, k, v, rng=0).output, _inputs(n=8))
+
+
+def test_hybrid_with_an_epsilon_delta_budget_refuses_torch_tensors_by_name():
+    est = att.Hybrid(window=1, remainder="uniform", epsilon=0.2, delta=0.1, base_samples=3)
+    with pytest.raises(rk.exceptions.BackendError, match=r"\(epsilon, delta\) budget .* NumPy arrays only"):
+        est(*_inputs(n=8), rng=0)
 
 
 SAMPLED = {
