@@ -13,7 +13,8 @@ the executed notebook pages' cells do):
   with ``# file: NAME.py`` is written to ``NAME.py`` in the working folder and imported, as the
   page asks the reader to do;
 * shell blocks (```` ``` ````, ```` ```bash ````, ```` ```console ````) run with ``bash -e``;
-* TOML blocks are data (parts of study files), and ``{literalinclude}`` shows a shipped file.
+* TOML blocks are data (parts of study files), ``{literalinclude}`` shows a shipped file and
+  ``{figure}`` an image.
 
 What is not run is listed in ``SKIP``, each block (or line of a shell block) with its reason:
 GPU-only code, installs (``pip``, ``make``), commands that need a clone of the repository,
@@ -148,7 +149,16 @@ def test_skips_name_real_blocks():
 def test_every_code_block_is_run_or_listed():
     for page in PAGES:
         for index, info, _ in _blocks(page):
-            known = info.startswith(("{code-cell}", "{literalinclude}", "{toctree}", "{warning}", "{note}"))
+            directives = (
+                "{code-cell}",
+                "{literalinclude}",
+                "{toctree}",
+                "{warning}",
+                "{note}",
+                "{figure}",
+                "{image}",
+            )
+            known = info.startswith(directives)
             assert known or info in SHELL | {"python", "toml", "py"}, (
                 f"{page} block {index}: unknown kind {info!r}"
             )
