@@ -394,8 +394,8 @@ def sampler_rng(rng: Any, x: Any, owner: str) -> Any:
     inputs raises :class:`~rfkit.exceptions.InvalidParameterError`."""
     if not _is_torch_generator(rng):
         return check_rng_or_trials(rng)
-    where = getattr(x.Q, "device", None)
-    if x.bk.name != "torch" or (where.type, where.index or 0) != (rng.device.type, rng.device.index or 0):
+    where: Any = x.Q.device if x.bk.name == "torch" else None
+    if where is None or (where.type, where.index or 0) != (rng.device.type, rng.device.index or 0):
         got = f"{x.bk.name} arrays" + (f" on {where}" if x.bk.name == "torch" else "")
         raise InvalidParameterError(
             f"The `rng` parameter of {owner} is a torch.Generator on {rng.device}, which draws on that device "
