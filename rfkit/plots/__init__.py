@@ -32,7 +32,7 @@ from ._dropin import (
 from ._heatmap import plot_attention_matrices, plot_head_heatmap, prepare_head_heatmap
 from ._lines import plot_metric_lines, prepare_metric_lines
 from ._mse import plot_mse_vs_features, prepare_mse_vs_features
-from ._names import display_name, display_names
+from ._names import display_name, display_names, figure_names, is_reference
 from ._ratio import plot_ratio_to_reference, prepare_ratio_to_reference
 from ._registry import (
     FigureInputs,
@@ -98,6 +98,8 @@ __all__ = [
     "add_caption",
     "display_name",
     "display_names",
+    "figure_names",
+    "is_reference",
     "DAMAGE_LABELS",
     "plot_damage_vs_budget",
     "prepare_damage_vs_budget",

@@ -10,7 +10,8 @@ import pandas as pd
 
 from ._axes import first_in_row, panel_axes
 from ._lines import panel_grid
-from ._style import label_axes, legend_for, legend_rows, paper_style, series_styles
+from ._reference import reference_styles
+from ._style import label_axes, legend_for, legend_rows, paper_style
 
 __all__ = ["prepare_mse_vs_cost", "plot_mse_vs_cost"]
 
@@ -107,7 +108,8 @@ def plot_mse_vs_cost(
     ``points`` is a tidy table with the columns ``family``, ``cost`` and ``estimate`` (and
     optionally ``col``, ``q25`` and ``q75``), as :func:`prepare_mse_vs_cost` returns. Each family
     is a line through its points in order of cost, with its own colour, line style and marker
-    (:func:`series_styles`); with ``spread`` and the quartile columns, a vertical bar shows the
+    (:func:`series_styles`); a reference family (its name ends with ``" (reference)"``, e.g. a
+    Hybrid with the oracle scorer) is grey and dashed with open markers, at its own cost; with ``spread`` and the quartile columns, a vertical bar shows the
     interquartile range of the estimate over the cells (heads) behind each median (default:
     with up to six families, where the bars stay readable). The legend
     is beside the panels, or below them in columns for more than eight families (and on a
@@ -160,7 +162,7 @@ def plot_mse_vs_cost(
     frame = points if "col" in points.columns else points.assign(col=None)
     panels = list(dict.fromkeys(frame["col"]))
     families = list(dict.fromkeys(frame["family"]))
-    styles = series_styles(families)
+    styles = reference_styles(families)
     if spread is None:  # quartile bars where they stay readable
         spread = len(families) <= _BARS
     bars = spread and {"q25", "q75"} <= set(frame.columns)
@@ -204,6 +206,7 @@ def plot_mse_vs_cost(
                     marker=sty["marker"],
                     linestyle=sty["linestyle"],
                     color=sty["color"],
+                    markerfacecolor=sty["markerfacecolor"],
                     ms=3,
                     capsize=1.5,
                     elinewidth=0.6,

@@ -16,6 +16,7 @@ import pandas as pd
 from ._axes import panel_axes
 from ._lines import plot_metric_lines
 from ._style import label_axes, legend_for, log_interval, paper_style, series_styles
+from ._ticks import plain_number_ticks
 
 __all__ = [
     "DAMAGE_LABELS",
@@ -77,7 +78,12 @@ def plot_damage_vs_budget(
 ) -> Any:
     """Damage against the cost per query (``feature_dim``), one line per estimator, a panel per context.
 
-    Log-log axes with ±2 MCSE bars (over draws). Returns the panels' Axes.
+    Log-log axes with ±2 MCSE bars (over draws), tick labels as plain numbers (``0.1``, ``1``,
+    ``6``, ``32``). On a new figure the legend is below the panels, in as many columns as fit the
+    figure's width, so it never makes the figure wider than its panels. A reference (a name
+    ending with ``" (reference)"``, e.g. Hybrid with the oracle scorer, which computes every key's
+    logit on top of its budget) is drawn grey and dashed with open markers: it is not a
+    competitor at that budget. Returns the panels' Axes.
 
     Parameters
     ----------
@@ -107,7 +113,7 @@ def plot_damage_vs_budget(
     col = col if col is not None and col in frame.columns and frame[col].nunique() > 1 else None
     if ax is not None:
         ax = panel_axes(ax, 1 if col is None else frame[col].nunique(dropna=False), "plot_damage_vs_budget")
-    return plot_metric_lines(
+    axes = plot_metric_lines(
         frame,
         metric,
         "feature_dim",
@@ -120,6 +126,38 @@ def plot_damage_vs_budget(
         ax=ax,
         size=size,
     )
+    for panel in axes:
+        plain_number_ticks(panel)
+    if ax is None:  # our own figure: the legend below the panels, within the figure's width
+        _legend_below(axes[0].figure, axes)
+    return axes
+
+
+def _legend_below(fig: Any, axes: Any) -> None:
+    """Move the legend of ``fig`` below its panels, in the most columns (up to 3) whose width fits
+    the figure's, the figure taller by the legend's rows."""
+    old = list(fig.legends) + [a.get_legend() for a in axes if a.get_legend() is not None]
+    if not old:
+        return
+    handles, labels = [], []
+    for panel in axes:  # every series once, in order, from whichever panel has it
+        for h, lab in zip(*panel.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    for leg in old:
+        leg.remove()
+    fontsize = 6 if fig.get_figwidth() < 5 else 7
+    renderer = fig.canvas.get_renderer()
+    for ncol in (3, 2, 1):  # measured, not guessed: the widest arrangement that fits
+        legend = fig.legend(
+            handles, labels, loc="outside lower center", ncol=ncol, frameon=False, fontsize=fontsize
+        )
+        if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            break
+        legend.remove()
+    rows = -(-len(labels) // ncol)
+    fig.set_figheight(fig.get_figheight() + 0.14 * rows + 0.1)
 
 
 def prepare_layer_damage(pairs: pd.DataFrame, column: str) -> pd.DataFrame:

@@ -9,7 +9,8 @@ import pandas as pd
 
 from ._axes import first_in_row, panel_axes
 from ._mcse_bars import mcse_note
-from ._style import dodged, label_axes, legend_for, legend_height, log_interval, paper_style, series_styles
+from ._reference import reference_styles
+from ._style import dodged, label_axes, legend_for, legend_height, log_interval, paper_style
 
 __all__ = ["prepare_metric_lines", "plot_metric_lines", "panel_grid"]
 
@@ -77,7 +78,8 @@ def plot_metric_lines(
 ) -> Any:
     """Draw lines of ``metric`` against ``x`` per estimator (±2 MCSE bars), one panel per ``col`` value.
 
-    Each estimator has its own colour, line style and marker (:func:`series_styles`), and its
+    Each estimator has its own colour, line style and marker (:func:`series_styles`; a reference,
+    whose name ends with ``" (reference)"``, is grey and dashed with open markers), and its
     points are shifted slightly sideways so that estimators with equal values do not hide each
     other. ``col_title`` formats each panel's title from its ``col`` value (``"{}"`` is
     replaced; default ``"<col> = {}"``). Panels wrap into rows of three (two on a one-column
@@ -124,7 +126,7 @@ def plot_metric_lines(
     frame = prepare_metric_lines(summary, metric, x, col)
     panels = [None] if col is None else list(dict.fromkeys(frame["col"]))
     labels = list(dict.fromkeys(frame["estimator"]))
-    styles = series_styles(labels)
+    styles = reference_styles(labels)
     given = None if ax is None else panel_axes(ax, len(panels), "plot_metric_lines")
     with paper_style(size) as st:
         if given is None:
@@ -156,6 +158,7 @@ def plot_metric_lines(
                     capsize=1.5,
                     elinewidth=0.8,
                     color=sty["color"],
+                    markerfacecolor=sty["markerfacecolor"],
                     label=lab,
                 )
             if logx:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,8 @@ import pandas as pd
 from ..exceptions import InvalidParameterError
 from ._axes import one_axes
 from ._mcse_bars import mcse_note
+from ._names import figure_names
+from ._registry import FigureInputs
 from ._style import (
     WIDE_LEGEND_MAX,
     dodged,
@@ -22,7 +25,10 @@ from ._style import (
     wide_legend_height,
 )
 
-__all__ = ["prepare_mse_vs_features", "plot_mse_vs_features"]
+__all__ = ["prepare_mse_vs_features", "plot_mse_vs_features", "at_cost"]
+
+#: the columns that count a map's size: the one on the x axis is the cost, the other follows it
+_BUDGETS = ("n_features", "feature_dim")
 
 
 #: columns of a study's summary / theory table that hold values, not settings: every other column
@@ -59,12 +65,14 @@ def prepare_mse_vs_features(
     One row per summary row of ``metric``. Columns: ``estimator``, then every other grid axis
     whose value varies among those rows (e.g. ``dim``; each value is a series of its own), ``x``,
     ``estimate``, ``lower``, ``upper`` (the ±2 MCSE interval of the log, :func:`log_interval`,
-    drawn on log axes) and ``predicted`` (the closed form; NaN without theory).
+    drawn on log axes), ``predicted`` (the closed form; NaN without theory) and, where ``x`` is
+    ``feature_dim`` and the summary has ``n_features`` too, ``directions`` (the number of random
+    directions m behind the D columns: one map's D is m, another's 2m; never a series of its own).
 
     Theory is joined on every key column the two tables share (the estimator, the cell and each
-    grid axis), so a point only ever meets the prediction for its own setting. A ``theory`` with
-    more than one prediction for a point raises
-    :class:`~rfkit.exceptions.InvalidParameterError` (a ``ValueError``).
+    grid axis), so a point only ever meets the prediction for its own setting; it needs the
+    ``estimator`` column and ``x`` or ``cell``. A ``theory`` with more than one prediction for a
+    point raises :class:`~rfkit.exceptions.InvalidParameterError` (a ``ValueError``).
 
     Parameters
     ----------
@@ -88,7 +96,8 @@ def prepare_mse_vs_features(
     if x not in s.columns:
         raise ValueError(f"summary has no column {x!r} to put on the x axis")
     keys = _keys(s)
-    axes = [c for c in keys if c not in ("cell", "estimator", x) and s[c].nunique(dropna=False) > 1]
+    skip = {"cell", "estimator", x, *(_BUDGETS if x in _BUDGETS else ())}  # the other count follows x
+    axes = [c for c in keys if c not in skip and s[c].nunique(dropna=False) > 1]
     lower, upper = log_interval(s["estimate"], s["mcse"])
     frame = pd.DataFrame(
         {
@@ -101,12 +110,14 @@ def prepare_mse_vs_features(
             "predicted": np.nan,
         }
     )
+    if x == "feature_dim" and "n_features" in s.columns:
+        frame["directions"] = s["n_features"].to_numpy()
     if theory is not None and not theory.empty:
         on = [c for c in keys if c in theory.columns]
-        if "estimator" not in on or x not in on:
+        if "estimator" not in on or not {x, "cell"} & set(on):
             raise InvalidParameterError(
-                f"theory must have the columns 'estimator' and {x!r} to pair its predictions with the "
-                f"summary's points; got columns {list(theory.columns)}"
+                f"theory must have the columns 'estimator' and {x!r} (or 'cell') to pair its predictions "
+                f"with the summary's points; got columns {list(theory.columns)}"
             )
         t = theory[theory["metric"] == metric]
         if t.duplicated(on).any():
@@ -119,11 +130,64 @@ def prepare_mse_vs_features(
     return frame.sort_values(["estimator", *axes, "x"], kind="stable").reset_index(drop=True)
 
 
+_FRAME_VALUES = ("estimator", "x", "estimate", "lower", "upper", "predicted", "directions")
+
+
+def _per_direction(frame: pd.DataFrame, series: pd.Series) -> dict[str, str]:
+    """``{series: ", D = 2m"}`` for the series whose columns D are a fixed multiple (not 1) of their
+    random directions m (the sin/cos maps): said in the legend, where the x axis is D."""
+    if "directions" not in frame.columns:
+        return {}
+    out = {}
+    for lab, g in frame.assign(series=series).groupby("series", sort=False):
+        ratio = (g["x"].to_numpy(dtype=float) / g["directions"].to_numpy(dtype=float)).round(6)
+        if np.unique(ratio).size == 1 and ratio[0] != 1 and np.isfinite(ratio[0]):
+            out[str(lab)] = f", D = {ratio[0]:g}m"
+    return out
+
+
+def at_cost(inputs: FigureInputs) -> FigureInputs:
+    """``inputs`` with each map's feature columns ``feature_dim`` (its cost per query) beside its
+    directions ``n_features`` in the summary and theory, from the saved ``pairs`` table.
+
+    The sin/cos maps (Trig, Hyperbolic) have 2m columns for m random directions, the positive
+    maps m: a figure against m compares them at unequal cost, one against D at equal cost.
+    Unchanged where the summary has ``feature_dim`` already, or the pairs table has no
+    ``feature_dim`` for every point.
+
+    Parameters
+    ----------
+    inputs : FigureInputs
+        The design and the saved tables (display names shown).
+
+    Returns
+    -------
+    FigureInputs
+        The same inputs, the summary and theory with a ``feature_dim`` column where it is known.
+    """
+    pairs = inputs.table("pairs")
+    need = {"cell", "estimator", "feature_dim"}
+    if "feature_dim" in inputs.summary.columns or pairs is None or not need <= set(pairs.columns):
+        return inputs
+    names = dict(zip(inputs.design.labels, figure_names(inputs.design.estimators)))
+    cols = pairs[["cell", "estimator", "feature_dim"]].drop_duplicates(["cell", "estimator"])
+    cols = cols.assign(estimator=cols["estimator"].map(lambda lab: names.get(lab, lab)))
+
+    def joined(frame: pd.DataFrame) -> pd.DataFrame | None:
+        if frame is None or frame.empty or not {"cell", "estimator"} <= set(frame.columns):
+            return frame
+        out = frame.merge(cols, on=["cell", "estimator"], how="left", validate="many_to_one")
+        return None if out["feature_dim"].isna().any() else out.set_axis(frame.index)
+
+    summary, theory = joined(inputs.summary), joined(inputs.theory)
+    if summary is None or theory is None:
+        return inputs
+    return dataclasses.replace(inputs, summary=summary, theory=theory)
+
+
 def _series(frame: pd.DataFrame) -> pd.Series:
     """A label per row: the estimator, with the values of the other grid axes where the frame has any."""
-    axes = [
-        c for c in frame.columns if c not in ("estimator", "x", "estimate", "lower", "upper", "predicted")
-    ]
+    axes = [c for c in frame.columns if c not in _FRAME_VALUES]
     labels = frame["estimator"].astype(str)
     if not axes:
         return labels
@@ -149,7 +213,9 @@ def plot_mse_vs_features(
     with equal values do not hide each other. Where another grid axis varies among the rows
     (e.g. ``dim``), each (estimator, value) is a series of its own, labelled
     ``"positive (dim=4)"``, with its own theory line: settings are never pooled into one line
-    (:func:`prepare_mse_vs_features`).
+    (:func:`prepare_mse_vs_features`). Against ``x="feature_dim"`` (the cost: feature columns
+    per query) a series whose D is a multiple of its random directions says so in the legend
+    (``"Trig (ORF), D = 2m"``); ``x="n_features"`` draws against the directions m instead.
 
     Parameters
     ----------
@@ -196,6 +262,7 @@ def plot_mse_vs_features(
                 h = 2.6 + wide_legend_height(labels, title_lines=3)
             _, ax = plt.subplots(figsize=(w, h))
         styles = series_styles(labels)
+        per_direction = _per_direction(frame, frame["series"])
         handles = []
         for i, lab in enumerate(labels):  # in the study's order, then by the other axes' values
             g = frame[frame["series"] == lab]
@@ -223,7 +290,7 @@ def plot_mse_vs_features(
                     marker=sty["marker"],
                     ms=3,
                     linestyle=sty["linestyle"] if has_theory else "None",  # type: ignore[arg-type]
-                    label=lab,
+                    label=lab + per_direction.get(lab, ""),
                 )
             )
         ax.set_xscale("log", base=2)
@@ -235,7 +302,7 @@ def plot_mse_vs_features(
         }.get(metric, metric)
         xlabel = {
             "n_features": "number of random directions m",
-            "feature_dim": "feature columns D (equal cost)",
+            "feature_dim": "feature columns D per query (the cost)",
         }.get(x, x)
         # theory lines far beyond the simulated points (heavy tails) must not squash them: clip
         lo, hi = float(np.nanmin(frame["lower"])), float(np.nanmax(frame["upper"]))
@@ -254,8 +321,8 @@ def plot_mse_vs_features(
             [h.get_label() for h in handles],
             title="markers: simulation; "
             + mcse_note(ax)  # says where a bar hides behind its marker
-            + ("\nlines: closed-form theory" if any_theory else "")
-            + ("\n(no line: no closed form)" if any_theory and not frame["predicted"].notna().all() else ""),
+            + ("\nlines: closed-form theory" if any_theory else "")  # at most 3 lines, as the height allows
+            + (" (none: no closed form)" if any_theory and not frame["predicted"].notna().all() else ""),
             axes_legend=True,
         )
     return ax

@@ -14,7 +14,15 @@ from typing import Any
 from ..exceptions import RFKitError
 from ..study import attention_estimator_record, feature_map_record
 
-__all__ = ["MAP_NAMES", "PROJECTION_NAMES", "display_name", "display_names"]
+__all__ = [
+    "MAP_NAMES",
+    "PROJECTION_NAMES",
+    "REFERENCE_MARK",
+    "display_name",
+    "display_names",
+    "figure_names",
+    "is_reference",
+]
 
 #: short names of rfkit's feature maps in figures (where the record's display name is its bare name)
 MAP_NAMES = {
@@ -184,3 +192,58 @@ def display_names(entries: Iterable[Mapping[str, Any]]) -> list[str]:
         seen[nm] = seen.get(nm, 0) + 1
         out.append(nm if seen[nm] == 1 and names.count(nm) == 1 else f"{nm} #{seen[nm]}")
     return out
+
+
+#: what a reference entry's name ends with in figures: drawn apart, never a competitor at the budget
+REFERENCE_MARK = " (reference)"
+
+
+def is_reference(entry: Mapping[str, Any]) -> bool:
+    """Whether a study entry is a reference, not a competitor at its budget.
+
+    Hybrid with ``scorer = "oracle"`` picks its top-k keys by every key's exact logit: it pays
+    for all of them, far above the budget it is listed at, so figures draw it as a reference.
+
+    Parameters
+    ----------
+    entry : mapping
+        One ``estimators`` entry of a study.
+
+    Returns
+    -------
+    bool
+        True for a reference entry.
+
+    Examples
+    --------
+    >>> is_reference({"estimator": "Hybrid", "scorer": "oracle"}), is_reference({"estimator": "RFA"})
+    (True, False)
+    """
+    return entry.get("scorer") == "oracle"
+
+
+def figure_names(entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The names figures show for a study's entries: references marked.
+
+    :func:`display_names`, with :data:`REFERENCE_MARK` after each reference entry's name
+    (:func:`is_reference`). Tables keep :func:`display_names`; the plots draw a name ending in the mark as a reference
+    (grey, dashed, open markers, apart from the competitors).
+
+    Parameters
+    ----------
+    entries : iterable of mapping
+        A study's ``estimators`` entries.
+
+    Returns
+    -------
+    list of str
+        The names, in order, all distinct.
+
+    Examples
+    --------
+    >>> figure_names([{"map": "Trig"}, {"estimator": "Hybrid", "scorer": "oracle"}])
+    ['Trig (iid)', 'Hybrid (oracle top-k) (reference)']
+    """
+    entries = list(entries)
+    names = display_names(entries)
+    return [nm + REFERENCE_MARK if is_reference(e) else nm for nm, e in zip(names, entries)]

@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 
 from ._axes import one_axes
-from ._style import label_axes, paper_style, series_styles
+from ._names import REFERENCE_MARK
+from ._reference import is_reference_name, reference_styles
+from ._style import label_axes, paper_style
 
 __all__ = ["prepare_ratio_to_reference", "plot_ratio_to_reference"]
 
@@ -62,7 +64,10 @@ def plot_ratio_to_reference(
     """Per-cell ratios of each estimator's ``metric`` to ``reference``'s: dots, median bar, log scale.
 
     Estimators are ordered by their median ratio (best first); the dotted line at 1 is the
-    reference. ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
+    reference. A reference series (its name ends with ``" (reference)"``, e.g. Hybrid with the
+    oracle scorer, which pays for every key's logit) is not ranked with them: it is drawn in
+    grey after a dashed divider, under a note "reference" with its median ``cost`` per query
+    where the summary has one. ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
 
     Parameters
     ----------
@@ -96,13 +101,15 @@ def plot_ratio_to_reference(
     ax = one_axes(ax, "plot_ratio_to_reference")
     frame = prepare_ratio_to_reference(summary, reference, metric)
     med = frame.groupby("estimator", sort=False)["ratio"].median().sort_values(kind="stable")
-    order = list(med.index)
-    colors = {lab: sty["color"] for lab, sty in series_styles(order).items()}
+    ranked = [lab for lab in med.index if not is_reference_name(lab)]
+    order = ranked + [lab for lab in med.index if is_reference_name(lab)]  # references apart, last
+    colors = {lab: sty["color"] for lab, sty in reference_styles(order).items()}
+    ticks = [str(lab).removesuffix(REFERENCE_MARK) for lab in order]  # the note above says "reference"
     rng = np.random.default_rng(0)  # jitter only: fixed, so the figure is reproducible
     with paper_style(size) as st:
         if ax is None:
             w, h = st["figsize"]
-            longest = max((len(str(lab)) for lab in order), default=0)
+            longest = max((len(t) for t in ticks), default=0)
             if st["size"] == "one-column":  # upright tick labels below the axes: room for the longest
                 h = 2.3 + 0.052 * longest
             _, ax = plt.subplots(figsize=(w, max(h, 2.8)))
@@ -112,13 +119,37 @@ def plot_ratio_to_reference(
             ax.scatter(x, y, s=5, color=colors[lab], alpha=0.6, lw=0)
             ax.plot([i - 0.3, i + 0.3], [med[lab]] * 2, color="k", lw=1.2)
         ax.axhline(1.0, color="k", ls=":", lw=0.8, label="_reference")
+        if len(ranked) < len(order):  # the references stand apart from the ranked estimators
+            ax.axvline(len(ranked) - 0.5, color=colors[order[-1]], ls="--", lw=0.8, label="_divider")
+            for i in range(len(ranked), len(order)):
+                ax.annotate(
+                    _reference_note(summary, order[i], metric),
+                    xy=(i, 0.98),
+                    xycoords=ax.get_xaxis_transform(),  # x in data, y in axes fraction: the top
+                    ha="center",
+                    va="top",
+                    fontsize="small",
+                    color=colors[order[i]],
+                )
         ax.set_yscale("log")
-        ax.set_xticks(range(len(order)), order)
+        ax.set_xticks(range(len(order)), ticks)
         narrow = st["size"] == "one-column"
         ax.tick_params(axis="x", rotation=90 if narrow else 35)
-        for t in ax.get_xticklabels():
+        for t, lab in zip(ax.get_xticklabels(), order):
             t.set_horizontalalignment("center" if narrow else "right")
+            if is_reference_name(lab):
+                t.set_color(colors[lab])
         label_axes(ax, None, ylabel or f"{metric} / {metric} of {reference}")
         if title:
             ax.set_title(title)
     return ax
+
+
+def _reference_note(summary: pd.DataFrame, label: str, metric: str) -> str:
+    """The note over a reference: "reference", and its median cost per query where ``summary`` has one."""
+    if "cost" not in summary.columns:
+        return "reference"
+    rows = summary[(summary["estimator"] == label) & (summary["metric"] == metric)]
+    cost = rows["cost"].to_numpy(dtype=float)
+    cost = cost[np.isfinite(cost)]
+    return f"reference\ncost {np.median(cost):.0f}\nper query" if cost.size else "reference"

@@ -21,7 +21,7 @@ import pandas as pd
 from ..plots import (
     DAMAGE_LABELS,
     add_caption,
-    display_names,
+    figure_names,
     plot_damage_vs_budget,
     plot_layer_damage,
     plot_proxy_vs_damage,
@@ -57,7 +57,7 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
         return []
     grid_cols = list(design.grid)
     plan: Plan = []
-    names = dict(zip(design.labels, display_names(design.estimators)))
+    names = dict(zip(design.labels, figure_names(design.estimators)))  # references marked
 
     def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the legends of every figure: display names
         return frame.assign(estimator=frame["estimator"].map(lambda lab: names.get(lab, lab)))

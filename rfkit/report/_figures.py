@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..plots import (
     add_caption,
-    display_names,
+    figure_names,
     legend_for,
     paper_style,
     plot_head_heatmap,
@@ -33,6 +33,7 @@ from ..plots import (
     prepare_mse_vs_cost,
 )
 from ..plots._axes import one_axes
+from ..plots._mse import at_cost
 from ..plots._registry import FigureInputs, FigureRecord, figure_record, figure_records, register_figure
 from ..study import FIGURE_KINDS as STUDY_FIGURE_KINDS
 from ..study import resolve_figure_kind
@@ -73,7 +74,7 @@ def declared_kinds(design: Any) -> list[str]:
 
 def _shown(summary: pd.DataFrame, design: Any) -> pd.DataFrame:
     """``summary`` with the study's labels replaced by the estimators' display names."""
-    names = dict(zip(design.labels, display_names(design.estimators)))
+    names = dict(zip(design.labels, figure_names(design.estimators)))  # references marked
     if summary is None or summary.empty or "estimator" not in summary.columns:
         return summary
     return summary.assign(estimator=summary["estimator"].map(lambda lab: names.get(lab, lab)))
@@ -239,9 +240,8 @@ def _ratio_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str], ref
 
 
 def _mse_figures(design: Any, summary: pd.DataFrame, theory: pd.DataFrame, grid_cols: list[str]) -> Plan:
-    """MSE against the feature count (``feature_dim`` columns, else ``n_features`` directions), one
-    figure per value of the other grid axes that vary (e.g. a data ``set``): never pooled."""
-    x = "feature_dim" if "feature_dim" in grid_cols else "n_features"
+    """MSE against the cost D (else the directions m), a figure per setting of the other varying axes."""
+    x = "feature_dim" if "feature_dim" in summary.columns else "n_features"  # at_cost: D where known
     plan: Plan = []
     for suffix, rows in facets(summary, grid_cols):
         th = theory[theory["cell"].isin(rows["cell"])] if not theory.empty else theory
@@ -493,6 +493,7 @@ def _mse_vs_features(inputs: FigureInputs) -> Plan:
     grid_cols = _grid(inputs)
     if not {"n_features", "feature_dim"} & set(grid_cols):
         return []
+    inputs = at_cost(inputs)  # each map's feature columns D (2m for Trig, m for PRF): the x axis
     return _mse_figures(inputs.design, inputs.summary, inputs.theory, grid_cols)
 
 
@@ -552,7 +553,7 @@ def _ratio_to_reference(inputs: FigureInputs) -> Plan:
     if not design.outputs.get("reference"):
         return []
     ref = str(design.outputs["reference"])
-    ref = dict(zip(design.labels, display_names(design.estimators))).get(ref, ref)
+    ref = dict(zip(design.labels, figure_names(design.estimators))).get(ref, ref)
     return _ratio_figures(design, inputs.summary, _grid(inputs), ref)
 
 
