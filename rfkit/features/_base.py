@@ -18,6 +18,7 @@ from .._validation import check_int
 from ..exceptions import NotFittedError, RFKitDeprecationWarning, ShapeError
 from ..projections import sample_projection_on
 from ._draw import FeatureDraw, Features
+from ._repr import map_repr
 from ._stacked import sample_with_hook, stack_draws, streams_with_hook
 
 # Features and FeatureDraw are defined in ._draw and re-exported here (their historical home).
@@ -53,6 +54,10 @@ class FeatureMap(abc.ABC):
     #: (:meth:`projection_on` and :meth:`from_projection` with an array of another library):
     #: a study with ``draws = "backend"`` draws them there. Other maps draw with NumPy.
     device_draws: bool = False
+
+    def __repr__(self) -> str:
+        """The map with its parameters; array parameters (a fitted ``A``, say) by shape and dtype only."""
+        return map_repr(self)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -80,7 +80,7 @@ def _check_a(a: float, owner: str) -> float:
     return v
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ADERF(_ExpMap):
     r"""Asymmetric dense-exponential random features (ADERF; Likhosherstov et al., NeurIPS 2023).
 
@@ -269,7 +269,7 @@ def sderf_eig(A: float | np.ndarray, dim: int, owner: str = "SDERF") -> tuple[np
     return w, V
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class SDERF(FeatureMap):
     r"""Symmetric dense-exponential random features (SDERF; Likhosherstov et al., NeurIPS 2023).
 

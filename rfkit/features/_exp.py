@@ -195,7 +195,7 @@ class _AdaptiveExpMap(_ExpMap):
         return np.asarray(self.A)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class CEXP(_AdaptiveExpMap):
     r"""CEXP: positive features of :math:`Ax` and :math:`A^{-\top}y` (Choromanski et al. (ICLR 2022); Blackwelder (2024)).
 
@@ -228,7 +228,7 @@ class CEXP(_AdaptiveExpMap):
     fit_pairs: str = "all"
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class HCEXP(_AdaptiveExpMap):
     r"""HCEXP: hyperbolic features of :math:`Ax` and :math:`A^{-\top}y` (Blackwelder (2024)).
 

@@ -318,7 +318,7 @@ def _saderf_moments(
     return np.diag(pm.second_q).copy(), np.diag(pm.second_k).copy(), float(np.trace(pm.cross))
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class SADERF(_ExpMap):
     r"""Simplified asymmetric dense-exponential random features (FAVOR#, Likhosherstov et al. 2023).
 

@@ -250,6 +250,23 @@ def test_draw_repr_abbreviates_array_parameters():
     assert "\n" not in r and len(r) < 200
 
 
+def test_fitted_map_repr_shows_arrays_by_shape():
+    """A fitted map (an array-valued A, G or psi) prints its arrays by shape and dtype, as its draw does."""
+    for fm in (
+        F.CEXP(8, A="variance").fit(Q_FIT, K_FIT),
+        F.HCEXP(8, A="variance").fit(Q_FIT, K_FIT),
+        F.ADERF(8).fit(Q_FIT, K_FIT),
+        F.SDERF(8).fit(Q_FIT, K_FIT),
+        F.SADERF(8).fit(Q_FIT, K_FIT),
+    ):
+        r = repr(fm)
+        assert "array(shape=" in r and "array([" not in r and "\n" not in r, r
+        assert r in repr(fm.sample(D, rng=0))
+    assert repr(F.CEXP(8, A="variance").fit(Q_FIT, K_FIT)) == (
+        "CEXP(n_features=8, A=array(shape=(5,), dtype=float64), projection='iid', fit_pairs='all')"
+    )
+
+
 def test_features_repr_is_short():
     f = F.Positive(64).sample(D, rng=0, n_draws=2).queries(X)
     assert (
