@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -207,3 +210,18 @@ def test_attention_figures_draw_the_oracle_as_a_reference_at_its_cost(tmp_path):
     assert any(line.get_label() == "_divider" for line in ax.lines)
     cost = np.median(oracle.loc[oracle["feature_dim"] == 8, "cost"])
     assert [" ".join(t.get_text().split()) for t in ax.texts] == [f"reference cost {cost:.0f} per query"]
+
+
+# ----------------------------------------------------------------------------- the demo table
+
+
+def test_demo_table_compares_at_equal_cost():
+    """Every row of ``make demo``'s table at one cost has the same feature columns D per query."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
+    spec = importlib.util.spec_from_file_location("rfkit_demo_script", path)
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    for cost in demo.COSTS:
+        dims = {name: make(cost).feature_dim(16) for name, make in demo.ESTIMATORS.items()}
+        assert set(dims.values()) == {cost}, dims
