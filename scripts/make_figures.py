@@ -60,7 +60,13 @@ IMAGES = [
     ("drop-in-embedding.png", "drop-in", "dropin_damage_vs_budget_emb_cos", False),
     ("drop-in-per-layer.png", "drop-in", "dropin_per_layer", False),  # the first one-layer cell
     ("drop-in-proxy.png", "drop-in", "dropin_proxy", False),
+    # docs pages Home and Built-in studies: small figures, one column wide (3.5 in)
+    ("performer-mse-small.png", "performer-mse", "mse_vs_features", False),
+    ("attention-estimators-small.png", "attention-estimators", "mse_vs_samples", False),
 ]
+#: images drawn one column wide (3.5 in, fonts of 6-7 pt) for pages that show them small: at
+#: 448 CSS px (4/3 of their drawn size) their smallest text reads as 8 pt
+ONE_COLUMN = {"performer-mse-small.png", "attention-estimators-small.png"}
 
 
 def _design(study: str, quick: bool) -> st.Design:
@@ -135,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                         progress=False,
                     )
                     print(f"ran {study}{' (quick)' if quick else ''} in {time.perf_counter() - t0:.0f} s")
-            drawn = plot_result(runs[key], figure, size="two-column")  # its Axes, or one per panel
+            size = "one-column" if image in ONE_COLUMN else "two-column"
+            drawn = plot_result(runs[key], figure, size=size)  # its Axes, or one per panel
             fig = (drawn if isinstance(drawn, Axes) else drawn[0]).figure
             path = args.out_dir / image
             fig.savefig(path, dpi=args.dpi)

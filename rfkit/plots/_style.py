@@ -304,6 +304,10 @@ def _wrapped(text: str, inches: float, points: float) -> str:
     return "\n".join(textwrap.wrap(text, chars)) if len(text) > chars else text
 
 
+#: the tallest panel of a narrow (one-column) figure, in inches: the rest of its height is legend
+NARROW_PANEL_MAX = 2.6
+
+
 def label_axes(ax: Any, xlabel: str | None = None, ylabel: str | None = None) -> None:
     """Set the axis labels, saying "(log scale)" on a logarithmic axis, wrapped to the panel's size.
 
@@ -325,7 +329,10 @@ def label_axes(ax: Any, xlabel: str | None = None, ylabel: str | None = None) ->
         ax.set_xlabel(_wrapped(text, 0.85 * fig.get_figwidth() / cols, ax.xaxis.label.get_size()))
     if ylabel is not None:
         text = axis_label(ylabel, ax.get_yscale() == "log")
-        ax.set_ylabel(_wrapped(text, 0.7 * fig.get_figheight() / rows, ax.yaxis.label.get_size()))
+        tall = fig.get_figheight() / rows
+        if fig.get_figwidth() < 5:  # a narrow figure's height holds its legend below: panels <= 2.6 in
+            tall = min(tall, NARROW_PANEL_MAX)
+        ax.set_ylabel(_wrapped(text, 0.7 * tall, ax.yaxis.label.get_size()))
 
 
 def add_caption(fig: Any, text: str) -> None:

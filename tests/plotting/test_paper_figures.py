@@ -274,8 +274,33 @@ def test_make_figures_script_redraws_the_docs_images(tmp_path):
     for image, *_ in mod.IMAGES:
         assert (tmp_path / image).stat().st_size > 0
         assert (root / "docs" / "images" / image).exists()
-        # the README links docs/images/NAME; a docs page images/NAME
-        assert f"docs/images/{image}" in shown or f"(images/{image})" in shown, image
+        # the README links docs/images/NAME; a docs page images/NAME, or shows it as a {figure}
+        assert any(
+            f in shown for f in (f"docs/images/{image}", f"(images/{image})", f"{{figure}} images/{image}")
+        ), image
+
+
+def test_docs_figures_show_text_at_8_pt_or_more():
+    """A ``{figure}`` of a docs page with a ``:width:`` in px shows its smallest text at 8 pt or more:
+    its width in CSS inches over the width it was drawn at (the PNG's pixels over its dpi), times
+    the smallest font of its paper size (one-column figures of the docs' small images)."""
+    from PIL import Image
+
+    root = Path(__file__).resolve().parents[2]
+    with rkp.paper_style("one-column"):
+        smallest = min(
+            matplotlib.rcParams[k]
+            for k in ("font.size", "legend.fontsize", "xtick.labelsize", "ytick.labelsize")
+        )
+    found = []
+    for page in sorted((root / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for image, width in re.findall(r"```\{figure\} (images/\S+)\n(?::\w+:.*\n)*?:width: (\d+)px", text):
+            with Image.open(root / "docs" / image) as png:
+                drawn_inches = png.size[0] / png.info["dpi"][0]
+            assert smallest * (int(width) / 96) / drawn_inches >= 8 - 0.05, (page.name, image, width)
+            found.append(image)
+    assert {"images/performer-mse-small.png", "images/attention-estimators-small.png"} <= set(found), found
 
 
 def _smallest_text(fig):
