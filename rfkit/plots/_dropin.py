@@ -15,7 +15,8 @@ import pandas as pd
 
 from ._axes import panel_axes
 from ._lines import plot_metric_lines
-from ._style import label_axes, legend_for, log_interval, paper_style, series_styles
+from ._reference import reference_styles
+from ._style import label_axes, legend_for, log_interval, paper_style
 from ._ticks import plain_number_ticks
 
 __all__ = [
@@ -227,7 +228,7 @@ def plot_layer_damage(
     frames = [(m, c, prepare_layer_damage(pairs[pairs["model"] == m], c)) for m, c in panels]
     frames = [(m, c, f) for m, c, f in frames if not f.empty]
     labels = list(dict.fromkeys(pairs["estimator"]))
-    styles = series_styles(labels)
+    styles = reference_styles(labels)  # a reference: grey, open markers
     names = {"smollm2": "SmolLM2 (decoder)", "minilm": "MiniLM (encoder)"}
     given = None if ax is None else panel_axes(ax, len(frames), "plot_layer_damage")
     with paper_style(size) as st:
@@ -249,6 +250,7 @@ def plot_layer_damage(
                     color=sty["color"],
                     linestyle=sty["linestyle"],
                     marker=sty["marker"],
+                    markerfacecolor=sty["markerfacecolor"],
                     ms=2.5,
                     capsize=1.2,
                     elinewidth=0.7,
@@ -334,7 +336,7 @@ def plot_proxy_vs_damage(
     frame = prepare_proxy_vs_damage(points)
     panels = list(dict.fromkeys(frame["panel"]))
     labels = list(dict.fromkeys(frame["estimator"]))
-    styles = series_styles(labels)
+    styles = reference_styles(labels)  # a reference: grey, open markers
     setting = [c for c in points.columns if c not in _POINT_COLUMNS]
     given = None if ax is None else panel_axes(ax, len(panels), "plot_proxy_vs_damage")
     with paper_style(size) as st:
@@ -360,6 +362,7 @@ def plot_proxy_vs_damage(
                     yerr=2 * g["damage_mcse"].fillna(0.0),
                     color=sty["color"],
                     marker=sty["marker"],
+                    markerfacecolor=sty["markerfacecolor"],
                     linestyle="none",
                     ms=3,
                     elinewidth=0.6,

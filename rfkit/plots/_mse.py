@@ -12,6 +12,7 @@ from ..exceptions import InvalidParameterError
 from ._axes import one_axes
 from ._mcse_bars import mcse_note
 from ._names import figure_names
+from ._reference import reference_styles
 from ._registry import FigureInputs
 from ._style import (
     WIDE_LEGEND_MAX,
@@ -21,7 +22,6 @@ from ._style import (
     legend_height,
     log_interval,
     paper_style,
-    series_styles,
     wide_legend_height,
 )
 
@@ -261,7 +261,7 @@ def plot_mse_vs_features(
             elif len(labels) > WIDE_LEGEND_MAX:  # many series: the legend goes below, in columns
                 h = 2.6 + wide_legend_height(labels, title_lines=3)
             _, ax = plt.subplots(figsize=(w, h))
-        styles = series_styles(labels)
+        styles = reference_styles(labels)  # a reference: grey, open markers
         per_direction = _per_direction(frame, frame["series"])
         handles = []
         for i, lab in enumerate(labels):  # in the study's order, then by the other axes' values
@@ -274,6 +274,7 @@ def plot_mse_vs_features(
                 yerr=yerr,
                 fmt=sty["marker"],
                 color=sty["color"],
+                markerfacecolor=sty["markerfacecolor"],
                 label=lab,
                 capsize=1.5,
                 ms=3,
@@ -288,6 +289,7 @@ def plot_mse_vs_features(
                     [],
                     color=sty["color"],
                     marker=sty["marker"],
+                    markerfacecolor=sty["markerfacecolor"],
                     ms=3,
                     linestyle=sty["linestyle"] if has_theory else "None",  # type: ignore[arg-type]
                     label=lab + per_direction.get(lab, ""),

@@ -169,6 +169,37 @@ def test_dropin_reference_is_styled_apart():
         assert not any(_is_reference_style(c.lines[0]) for n, c in bars.items() if n not in refs)
 
 
+def test_dropin_layer_and_proxy_figures_style_the_reference_apart():
+    ref = "oracle (reference)"
+    pairs = pd.DataFrame(
+        {
+            "model": "smollm2",
+            "estimator": ["x", "x", ref, ref],
+            "layer": [0, 1] * 2,
+            "kl": [0.1, 0.2, 0.01, 0.02],
+            "kl_mcse": 0.001,
+        }
+    )
+    points = pd.DataFrame(
+        {
+            "model": "smollm2",
+            "estimator": ["x", "x", ref, ref],
+            "feature_dim": [16, 32] * 2,
+            "proxy": [0.1, 0.05, 0.01, 0.005],
+            "proxy_mcse": 0.001,
+            "damage": [1.0, 0.5, 0.1, 0.05],
+            "damage_mcse": 0.01,
+            "n_trials": 4,
+        }
+    )
+    for axes in (rkp.plot_layer_damage(pairs, [("smollm2", "kl")]), rkp.plot_proxy_vs_damage(points)):
+        bars = _bars(axes[0])  # the proxy figure draws points only: grey, open markers
+        for name, want in ((ref, True), ("x", False)):
+            line = bars[name].lines[0]
+            assert (to_rgba(line.get_color()) == to_rgba(REFERENCE_COLOR)) is want
+            assert (to_rgba(line.get_markerfacecolor()) == to_rgba("white")) is want
+
+
 def test_attention_figures_draw_the_oracle_as_a_reference_at_its_cost(tmp_path):
     """mse_vs_cost: the oracle at its measured cost (above its budget), grey and dashed; the ratio
     figure: apart from the ranked estimators, its tick label with its cost."""
