@@ -33,6 +33,7 @@ from ..plots import (
     prepare_mse_vs_cost,
 )
 from ..plots._axes import one_axes
+from ..plots._mcse_bars import mcse_note
 from ..plots._mse import at_cost
 from ..plots._registry import FigureInputs, FigureRecord, figure_record, figure_records, register_figure
 from ..study import FIGURE_KINDS as STUDY_FIGURE_KINDS
@@ -432,7 +433,8 @@ def _coverage_figures(design: Any, summary: pd.DataFrame, grid_cols: list[str]) 
                 handles, labels = axes[0].get_legend_handles_labels()
                 handles.append(axes[0].lines[-1])
                 labels.append("coverage = p (the theorem: at least this)")
-                legend_for(fig, axes[len(axes) - 1 if len(axes) < 3 else 2], handles, labels)
+                owner = axes[len(axes) - 1 if len(axes) < 3 else 2]
+                legend_for(fig, owner, handles, labels, title=mcse_note(axes))  # after the limits are set
             return _captioned(fig, design, sub, ("p", col or ""), ax)
 
         plan.append((name, draw))
