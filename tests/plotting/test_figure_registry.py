@@ -7,6 +7,7 @@ and its caption. Its name is the one a design declares in ``[outputs] figures``,
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 import warnings
@@ -91,7 +92,7 @@ def test_the_old_cost_name_works_for_a_release_with_a_warning(tmp_path):
         warnings.simplefilter("ignore", RFKitDeprecationWarning)
         res = st.run(design, rng=0, out=tmp_path / "run")
         report = rp.write_report(res, tmp_path / "run").read_text()
-    assert "![cost_vs_samples](figures/cost_vs_samples.png)" in report
+    assert "](figures/cost_vs_samples.png)" in report and "(`cost_vs_samples`): " in report
 
 
 def test_the_old_dropin_budget_name_is_the_kind_its_files_are_named_after():
@@ -254,7 +255,10 @@ def test_a_figure_kind_of_your_own_in_one_file(user_figure_module, tmp_path):
     module = sys.modules[user_figure_module]
     assert (tmp_path / "run" / "figures" / "my_spread.png").is_file()
     assert (tmp_path / "run" / "figures" / "my_spread.pdf").is_file()
-    assert "![my_spread](figures/my_spread.png)" in report and "![mse_vs_features]" in report
+    assert "](figures/my_spread.png)" in report and "](figures/mse_vs_features.png)" in report
+    assert re.search(
+        r"\*Figure \d\* \(`my_spread`\): my spread figure of my-study: 4 points\n", report
+    )  # caption
     assert "my spread figure of my-study: 4 points" in module.DRAWN[-1]._suptitle.get_text()
 
     assert res.figure_names()[:2] == ["my_spread", "mse_vs_features"]  # the declared order
