@@ -128,10 +128,10 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}" if x < 10 else f"{x:.1f}"
 
 
-def report(paths: list[Path]) -> str:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+def report(paths: list[Path], commit: str | None = None) -> str:
+    if commit is None:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        commit = head.stdout.strip()
     panels = [json.loads(p.read_text()) for p in paths]
     lines = [
         "# Keys by content: per-head calibration (2026-11-28)",
@@ -191,13 +191,14 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--cal-trials", type=int, default=2)
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--commit", default=None, help="the commit the panels ran at (default: HEAD)")
     args = ap.parse_args()
     for panel in args.panels:
         res = run_panel(panel, args.trials, args.cal_trials)
         RAW.with_suffix(f".{panel}.json").write_text(json.dumps(res))
     if args.report:
         paths = [RAW.with_suffix(f".{p}.json") for p in PANELS if RAW.with_suffix(f".{p}.json").exists()]
-        OUT.write_text(report(paths) + "\n")
+        OUT.write_text(report(paths, args.commit) + "\n")
         print(OUT.read_text())
 
 
