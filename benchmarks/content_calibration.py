@@ -141,7 +141,9 @@ def report(paths: list[Path], commit: str | None = None) -> str:
         "orthogonal features) on the same head, common random numbers; evaluated on text B (long text from "
         "passage 1), calibrated rows chose their split per head on text A (long text from passage 0). "
         f"Median over heads for seed {SEEDS[0]}, in brackets the medians' range over seeds {', '.join(map(str, SEEDS))}; "
-        "per-head range over all seeds; heads better than FAVOR+ (with every seed).",
+        "per-head range over all seeds; heads better than FAVOR+ (with every seed); calibrated rows: "
+        "per head, their MSE over the one split's (mean over seeds), median over heads, the heads where it is "
+        "higher and the highest.",
         "",
     ]
     for p in panels:
@@ -154,8 +156,8 @@ def report(paths: list[Path], commit: str | None = None) -> str:
         )
         lines += [f"## {kind}, n = {p['n']:,}, {H} heads ({p['panel']})", ""]
         lines += [
-            "| row | cost | measured cost | median ratio (seeds) | per-head range | better |",
-            "|---|---|---|---|---|---|",
+            "| row | cost | measured cost | median ratio (seeds) | per-head range | better | vs one split |",
+            "|---|---|---|---|---|---|---|",
         ]
         for cost in COSTS:
             for label in [r for base in ROWS for r in (base, base + " calibrated")]:
@@ -166,9 +168,21 @@ def report(paths: list[Path], commit: str | None = None) -> str:
                 ratios = [c["ratio"] for c in sel]
                 better = sum(all(c["ratio"] < 1 for c in sel if c["head"] == h) for h in range(H))
                 mc = np.mean([c["measured_cost"] for c in sel])
+                vs = ""
+                if label.endswith(" calibrated"):  # per head: MSE over the one split's, mean over seeds
+                    one = {
+                        (c["seed"], c["head"]): c["mse"]
+                        for c in cells
+                        if c["cost"] == cost and c["row"] == label[:-11]
+                    }
+                    per = [
+                        np.mean([c["mse"] / one[c["seed"], c["head"]] for c in sel if c["head"] == h])
+                        for h in range(H)
+                    ]
+                    vs = f"{_fmt(float(np.median(per)))} (worse on {sum(r > 1 for r in per)}, worst {_fmt(max(per))})"
                 lines.append(
                     f"| {label} | {cost} | {mc:.1f} | {_fmt(meds[SEEDS[0]])} ({_fmt(min(meds.values()))}-"
-                    f"{_fmt(max(meds.values()))}) | {_fmt(min(ratios))}-{_fmt(max(ratios))} | {better} of {H} |"
+                    f"{_fmt(max(meds.values()))}) | {_fmt(min(ratios))}-{_fmt(max(ratios))} | {better} of {H} | {vs} |"
                 )
         lines += ["", "Splits chosen on text A (window, sinks, top-k, samples per head):", ""]
         for cost, by_row in p["splits"].items():
