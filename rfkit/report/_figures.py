@@ -575,11 +575,7 @@ def _dropin(kind: str) -> Callable[[FigureInputs], Plan]:
 
 
 _BUILTIN: dict[str, tuple[Callable[[FigureInputs], Plan], tuple[str, ...], str]] = {
-    "mse_vs_features": (
-        _mse_vs_features,
-        (),
-        "MSE, relative MSE and median relative squared error against the feature count, with theory",
-    ),
+    "mse_vs_features": (_mse_vs_features, (), "MSE and relative errors against the cost D, with theory"),
     "kernel_scatter": (_kernel_scatter, ("kernel",), "estimated against exact kernel values, one trial"),
     "error_vs_degree": (_error_vs_degree, (), "relative MSE and max relative error against the degree"),
     "mse_vs_samples": (_mse_vs_samples, (), "MSE and max absolute error against the sample budget"),
