@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..exceptions import InvalidParameterError
 from ..plots._axes import figure_axes
-from ..plots._registry import figure_records
+from ..plots._registry import did_you_mean, figure_records
 from ..study import resolve_figure_kind
 from ..tables import format_mcse
 from ._figures import Plan, figure_plan
@@ -162,9 +162,10 @@ def _figure_draw(result: StudyResult, name: str | None) -> tuple[Callable[..., A
             if stem == name or kind == name:
                 return draw, stem
     names = [stem for _, plan in plans for stem, _ in plan]
+    valid = sorted(set(names) | {k for k, _ in plans})
     raise InvalidParameterError(
         f"The `name` parameter of StudyResult.plot must be a figure of study {result.design.name!r}: "
-        f"one of {sorted(set(names) | {k for k, _ in plans})}. Got {name!r} instead."
+        f"one of {valid}. Got {name!r} instead{did_you_mean(name, valid)}."
     )
 
 

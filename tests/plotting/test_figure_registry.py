@@ -112,6 +112,15 @@ def test_a_declared_kind_is_among_figure_names_even_when_it_draws_several_figure
     plt.close("all")
 
 
+def test_a_misspelt_figure_name_in_plot_is_answered_with_the_closest():
+    """plot() refuses a name that is not a figure of the result, listing them and the closest one."""
+    res = st.run(_kernel_design(metrics=["rel_mse"], outputs={"figures": ["mse_vs_features"]}), rng=0)
+    with pytest.raises(
+        InvalidParameterError, match=r"`name`.*mse_vs_featurez.*did you mean 'mse_vs_features'\?"
+    ):
+        res.plot("mse_vs_featurez")
+
+
 # ----------------------------------------------------------------------------- registering
 def _frame(inputs) -> pd.DataFrame:
     return inputs.summary[inputs.summary["metric"] == "mse"]
