@@ -85,6 +85,24 @@ def _varies(column: pd.Series) -> bool:
         return bool(column.astype(str).nunique() > 1)
 
 
+#: grid axes that count a kernel estimator's size (the number of directions or columns)
+_BUDGET_AXES = ("n_features", "feature_dim")
+
+
+def _with_feature_columns(result: StudyResult, rows: pd.DataFrame) -> pd.DataFrame | None:
+    """``rows`` with each estimator's feature columns per query ``feature_dim`` (from the pairs
+    table), or None where they are unknown or the same for every estimator of each cell."""
+    pairs = result.pairs
+    need = {"cell", "estimator", "feature_dim"}
+    if pairs is None or "feature_dim" in rows.columns or not need <= set(pairs.columns):
+        return None
+    cols = pairs[["cell", "estimator", "feature_dim"]].drop_duplicates(["cell", "estimator"])
+    out = rows.merge(cols, on=["cell", "estimator"], how="left", validate="many_to_one")
+    if out["feature_dim"].isna().any() or (out.groupby("cell")["feature_dim"].nunique() <= 1).all():
+        return None
+    return out
+
+
 def winner_lines(result: StudyResult) -> list[str]:
     """Which estimator has the lowest error in each grid setting, in a few lines.
 
@@ -94,6 +112,13 @@ def winner_lines(result: StudyResult) -> list[str]:
     that vary) names the winner and the runner-up with their estimates and MCSEs, and says when
     the two are within 2 combined MCSEs (a tie at this number of trials). Rows with a non-finite
     estimate take no part. Estimators are named by their display names, as in the figures.
+
+    Estimators are compared at equal cost. Where the estimators of one grid cell differ in their
+    feature columns per query (``feature_dim`` in the pairs table: Trig and Hyperbolic PRF have
+    D = 2m columns for m directions, PRF m), a setting is a value of D (with the other grid axes
+    that vary) instead of a cell, and only settings where at least two estimators have that D
+    are ranked. Where no D is shared, the cells are ranked as they are and the first line says
+    that their costs differ.
 
     Parameters
     ----------
@@ -112,13 +137,26 @@ def winner_lines(result: StudyResult) -> list[str]:
     rows = summ[(summ["metric"] == metric) & np.isfinite(summ["estimate"].to_numpy(dtype=float))]
     if rows.empty:
         return []
+    setting, note = "cell", ""
+    costed = _with_feature_columns(result, rows)
+    if costed is not None:
+        key = [k for k in result.grid_columns if k not in _BUDGET_AXES and _varies(costed[k])]
+        shared = costed.groupby([*key, "feature_dim"], sort=True)["estimator"].transform("size") >= 2
+        if shared.any():
+            rows, setting = costed[shared], [*key, "feature_dim"]
+        else:
+            note = " (feature columns per query differ within each setting: not at equal cost)"
     # the axes that vary name a setting (a single-valued axis is the same in every line)
-    grid = [k for k in result.grid_columns if _varies(rows[k])]
+    grid = (
+        [k for k in result.grid_columns if _varies(rows[k])]
+        if setting == "cell"
+        else [*setting[:-1], "feature_dim"]
+    )
     shown = estimator_names(result.design)
     rows = rows.assign(estimator=[shown.get(str(v), str(v)) for v in rows["estimator"]])
     wins: dict[str, int] = {}
     details = []
-    for _, grp in rows.groupby("cell", sort=True):
+    for _, grp in rows.groupby(setting, sort=True):
         ranked = grp.sort_values("estimate", kind="stable")
         best = ranked.iloc[0]
         wins[str(best["estimator"])] = wins.get(str(best["estimator"]), 0) + 1
@@ -137,7 +175,8 @@ def winner_lines(result: StudyResult) -> list[str]:
     order = sorted(wins, key=lambda est: -wins[est])  # stable: ties keep the order of first win
     counts = [f"{est} in {wins[est]}" for est in order]
     counts[0] += f" of {len(details)} setting{'s' if len(details) != 1 else ''}"
-    head = f"lowest {name}: {', '.join(counts)}"
+    cost = " at equal cost (feature_dim = feature columns per query)" if setting != "cell" else ""
+    head = f"lowest {name}{cost}: {', '.join(counts)}{note}"
     if len(details) > MAX_SETTING_LINES:
         return [head + " (per setting: summary.csv)"]
     return [head, *details]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -99,10 +100,31 @@ def test_winner_lines_name_the_lowest_mse_per_setting() -> None:
     best = summ.loc[summ.groupby("cell")["estimate"].idxmin(), ["n_features", "estimator"]]
     names = {"Positive": "PRF (iid)", "Trig": "Trig (iid)"}  # display names, as the figures show them
     one = r"(PRF|Trig) \(iid\)"
-    assert re.fullmatch(rf"lowest MSE: {one} in [12] of 2 settings(, {one} in 1)?", lines[0]), lines
+    # Trig has 2m feature columns, PRF m: at n_features = 4 and 16 no D is shared, so the cells are
+    # ranked as they are and the first line says their costs differ
+    assert re.fullmatch(
+        rf"lowest MSE: {one} in [12] of 2 settings(, {one} in 1)? \(feature columns per query differ "
+        r"within each setting: not at equal cost\)",
+        lines[0],
+    ), lines
     for (_, row), line in zip(best.iterrows(), lines[1:]):
         assert line.startswith(f"  n_features = {row['n_features']}: {names[row['estimator']]} "), lines
     assert len(lines) == 3
+
+
+def test_winner_lines_compare_at_equal_feature_columns() -> None:
+    """Trig (D = 2m columns) meets PRF (D = m) where their feature columns per query are equal."""
+    design = dataclasses.replace(_design(), grid={"n_features": [8, 16]})
+    res = st.run(design, rng=0)
+    lines = winner_lines(res)
+    assert lines[0].startswith("lowest MSE at equal cost (feature_dim = feature columns per query): "), lines
+    assert "of 1 setting" in lines[0] and len(lines) == 2, lines
+    # the one shared D: PRF at m = 16 against Trig at m = 8, both 16 columns per query
+    summ = res.summary().query("metric == 'mse'")
+    prf = summ.query("estimator == 'Positive' and n_features == 16")["estimate"].item()
+    trig = summ.query("estimator == 'Trig' and n_features == 8")["estimate"].item()
+    best, other = ("PRF (iid)", "Trig (iid)") if prf < trig else ("Trig (iid)", "PRF (iid)")
+    assert lines[1].startswith(f"  feature_dim = 16: {best} ") and f"; next {other} " in lines[1], lines
 
 
 def test_run_ends_with_the_winners_and_names_the_figures(
