@@ -15,6 +15,7 @@ import pandas as pd
 
 from ._axes import panel_axes
 from ._lines import plot_metric_lines
+from ._mcse_bars import mcse_note
 from ._reference import reference_styles
 from ._style import label_axes, legend_for, log_interval, paper_style
 from ._ticks import plain_number_ticks
@@ -79,7 +80,8 @@ def plot_damage_vs_budget(
 ) -> Any:
     """Damage against the cost per query (``feature_dim``), one line per estimator, a panel per context.
 
-    Log-log axes with ±2 MCSE bars (over draws), tick labels as plain numbers (``0.1``, ``1``,
+    Log-log axes with ±2 MCSE bars (over draws; the legend says where a bar is shorter than its
+    marker and hidden by it), tick labels as plain numbers (``0.1``, ``1``,
     ``6``, ``32``). On a new figure the legend is below the panels, in as many columns as fit the
     figure's width, so it never makes the figure wider than its panels. A reference (a name
     ending with ``" (reference)"``, e.g. Hybrid with the oracle scorer, which computes every key's
@@ -146,18 +148,26 @@ def _legend_below(fig: Any, axes: Any) -> None:
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
+    title = next((t for t in (leg.get_title().get_text() for leg in old) if t), None)  # the bars' line
     for leg in old:
         leg.remove()
     fontsize = 6 if fig.get_figwidth() < 5 else 7
     renderer = fig.canvas.get_renderer()
     for ncol in (3, 2, 1):  # measured, not guessed: the widest arrangement that fits
         legend = fig.legend(
-            handles, labels, loc="outside lower center", ncol=ncol, frameon=False, fontsize=fontsize
+            handles,
+            labels,
+            loc="outside lower center",
+            ncol=ncol,
+            frameon=False,
+            fontsize=fontsize,
+            title=title,
+            title_fontsize=fontsize,
         )
         if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
             break
         legend.remove()
-    rows = -(-len(labels) // ncol)
+    rows = -(-len(labels) // ncol) + (title.count("\n") + 1 if title else 0)
     fig.set_figheight(fig.get_figheight() + 0.14 * rows + 0.1)
 
 
@@ -199,7 +209,9 @@ def prepare_layer_damage(pairs: pd.DataFrame, column: str) -> pd.DataFrame:
 def plot_layer_damage(
     pairs: pd.DataFrame, panels: list[tuple[str, str]], *, ax: Any = None, size: str | None = None
 ) -> Any:
-    """Damage per layer, one panel per ``(model, column)``.
+    """Damage per layer, one panel per ``(model, column)``, with ±2 MCSE bars.
+
+    The legend says where a bar is shorter than its marker and hidden by it.
 
     Parameters
     ----------
@@ -262,7 +274,7 @@ def plot_layer_damage(
         for ax in flat[len(frames) :]:
             ax.set_visible(False)
         handles, hl = flat[0].get_legend_handles_labels()
-        legend_for(fig, owner, handles, hl)
+        legend_for(fig, owner, handles, hl, title=mcse_note(flat[: len(frames)]))  # hidden bars said
     return flat[: len(frames)]
 
 
@@ -308,6 +320,9 @@ def plot_proxy_vs_damage(
     points: pd.DataFrame, correlation: pd.DataFrame | None = None, *, ax: Any = None, size: str | None = None
 ) -> Any:
     """End-to-end damage against the per-head output MSE, one point per (estimator, budget).
+
+    Each point has ±2 MCSE bars in both directions; the legend says where a bar is shorter than
+    its marker and hidden by it.
 
     Parameters
     ----------
@@ -365,6 +380,7 @@ def plot_proxy_vs_damage(
                     markerfacecolor=sty["markerfacecolor"],
                     linestyle="none",
                     ms=3,
+                    capsize=1.2,
                     elinewidth=0.6,
                     label=lab,
                 )
@@ -392,5 +408,16 @@ def plot_proxy_vs_damage(
             ax.set_visible(False)
         handles, hl = flat[0].get_legend_handles_labels()
         # below the panels, whatever the width: the panels keep the whole width for their axes
-        fig.legend(handles, hl, loc="outside lower center", ncol=1 if narrow else 2, frameon=False)
+        note = mcse_note(flat[: len(panels)])  # hidden bars said
+        if given is None:  # our own figure: taller by the note's lines
+            fig.set_figheight(fig.get_figheight() + 0.13 * (note.count("\n") + 1))
+        fig.legend(
+            handles,
+            hl,
+            loc="outside lower center",
+            ncol=1 if narrow else 2,
+            frameon=False,
+            title=note,
+            title_fontsize=plt.rcParams["legend.fontsize"],
+        )
     return flat[: len(panels)]

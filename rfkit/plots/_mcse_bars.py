@@ -23,7 +23,9 @@ HIDDEN = "(a bar shorter than its marker is hidden by it)"
 
 
 def bars_hidden(axes: Any) -> bool:
-    """Whether some vertical error bar of ``axes`` (one Axes or several) may hide behind its marker.
+    """Whether some error bar of ``axes`` (one Axes or several) may hide behind its marker.
+
+    A vertical bar is measured by its height, a horizontal one (``xerr``) by its width.
 
     Parameters
     ----------
@@ -42,7 +44,7 @@ def bars_hidden(axes: Any) -> bool:
         _ = (ax.get_xlim(), ax.get_ylim())  # the view limits of the data drawn: transData is up to date
         to_px = ax.figure.dpi / 72.0
         for c in ax.containers:
-            if not isinstance(c, ErrorbarContainer) or not c.has_yerr or not ax.get_visible():
+            if not isinstance(c, ErrorbarContainer) or not (c.has_xerr or c.has_yerr) or not ax.get_visible():
                 continue
             data_line, _caps, bars = c.lines
             marker = (data_line.get_markersize() if data_line is not None else 3.0) * to_px
@@ -51,7 +53,8 @@ def bars_hidden(axes: Any) -> bool:
                     if len(seg) < 2:
                         continue
                     pts = ax.transData.transform(seg)
-                    if abs(pts[-1][1] - pts[0][1]) < HIDDEN_SLACK * marker:
+                    length = max(abs(pts[-1][0] - pts[0][0]), abs(pts[-1][1] - pts[0][1]))  # along the bar
+                    if length < HIDDEN_SLACK * marker:
                         return True
     return False
 

@@ -103,19 +103,20 @@ def test_one_name_per_estimator_in_console_report_figure_and_notebook(performer)
 
 
 def _hidden_bars(fig) -> list[tuple[str, float, float]]:
-    """(series, bar length, marker size) in pixels of every ±2 MCSE bar shorter than its marker, as drawn."""
+    """(series, bar length, marker size) in pixels of every ±2 MCSE bar shorter than its marker, as
+    drawn: vertical bars by their height, horizontal ones (``xerr``) by their width."""
     fig.canvas.draw()
     hidden = []
     for ax in fig.axes:
         for c in ax.containers:
-            if not isinstance(c, ErrorbarContainer) or not c.has_yerr:
+            if not isinstance(c, ErrorbarContainer) or not (c.has_xerr or c.has_yerr):
                 continue
             line, _caps, bars = c.lines
             marker = line.get_markersize() * fig.dpi / 72
             for coll in bars:
                 for seg in coll.get_segments():
                     pts = ax.transData.transform(seg)
-                    length = abs(pts[-1][1] - pts[0][1])
+                    length = max(abs(pts[-1][0] - pts[0][0]), abs(pts[-1][1] - pts[0][1]))
                     if length < marker:
                         hidden.append((c.get_label(), length, marker))
     return hidden
@@ -149,6 +150,9 @@ def _mcse_legend(fig):
         ("performer-mse", "mse_vs_features"),
         ("concentration", "coverage"),
         ("attention-estimators", "mse_vs_samples"),
+        ("drop-in", "dropin_damage_vs_budget_kl"),
+        ("drop-in", "dropin_per_layer"),
+        ("drop-in", "dropin_proxy"),
     ],
 )
 def test_mcse_bars_are_seen_or_said_to_hide_behind_their_markers(quick_runs, study, figure, size):
@@ -160,7 +164,8 @@ def test_mcse_bars_are_seen_or_said_to_hide_behind_their_markers(quick_runs, stu
         title = _mcse_legend(fig)
         assert title is not None, "the legend says what the bars are"
         bars = [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)]
-        assert bars and all(len(c.lines[1]) == 2 for c in bars), "every bar has its two caps"
+        caps = [(len(c.lines[1]), 2 * (c.has_xerr + c.has_yerr)) for c in bars]  # two per direction
+        assert bars and all(n == want for n, want in caps), ("every bar has its two caps", caps)
         hidden = _hidden_bars(fig)
         if hidden:
             assert " ".join(HIDDEN.split()) in title, (title, hidden[:3])
