@@ -10,9 +10,14 @@ import pandas as pd
 from ._axes import one_axes
 from ._names import REFERENCE_MARK
 from ._reference import is_reference_name, reference_styles
-from ._style import label_axes, paper_style
+from ._style import _wrapped, label_axes, paper_style
 
 __all__ = ["prepare_ratio_to_reference", "plot_ratio_to_reference"]
+
+#: the least height of the axes of a figure of our own, in inches, after a caption above takes its room
+AXES_MIN = 1.5
+#: the room a caption of up to two lines takes above the axes (a report adds one after drawing)
+CAPTION_ROOM = 0.4
 
 
 def prepare_ratio_to_reference(
@@ -106,6 +111,7 @@ def plot_ratio_to_reference(
     colors = {lab: sty["color"] for lab, sty in reference_styles(order).items()}
     ticks = [str(lab).removesuffix(REFERENCE_MARK) for lab in order]  # the note above says "reference"
     rng = np.random.default_rng(0)  # jitter only: fixed, so the figure is reproducible
+    own = ax is None  # a figure of our own: its height and y label fit the tick labels and a caption
     with paper_style(size) as st:
         if ax is None:
             w, h = st["figsize"]
@@ -142,7 +148,22 @@ def plot_ratio_to_reference(
         label_axes(ax, None, ylabel or f"{metric} / {metric} of {reference}")
         if title:
             ax.set_title(title)
+        if own:
+            _fit_to_axes(ax)
     return ax
+
+
+def _fit_to_axes(ax: Any) -> None:
+    """Grow a figure of our own until its axes, laid out below a caption, are :data:`AXES_MIN` tall,
+    and wrap the y label to their height: it is centred on them and would stick out above."""
+    fig = ax.figure
+    fig.draw_without_rendering()  # lay out: the tick labels below take what they need
+    tall = ax.get_position().height * fig.get_figheight() - CAPTION_ROOM
+    if tall < AXES_MIN:
+        fig.set_figheight(fig.get_figheight() + AXES_MIN - tall)
+        tall = AXES_MIN
+    text = ax.get_ylabel().replace("\n", " ")
+    ax.set_ylabel(_wrapped(text, 0.95 * tall, ax.yaxis.label.get_size()))
 
 
 def _reference_note(summary: pd.DataFrame, label: str, metric: str) -> str:
