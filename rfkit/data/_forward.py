@@ -141,12 +141,17 @@ class EstimatorAttention:
     n_nonpositive : dict of int to int
         Per layer, the query rows whose estimated normaliser was not positive in the last call
         (their output is NaN).
+    cost : dict of int to float
+        Per layer, the cost per query of the last call where the estimator's result reports one
+        (``AttentionResult.cost``: exact logits plus random features, averaged over the texts,
+        heads and queries of the call); layers whose result reports none are left out.
     """
 
     def __init__(self, estimator: Any, root: np.random.SeedSequence) -> None:
         self.estimator = estimator
         self.root = root
         self.n_nonpositive: dict[int, int] = {}
+        self.cost: dict[int, float] = {}
 
     def __repr__(self) -> str:
         return f"EstimatorAttention({self.estimator!r}, root={self.root!r})"
@@ -176,6 +181,11 @@ class EstimatorAttention:
                 f"(the attention-estimator protocol). Got {type(res).__name__} instead."
             )
         self.n_nonpositive[int(layer)] = int(res.n_nonpositive)
+        if res.cost is not None:
+            logits, features = (
+                np.asarray(to_numpy(c)) for c in (res.cost.exact_logits, res.cost.random_features)
+            )
+            self.cost[int(layer)] = float(np.mean(logits + features))
         return np.asarray(to_numpy(res.output))
 
 

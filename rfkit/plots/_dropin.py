@@ -8,6 +8,7 @@ functions return the exact frames drawn. Cosine similarities are drawn as the da
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import pandas as pd
 from ._axes import panel_axes
 from ._lines import plot_metric_lines
 from ._mcse_bars import mcse_note
-from ._reference import reference_styles
+from ._reference import reference_styles, references_at_cost
 from ._style import label_axes, legend_for, log_interval, paper_style
 from ._ticks import plain_number_ticks
 
@@ -37,8 +38,8 @@ DAMAGE_LABELS = {
     "ppl_ratio": "perplexity / exact perplexity",
     "emb_cos": "1 − cosine of sentence embeddings",
     "hidden_cos": "1 − cosine of last hidden states",
-    "dec_head_mse": "per-head output MSE (SmolLM2)",
-    "enc_head_mse": "per-head output MSE (MiniLM)",
+    "dec_head_mse": "per-head output MSE (decoder)",
+    "enc_head_mse": "per-head output MSE (encoder)",
     "head_mse": "per-head output MSE",
 }
 
@@ -50,6 +51,10 @@ def _as_damage(values: Any, metric: str) -> np.ndarray:
 
 def prepare_damage_vs_budget(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     """The summary rows of ``metric`` with ``estimate`` as damage (``1 - cosine`` for the cosines).
+
+    A reference's rows (a name ending with ``" (reference)"``: Hybrid with the oracle scorer) with a
+    measured ``cost`` per query have it as their ``feature_dim``: drawn at what they pay, not at
+    the budget they are listed at (:func:`~rfkit.plots._reference.references_at_cost`).
 
     Parameters
     ----------
@@ -67,7 +72,7 @@ def prepare_damage_vs_budget(summary: pd.DataFrame, metric: str) -> pd.DataFrame
     if s.empty:
         raise ValueError(f"summary has no rows for metric {metric!r}")
     s["estimate"] = _as_damage(s["estimate"], metric)
-    return s
+    return references_at_cost(s, "feature_dim")[0]
 
 
 def plot_damage_vs_budget(
@@ -85,8 +90,9 @@ def plot_damage_vs_budget(
     ``6``, ``32``). On a new figure the legend is below the panels, in as many columns as fit the
     figure's width, so it never makes the figure wider than its panels. A reference (a name
     ending with ``" (reference)"``, e.g. Hybrid with the oracle scorer, which computes every key's
-    logit on top of its budget) is drawn grey and dashed with open markers: it is not a
-    competitor at that budget. Returns the panels' Axes.
+    logit on top of its budget) is drawn grey and dashed with open markers, at its measured cost
+    per query where the summary has one (its ``cost`` column; the x axis label says so): it is
+    not a competitor at that budget. Returns the panels' Axes.
 
     Parameters
     ----------
@@ -113,6 +119,7 @@ def plot_damage_vs_budget(
         For ``ax`` that is not one Axes per panel.
     """
     frame = prepare_damage_vs_budget(summary, metric)
+    moved = references_at_cost(summary[summary["metric"] == metric], "feature_dim")[1]
     col = col if col is not None and col in frame.columns and frame[col].nunique() > 1 else None
     if ax is not None:
         ax = panel_axes(ax, 1 if col is None else frame[col].nunique(dropna=False), "plot_damage_vs_budget")
@@ -123,7 +130,7 @@ def plot_damage_vs_budget(
         col=col,
         logx=True,
         logy=metric != "top1_agree",
-        xlabel="D per query",
+        xlabel="D per query (reference: its measured cost)" if moved else "D per query",
         ylabel=DAMAGE_LABELS.get(metric, metric),
         col_title="{} tokens" if col == "n_tokens" else None,
         ax=ax,
@@ -207,7 +214,12 @@ def prepare_layer_damage(pairs: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def plot_layer_damage(
-    pairs: pd.DataFrame, panels: list[tuple[str, str]], *, ax: Any = None, size: str | None = None
+    pairs: pd.DataFrame,
+    panels: list[tuple[str, str]],
+    *,
+    ax: Any = None,
+    size: str | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> Any:
     """Damage per layer, one panel per ``(model, column)``, with ±2 MCSE bars.
 
@@ -224,6 +236,10 @@ def plot_layer_damage(
         order; None: a new figure.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
+    titles : mapping of str to str, optional
+        Panel titles by model (the ``model`` column), e.g. a model a data source brought by its
+        name; the built-in models are ``"SmolLM2 (decoder)"`` and ``"MiniLM (encoder)"``, any
+        other model is its key.
 
     Returns
     -------
@@ -241,7 +257,7 @@ def plot_layer_damage(
     frames = [(m, c, f) for m, c, f in frames if not f.empty]
     labels = list(dict.fromkeys(pairs["estimator"]))
     styles = reference_styles(labels)  # a reference: grey, open markers
-    names = {"smollm2": "SmolLM2 (decoder)", "minilm": "MiniLM (encoder)"}
+    names = {"smollm2": "SmolLM2 (decoder)", "minilm": "MiniLM (encoder)", **(titles or {})}
     given = None if ax is None else panel_axes(ax, len(frames), "plot_layer_damage")
     with paper_style(size) as st:
         ncol = min(2, max(1, len(frames)))
@@ -278,13 +294,16 @@ def plot_layer_damage(
     return flat[: len(frames)]
 
 
-def prepare_proxy_vs_damage(points: pd.DataFrame) -> pd.DataFrame:
+def prepare_proxy_vs_damage(points: pd.DataFrame, titles: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The proxy points (:func:`rfkit.study.summaries.dropin_points`) with a ``panel`` name each.
 
     Parameters
     ----------
     points : pandas.DataFrame
         The proxy points (:func:`rfkit.study.summaries.dropin_points`).
+    titles : mapping of str to str, optional
+        The first line of a panel's name by model (the ``model`` column); the built-in models are
+        ``"SmolLM2, KL"`` and ``"MiniLM, 1 − cos"``, any other model is its key.
 
     Returns
     -------
@@ -292,7 +311,7 @@ def prepare_proxy_vs_damage(points: pd.DataFrame) -> pd.DataFrame:
         A copy of ``points`` with a ``panel`` column.
     """
     setting = [c for c in points.columns if c not in _POINT_COLUMNS]
-    names = {"smollm2": "SmolLM2, KL", "minilm": "MiniLM, 1 − cos"}
+    names = {"smollm2": "SmolLM2, KL", "minilm": "MiniLM, 1 − cos", **(titles or {})}
     out = points.copy()
     out["panel"] = [
         "\n".join(
@@ -317,7 +336,12 @@ _POINT_COLUMNS = {
 
 
 def plot_proxy_vs_damage(
-    points: pd.DataFrame, correlation: pd.DataFrame | None = None, *, ax: Any = None, size: str | None = None
+    points: pd.DataFrame,
+    correlation: pd.DataFrame | None = None,
+    *,
+    ax: Any = None,
+    size: str | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> Any:
     """End-to-end damage against the per-head output MSE, one point per (estimator, budget).
 
@@ -334,6 +358,8 @@ def plot_proxy_vs_damage(
         The axes to draw on, one per panel (model and setting) in panel order; None: a new figure.
     size : {"one-column", "two-column"}, optional
         The figure width; None: the one :func:`set_paper_size` chose.
+    titles : mapping of str to str, optional
+        The first line of a panel's title by model (:func:`prepare_proxy_vs_damage`).
 
     Returns
     -------
@@ -348,7 +374,7 @@ def plot_proxy_vs_damage(
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter
 
-    frame = prepare_proxy_vs_damage(points)
+    frame = prepare_proxy_vs_damage(points, titles)
     panels = list(dict.fromkeys(frame["panel"]))
     labels = list(dict.fromkeys(frame["estimator"]))
     styles = reference_styles(labels)  # a reference: grey, open markers

@@ -24,6 +24,8 @@ __all__ = [
     "DROPIN_PARAMS",
     "MODEL_CLASSES",
     "MODEL_METRICS",
+    "COST_COLUMNS",
+    "dropin_cost_columns",
     "DropInData",
     "dropin_data",
     "dropin_model_dim",
@@ -225,6 +227,15 @@ MODEL_METRICS = {
     "smollm2": ("kl", "top1_agree", "ppl_ratio", "dec_head_mse"),
     "minilm": ("emb_cos", "hidden_cos", "enc_head_mse"),
 }
+#: the trials column of each model family's cost per query: exact logits plus random features (the
+#: estimator's result's ``cost`` where it reports one, else its record's ``cost`` hook), the mean over
+#: the replaced layers of one call each on the exact run's q, k, v (over texts, heads and queries)
+COST_COLUMNS = {"smollm2": "dec_cost", "minilm": "enc_cost"}
+
+
+def dropin_cost_columns() -> dict[str, str]:
+    """Per drop-in metric, the trials column of the cost per query on the model it measures."""
+    return {m: COST_COLUMNS[model] for model, names in MODEL_METRICS.items() for m in names}
 
 
 # ----------------------------------------------------------------------------- estimators per model
@@ -243,7 +254,7 @@ def model_estimator_params(
     label = design.label(est)
     if "causal" in est:
         raise InvalidParameterError(
-            f"{label!r}: drop-in designs set `causal` from the model (SmolLM2 causal, MiniLM bidirectional); "
+            f"{label!r}: drop-in designs set `causal` from the model (a decoder causal, an encoder bidirectional); "
             "leave it out of the estimator."
         )
     c = {**cell, "dim": cls.head_dim}

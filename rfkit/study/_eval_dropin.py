@@ -46,8 +46,10 @@ import pandas as pd
 from .. import data as rkdata
 from ..exceptions import IllConditionedWarning, NonPositiveNormalizerWarning
 from ._cell_data import cell_data
+from ._cost import attention_cost
 from ._dropin_data import dropin_model
 from ._dropin_design import (
+    COST_COLUMNS,
     MODEL_CLASSES,
     MODEL_METRICS,
     DropInData,
@@ -78,6 +80,7 @@ TRIAL_COLUMNS = (
     "ppl_exact",
     "nonpositive_rows",
     "ill_conditioned_calls",
+    *COST_COLUMNS.values(),
 )
 #: per-layer values (pairs table): the proxy, and the damage of that layer replaced alone
 LAYER_COLUMNS = ("head_mse", "kl", "top1_agree", "ppl_ratio", "emb_cos", "hidden_cos")
@@ -181,11 +184,13 @@ class _EncoderRef:
 
 
 class _Probe:
-    """The exact run's hook: exact attention, and each (estimator, trial)'s per-head output MSE on it."""
+    """The exact run's hook: exact attention, and each (estimator, trial)'s per-head output MSE on it
+    and cost per query (its result's, else its record's ``cost`` hook: :func:`rfkit.study._cost.attention_cost`)."""
 
     def __init__(self, ests: list[Any], roots: list[np.random.SeedSequence], layers: tuple[int, ...]) -> None:
         self.ests, self.roots, self.slot = ests, roots, {li: i for i, li in enumerate(layers)}
         self.mse = np.full((len(ests), len(roots), len(layers)), np.nan)
+        self.cost = np.full_like(self.mse, np.nan)
         self.ill = np.zeros((len(ests), len(roots)))
         self.errors: dict[tuple[int, int], Exception] = {}
 
@@ -197,13 +202,18 @@ class _Probe:
                     continue
                 try:
                     with _counting(self.ill, (i, j)):
-                        out = rkdata.estimator_attention(est, rng=root)(
-                            q, k, v, causal=causal, layer=layer, key_padding_mask=key_padding_mask
-                        )
+                        hook = rkdata.estimator_attention(est, rng=root)
+                        out = hook(q, k, v, causal=causal, layer=layer, key_padding_mask=key_padding_mask)
                         # mean over texts, positions and value dims per head, then over heads
                         self.mse[i, j, self.slot[layer]] = float(
                             np.mean(np.mean((out - exact) ** 2, axis=(0, 2, 3)))
                         )
+                        cost = hook.cost.get(layer)  # the result's, else the record's hook
+                        if cost is None:
+                            cost = attention_cost(
+                                est, q, k, causal=causal, rng=rkdata.layer_stream(root, layer)
+                            )
+                        self.cost[i, j, self.slot[layer]] = cost
                 except Exception as exc:  # noqa: BLE001 - recorded or raised by the caller
                     self.errors[(i, j)] = exc
         return exact
@@ -309,6 +319,7 @@ def _evaluate(
         first = rows.index((name, layers[0]))
         layer_vals[:, :, first : first + len(layers), 0] = probe.mse
         cols["dec_head_mse" if decoder else "enc_head_mse"][:] = np.mean(probe.mse, axis=-1)
+        cols[COST_COLUMNS[dd.family(name)]][:] = np.mean(probe.cost, axis=-1)
         nt = dd.one_layer_texts
         for i, est in enumerate(ests):
             for j, root in enumerate(roots):

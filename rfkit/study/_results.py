@@ -14,6 +14,7 @@ import pandas as pd
 from ..exceptions import InvalidParameterError
 from ._atomic import Record, atomic_csv, atomic_parquet, atomic_text, ensure_dir
 from ._design import Design
+from ._dropin_design import dropin_cost_columns
 from ._manifest import write_result_manifest
 from ._mcse import mcse_summary
 from ._metric_sources import metric_column, metric_ddof
@@ -93,8 +94,9 @@ class StudyResult:
         key = (id(self.trials), self.trials.shape, tuple(self.design.metrics), float(confidence))
         cached = self.__dict__.get("_summary_cache")
         if cached is None or cached[0] != key:  # computed once per table: the report asks several times
+            costs = dropin_cost_columns() if self.design.kind == "drop-in" else None
             table = summarize(
-                self.trials, ["cell", "estimator", *self.grid_columns], self.design.metrics, confidence
+                self.trials, ["cell", "estimator", *self.grid_columns], self.design.metrics, confidence, costs
             )
             cached = self.__dict__["_summary_cache"] = (key, table)
         return cached[1].copy()  # a copy: a caller's edits never reach the next call

@@ -34,7 +34,11 @@ def row_status(n_failed: int, n_nonfinite: int, n_nan_rows: int = 0, inf_mcse: b
 
 
 def summarize(
-    trials: pd.DataFrame, keys: list[str], metrics: list[str], confidence: float = 0.95
+    trials: pd.DataFrame,
+    keys: list[str],
+    metrics: list[str],
+    confidence: float = 0.95,
+    cost_columns: dict[str, str] | None = None,
 ) -> pd.DataFrame:
     """One row per (``keys``, metric): estimate, MCSE, interval, counts and status (``StudyResult.summary``).
 
@@ -46,7 +50,9 @@ def summarize(
     multiplied by n / (n - ddof) where n > ddof.
     Attention trials with NaN output rows add ``n_nan_rows`` (summed over the trials), and
     attention designs carry ``cost``, the estimator's cost per query in the cell (exact keys plus
-    features, :mod:`rfkit.study._cost`), beside the keys.
+    features, :mod:`rfkit.study._cost`), beside the keys. ``cost_columns`` (drop-in designs: a
+    metric -> the trials column of the cost on the model it measures) gives a metric's rows the
+    mean over the kept trials of that column as ``cost`` (NaN where none is finite).
     """
     rows = []
     nan_rows = "n_nan_rows" in trials
@@ -66,7 +72,11 @@ def summarize(
             if ddof and s["n"] > ddof:
                 f = s["n"] / (s["n"] - ddof)
                 stats = {k: v * f for k, v in stats.items()}
-            row = {**base, "metric": metric, **stats, "n_trials": s["n"], "n_failed": n_failed}
+            cost = {}
+            if cost_columns and cost_columns.get(metric) in ok:  # drop-in: the cost on the metric's model
+                c = ok[cost_columns[metric]].to_numpy(dtype=float)
+                cost["cost"] = float(np.mean(c[np.isfinite(c)])) if np.isfinite(c).any() else float("nan")
+            row = {**base, **cost, "metric": metric, **stats, "n_trials": s["n"], "n_failed": n_failed}
             row["n_nonfinite"] = s["n_nonfinite"]
             if nan_rows:
                 row["n_nan_rows"] = n_nan

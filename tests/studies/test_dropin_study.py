@@ -225,3 +225,55 @@ def test_attention_designs_refuse_the_drop_in_source() -> None:
             grid={"feature_dim": [8]},
             estimators=[{"estimator": "RFA"}],
         )
+
+
+# --------------------------------------------------------------------------- cost per query
+
+
+def test_cost_column_is_the_measured_cost_and_the_oracle_is_drawn_at_it() -> None:
+    """Each model's cost per query (trials ``dec_cost``, ``enc_cost``; the summary's ``cost`` of a metric
+    is the cost on the model it measures): FAVOR+'s feature columns D (its record's hook); Hybrid's
+    result's own counts, equal to the support's closed form plus the map's columns; the oracle
+    scorer pays every visible key's logit on top of what the same keys by the proxy scorer cost
+    ((n + 1)/2 on the causal decoder, n on the encoder). Figures draw the oracle at that cost."""
+    from rfkit.plots import figure_names, prepare_damage_vs_budget
+    from rfkit.study._cost import attention_cost
+    from rfkit.study._dropin_design import model_estimator_params
+    from rfkit.study._estimators import build_attention_estimator
+
+    n, D = 16, 16
+    top = {"estimator": "Hybrid", "window": 2, "n_global": 2, "remainder": "none"}
+    ests = [
+        {"label": "favor+", "estimator": "RFA", "map": "Positive", "projection": "orthogonal"},
+        {"label": "hybrid", "estimator": "Hybrid", "map": "Positive", "window": 2, "n_global": 2},
+        {"label": "proxy", **top, "scorer": "proxy"},
+        {"label": "oracle", **top, "scorer": "oracle"},
+    ]
+    d = _design(estimators=ests, grid={"n_tokens": [n], "feature_dim": [D]}, trials=2)
+    res = st.run(d)
+    t = res.trials.set_index("estimator")
+    assert (t["status"] == "ok").all()
+    cost = {(e, c): t.loc[e, c].to_numpy() for e in d.labels for c in ("dec_cost", "enc_cost")}
+    for c in ("dec_cost", "enc_cost"):
+        np.testing.assert_array_equal(cost["favor+", c], D)
+        np.testing.assert_allclose(
+            cost["oracle", c] - cost["proxy", c], (n + 1) / 2 if c == "dec_cost" else n
+        )
+    cell = d.cells()[0]
+    for model, c in (("smollm2", "dec_cost"), ("minilm", "enc_cost")):
+        hybrid = build_attention_estimator(model_estimator_params(d, ests[1], cell, model))
+        q = np.zeros((1, n, rd.MiniLMModel.head_dim if model == "minilm" else rd.SmolLM2Model.head_dim))
+        closed = attention_cost(hybrid, q, q, causal=model == "smollm2")  # support + columns, no call
+        np.testing.assert_allclose(cost["hybrid", c], closed, rtol=1e-12)
+        assert closed < D  # windows near the ends (and causal queries) see fewer keys than the budget
+    s = res.summary()
+    for metric, c in (("kl", "dec_cost"), ("emb_cos", "enc_cost")):
+        rows = s[s["metric"] == metric].set_index("estimator")["cost"]
+        for e in d.labels:
+            assert rows[e] == np.mean(cost[e, c]), (metric, e)
+    names = dict(zip(d.labels, figure_names(d.estimators)))
+    drawn = prepare_damage_vs_budget(s.assign(estimator=s["estimator"].map(names)), "kl").set_index(
+        "estimator"
+    )
+    assert drawn.loc[names["oracle"], "feature_dim"] == np.mean(cost["oracle", "dec_cost"])
+    assert (drawn.drop(index=names["oracle"])["feature_dim"] == D).all()
