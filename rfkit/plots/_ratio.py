@@ -73,6 +73,8 @@ def plot_ratio_to_reference(
     oracle scorer, which pays for every key's logit) is not ranked with them: it is drawn in
     grey after a dashed divider, under a note "reference" with its median ``cost`` per query
     where the summary has one. ``size`` is ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
+    A new figure grows until its axes, below the estimator names and a caption's room, are
+    1.5 in tall, and its y label is wrapped to their height.
 
     Parameters
     ----------
