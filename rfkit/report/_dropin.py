@@ -4,9 +4,12 @@ Figure kinds (``[outputs] figures``): ``dropin_damage_vs_budget`` (each damage m
 the cost per query, a panel per context length: ``dropin_damage_vs_budget_kl``, ``..._top1_agree``
 and so on; the old kind name ``dropin_kl_vs_budget`` is accepted with a deprecation warning),
 ``dropin_per_layer`` (each layer replaced alone: ``dropin_per_layer_damage``, the damage per layer,
-and ``dropin_per_layer_head_mse``, each layer's per-head output MSE) and ``dropin_proxy`` (damage
-against the per-head output MSE, with the rank correlation). The section
+and ``dropin_per_layer_head_mse``, each layer's per-head output MSE; where no cell replaces a layer
+alone, as with a data source that runs its model whole, each cell's per-layer output MSE) and
+``dropin_proxy`` (damage against the per-head output MSE, with the rank correlation). The section
 (``[outputs] tables = ["dropin"]``) has the damage tables and the correlation, and writes them as CSV.
+A model a data source brought (``source = "transformers"``) is named by its ``data.model`` in the
+figures and tables, never by a built-in model's name.
 """
 
 from __future__ import annotations
@@ -42,6 +45,33 @@ _LAYER_PANELS = [("smollm2", "kl"), ("minilm", "emb_cos")]
 _PROXY_PANELS = [("smollm2", "head_mse"), ("minilm", "head_mse")]
 
 Plan = list[tuple[str, Callable[[str | None], Any]]]
+
+
+def _sourced(design: Any) -> tuple[str, str, str] | None:
+    """``(key, name, role)`` of the model a data source brought: its key in the pairs table (the
+    source), its name (``data.model``) and ``"decoder"``/``"encoder"`` where ``data.causal`` says;
+    None for the built-in models (source ``"passages"``)."""
+    data = dict(design.data)
+    source = str(data.get("source", "passages"))
+    if source == "passages":
+        return None
+    causal = data.get("causal")
+    return (
+        source,
+        str(data.get("model", source)),
+        "" if causal is None else ("decoder" if causal else "encoder"),
+    )
+
+
+def _named_points(frame: pd.DataFrame, design: Any) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Proxy points or correlations with a source's model under its own name (their ``model`` is the
+    family whose measures it gives), and the proxy figure's panel titles for it."""
+    src = _sourced(design)
+    if src is None or frame.empty or "model" not in frame.columns:
+        return frame, {}
+    _, name, _ = src
+    damage = "KL" if frame["model"].iloc[0] == "smollm2" else "1 − cos"
+    return frame.assign(model=name), {name: f"{name}, {damage}"}
 
 
 def _one_layer_cells(pairs: pd.DataFrame) -> list[int]:
@@ -81,15 +111,23 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
         pairs = table("pairs")
         if pairs is None or "layer" not in pairs.columns:
             return []
-        for cell in _one_layer_cells(pairs):
+        src = _sourced(design)
+        titles = {} if src is None else {src[0]: f"{src[1]} ({src[2]})" if src[2] else src[1]}
+        extra = [m for m in dict.fromkeys(pairs["model"]) if m not in dict(_LAYER_PANELS)]  # a source's
+        damage = _LAYER_PANELS + [(m, c) for m in extra for c in ("kl", "emb_cos")]
+        proxy = _PROXY_PANELS + [(m, "head_mse") for m in extra]
+        one = _one_layer_cells(pairs)
+        figures = (("damage", damage), ("head_mse", proxy)) if one else (("head_mse", proxy),)
+        with_mse = pairs.loc[pairs["head_mse"].notna(), "cell"] if "head_mse" in pairs.columns else []
+        for cell in one or sorted(int(c) for c in pd.unique(with_mse)):  # none alone: every cell's MSE
             rows = shown(pairs[pairs["cell"] == cell])
             suffix = "".join(f"_{a}-{rows[a].iloc[0]}" for a in grid_cols if a in rows.columns)
-            for name, panels in (("damage", _LAYER_PANELS), ("head_mse", _PROXY_PANELS)):
+            for name, panels in figures:
 
                 def draw_layers(
                     size: str | None, rows: pd.DataFrame = rows, panels: Any = panels, *, ax: Any = None
                 ) -> Any:
-                    axes = plot_layer_damage(rows, panels, ax=ax, size=size)
+                    axes = plot_layer_damage(rows, panels, ax=ax, size=size, titles=titles)
                     if ax is None:
                         add_caption(axes[0].figure, caption(design, rows, ("layer",)))
                     return axes[0].figure
@@ -102,11 +140,11 @@ def dropin_figure_plan(kind: str, design: Any, summary: pd.DataFrame, table: Cal
         points = dropin_points(trials, grid_cols)
         if points.empty:
             return []
-        corr = proxy_correlation(trials, grid_cols)
-        points = shown(points)
+        corr, _ = _named_points(proxy_correlation(trials, grid_cols), design)
+        points, titles = _named_points(shown(points), design)
 
         def draw_proxy(size: str | None, *, ax: Any = None) -> Any:
-            axes = plot_proxy_vs_damage(points, corr, ax=ax, size=size)
+            axes = plot_proxy_vs_damage(points, corr, ax=ax, size=size, titles=titles)
             if ax is None:
                 add_caption(axes[0].figure, caption(design, None, ("feature_dim", "n_tokens")))
             return axes[0].figure
@@ -163,8 +201,8 @@ def dropin_section(summary: pd.DataFrame, design: Any, out: Path) -> list[str]:
     trials = table("trials")
     if trials is None:
         return lines
-    points = dropin_points(trials, grid_cols)
-    corr = proxy_correlation(trials, grid_cols)
+    points, _ = _named_points(dropin_points(trials, grid_cols), design)
+    corr, _ = _named_points(proxy_correlation(trials, grid_cols), design)
     if not points.empty:
         atomic_csv(points, out / "dropin_points.csv")
     if not corr.empty:

