@@ -13,7 +13,9 @@ Per cell and trial, for every estimator and each model of ``data.models``:
 * **the proxy**: in the exact run, each replaced layer's estimator on the exact q, k, v of
   that layer, with the same random stream: the attention-output MSE per head (what the
   real-attention study measures), averaged over layers and heads (``dec_head_mse``,
-  ``enc_head_mse``) and kept per layer;
+  ``enc_head_mse``) and kept per layer; and from the same calls the cost per query
+  (``dec_cost``, ``enc_cost``: exact logits plus random features, the result's own counts where
+  it reports them, else the estimator record's ``cost`` hook, averaged over the layers);
 * **one layer at a time** (the cells ``data.one_layer`` names by context length and budget):
   each replaced layer alone, from the exact model's input of that layer, on the first
   ``one_layer.texts`` texts: the same damage measures per layer.
