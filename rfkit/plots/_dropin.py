@@ -18,7 +18,15 @@ from ._axes import panel_axes
 from ._lines import plot_metric_lines
 from ._mcse_bars import mcse_note
 from ._reference import reference_styles, references_at_cost
-from ._style import label_axes, legend_for, log_interval, paper_style
+from ._style import (
+    WIDE_LEGEND_MAX,
+    label_axes,
+    legend_for,
+    legend_height,
+    log_interval,
+    paper_style,
+    wide_legend_height,
+)
 from ._ticks import plain_number_ticks
 
 __all__ = [
@@ -290,7 +298,13 @@ def plot_layer_damage(
         for ax in flat[len(frames) :]:
             ax.set_visible(False)
         handles, hl = flat[0].get_legend_handles_labels()
-        legend_for(fig, owner, handles, hl, title=mcse_note(flat[: len(frames)]))  # hidden bars said
+        note = mcse_note(flat[: len(frames)])  # hidden bars said
+        legend_for(fig, owner, handles, hl, title=note)
+        narrow = fig.get_figwidth() < 5
+        if given is None and (narrow or len(hl) > WIDE_LEGEND_MAX):  # a legend below: taller by it
+            lines = note.count("\n") + 1
+            extra = legend_height(hl, lines) if narrow else wide_legend_height(hl, lines, fig.get_figwidth())
+            fig.set_figheight(fig.get_figheight() + extra)
     return flat[: len(frames)]
 
 
