@@ -260,6 +260,7 @@ def plot_layer_damage(
         For ``ax`` that is not one Axes per panel.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     frames = [(m, c, prepare_layer_damage(pairs[pairs["model"] == m], c)) for m, c in panels]
     frames = [(m, c, f) for m, c, f in frames if not f.empty]
@@ -293,6 +294,7 @@ def plot_layer_damage(
                     label=lab,
                 )
             ax.set_yscale("log")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # layers are whole numbers
             ax.set_title(names.get(model, model))
             label_axes(ax, "layer", DAMAGE_LABELS.get(column, column))
         for ax in flat[len(frames) :]:

@@ -57,7 +57,7 @@ _SOURCES = {
 }
 
 #: settings a caption leaves out (bookkeeping, or named by another setting)
-_SKIP = {"source", "seed", "layers", "heads", "models", "one_layer"}
+_SKIP = {"source", "seed", "layers", "heads", "models", "one_layer", "model_sha256"}
 
 
 def _value(v: Any) -> str:
