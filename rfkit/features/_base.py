@@ -9,6 +9,7 @@ the scaled-feature numerics. Maps of your own draw through the public hook
 from __future__ import annotations
 
 import abc
+import dataclasses
 import warnings
 from typing import Any
 
@@ -57,6 +58,8 @@ class FeatureMap(abc.ABC):
 
     def __repr__(self) -> str:
         """The map with its parameters; array parameters (a fitted ``A``, say) by shape and dtype only."""
+        if not dataclasses.is_dataclass(self):  # a map of your own that is not a dataclass
+            return object.__repr__(self)
         return map_repr(self)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

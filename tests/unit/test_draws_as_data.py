@@ -262,6 +262,12 @@ def test_fitted_map_repr_shows_arrays_by_shape():
         r = repr(fm)
         assert "array(shape=" in r and "array([" not in r and "\n" not in r, r
         assert r in repr(fm.sample(D, rng=0))
+
+    class Plain(F.FeatureMap):  # a map of your own that is not a dataclass keeps object's repr
+        def feature_dim(self, dim):
+            return 1
+
+    assert repr(Plain()).startswith("<") and "Plain object at" in repr(Plain())
     assert repr(F.CEXP(8, A="variance").fit(Q_FIT, K_FIT)) == (
         "CEXP(n_features=8, A=array(shape=(5,), dtype=float64), projection='iid', fit_pairs='all')"
     )
