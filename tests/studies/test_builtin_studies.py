@@ -123,13 +123,22 @@ def test_ctrl_c_in_a_terminal_while_the_worker_server_imports_prints_no_tracebac
         "import signal, sys\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from rfkit.cli import main\n"
+        "print('imported', flush=True)\n"
         f"sys.exit(main(['run', 'performer-mse', '--out', {str(tmp_path / 'o')!r}, '--no-progress']))\n"
     )
     env = {**os.environ, "RFKIT_NUM_THREADS": "2"}
-    for delay in (0.5, 0.9):
+    # the delays count from the end of `import rfkit.cli` (0.4 s on a quiet 2-core machine, several
+    # seconds on a loaded one), so the signal lands while `rfkit run` starts, not during the import
+    for delay in (0.1, 0.5):
         proc = subprocess.Popen(
-            [sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
         )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "imported"
         time.sleep(delay)
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole process group
         _, err = proc.communicate(timeout=60)
