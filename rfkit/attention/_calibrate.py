@@ -320,8 +320,8 @@ def calibrate_split(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RFKitWarning)
                 out = np.asarray(est(q, k, v, rng=gen, n_draws=trials if random else None).output)
-            err = (out - exact) ** 2
-            mse[h, i] = float(np.mean(err)) if np.all(np.isfinite(err)) else math.inf
+            sq = (out - exact) ** 2
+            mse[h, i] = float(np.mean(sq)) if np.all(np.isfinite(sq)) else math.inf
     best = np.argmin(mse, axis=1)
     return HybridPerHead(tuple(ests[int(b)] for b in best), candidates=splits, mse=mse)
 

@@ -137,7 +137,8 @@ def winner_lines(result: StudyResult) -> list[str]:
     rows = summ[(summ["metric"] == metric) & np.isfinite(summ["estimate"].to_numpy(dtype=float))]
     if rows.empty:
         return []
-    setting, note = "cell", ""
+    setting: str | list[str] = "cell"
+    note = ""
     costed = _with_feature_columns(result, rows)
     if costed is not None:
         key = [k for k in result.grid_columns if k not in _BUDGET_AXES and _varies(costed[k])]
