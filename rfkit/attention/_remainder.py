@@ -43,6 +43,8 @@ __all__ = ["REMAINDERS", "SAMPLED", "sampled_attention", "check_content_options"
 REMAINDERS = ("features", "none", "uniform", "stratified", "importance")
 #: The remainders that draw keys.
 SAMPLED = ("uniform", "stratified", "importance")
+# Elements of the work arrays of the row blocks computed together (several blocks of draws).
+_GROUP_ELEMS = 1 << 21
 
 
 def _gather(x: QKV, pos: Any, lead: tuple[int, ...]) -> tuple[Any, Any]:
@@ -58,9 +60,13 @@ def _gather(x: QKV, pos: Any, lead: tuple[int, ...]) -> tuple[Any, Any]:
 
 
 def _draw_positions(
-    est: Any, x: QKV, rows: slice, inR: Any, n_r: Any, scorer: Scorer | None, u: Any
+    est: Any, x: QKV, rows: slice, inR: Any, n_r: Any, scorer: Scorer | None, u: Any, subs: list[slice]
 ) -> tuple[Any, Any, Any]:
-    """Sampled positions (T, B, r, s'), their validity and Horvitz-Thompson / importance factors."""
+    """Sampled positions (T, B, r, s'), their validity and Horvitz-Thompson / importance factors.
+
+    ``subs`` are the draw blocks within ``rows`` (relative slices): the importance draw inverts
+    each one's CDFs laid end to end, as it would on that block alone (the same numbers).
+    """
     xp = x.xp
     M, s = x.n_keys, int(est.n_samples)
     counts = xp.cumulative_sum(xp.astype(inR, xp.int64), axis=-1)  # (B, r, M)
@@ -91,7 +97,10 @@ def _draw_positions(
     assert scorer is not None
     lam = float(est.proposal_mix)
     neg = x.bk.scalar(-math.inf, x.dtype)
-    ell = xp.where(inR, scorer.proxy(rows), neg)
+    # each draw block's proxy logits on their own (a product's rounding may depend on its row count)
+    a = rows.start
+    ell = xp.concat([scorer.proxy(slice(a + sb.start, a + sb.stop)) for sb in subs], axis=1)
+    ell = xp.where(inR, ell, neg)
     top = xp.max(ell, axis=-1, keepdims=True)
     e = xp.exp(ell - xp.where(xp.isfinite(top), top, xp.zeros_like(top)))
     tot = xp.sum(e, axis=-1, keepdims=True)
@@ -105,11 +114,9 @@ def _draw_positions(
     cdf = xp.cumulative_sum(p, axis=-1)
     cdf = cdf / xp.where(cdf[..., -1:] > 0, cdf[..., -1:], xp.ones_like(cdf[..., -1:]))
     B, r = int(inR.shape[0]), int(inR.shape[1])
-    row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=x.bk.device), (B, r, 1))
-    shift = 2.0 * xp.astype(row, cdf.dtype)  # rows laid end to end: row i's CDF in [2i, 2i + 1]
-    found = xp.astype(xp.searchsorted(xp.reshape(cdf + shift, (-1,)), u + shift, side="right"), xp.int64)
+    found = xp.concat([_invert(xp, cdf[:, sb, :], u[..., sb, :]) for sb in subs], axis=-2)
     last = rank_to_position(counts, xp.maximum(n_r4[0] - 1, xp.zeros_like(n_r4[0])), xp)  # (B, r, 1)
-    drawn = xp.minimum(found - row * M, last)
+    drawn = xp.minimum(found, last)
     exact = n_r4 <= s
     ranks = xp.broadcast_to(h, tuple(drawn.shape))
     listed = xp.clip(rank_to_position(counts, xp.broadcast_to(h, (B, r, s)), xp), 0, M - 1)
@@ -118,6 +125,19 @@ def _draw_positions(
     pj = xp.take_along_axis(xp.broadcast_to(p[None, ...], tuple(pos.shape[:-1]) + (M,)), pos, axis=-1)
     factor = xp.where(exact, xp.ones_like(pj), 1.0 / (s * xp.where(pj > 0, pj, xp.ones_like(pj))))
     return pos, ok, factor
+
+
+def _invert(xp: Any, cdf: Any, u: Any) -> Any:
+    """Positions ``#{j : cdf[j] <= u}`` (..., B, r, s) of the uniforms ``u`` in each row's CDF (B, r, M)."""
+    B, r, M = (int(v) for v in cdf.shape)
+    row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=_device(cdf)), (B, r, 1))
+    shift = 2.0 * xp.astype(row, cdf.dtype)  # rows laid end to end: row i's CDF in [2i, 2i + 1]
+    found = xp.astype(xp.searchsorted(xp.reshape(cdf + shift, (-1,)), u + shift, side="right"), xp.int64)
+    return found - row * M
+
+
+def _device(a: Any) -> Any:
+    return getattr(a, "device", None)
 
 
 def sampled_attention(
@@ -147,11 +167,15 @@ def sampled_attention(
     n_sampled = bk.zeros((B, n), x.dtype)
     per_row = B * (M * (5 + T1 + (scorer.per_row // max(M, 1) if scorer is not None else 0)))
     per_row += B * (sS * (d + dv + 2) + T1 * s * (d + dv + 4))
+    # the uniforms are drawn in blocks of `step` rows (their layout fixes the numbers); several
+    # such blocks are computed together (fewer, larger array operations, the same numbers)
     step = max(1, block_elems // max(per_row, 1))
+    group = step * max(1, _GROUP_ELEMS // max(per_row * step, 1))
     neg = bk.scalar(-math.inf, x.dtype)
-    for a in range(0, n, step):
-        rows = slice(a, min(n, a + step))
+    for a in range(0, n, group):
+        rows = slice(a, min(n, a + group))
         r = rows.stop - rows.start
+        subs = [slice(b - a, min(rows.stop, b + step) - a) for b in range(a, rows.stop, step)]
         ib = xp.broadcast_to(idx[:, rows, :], (B, r, sS))
         vb = xp.broadcast_to(valid[:, rows, :], (B, r, sS))
         q = x.Q[:, rows, :]
@@ -165,8 +189,9 @@ def sampled_attention(
             )
             n_r = xp.sum(xp.astype(inR, xp.int64), axis=-1)  # (B, r)
             width = M if est.remainder == "uniform" else s
-            u = bk.asarray(gen.random((T1, B, r, width)), dtype=x.dtype)
-            pos, ok, factor = _draw_positions(est, x, rows, inR, n_r, scorer, u)
+            draws = [gen.random((T1, B, sb.stop - sb.start, width)) for sb in subs]
+            u = bk.asarray(np.concatenate(draws, axis=2), dtype=x.dtype)
+            pos, ok, factor = _draw_positions(est, x, rows, inR, n_r, scorer, u, subs)
             Kr, Vr = _gather(x, pos, (T1,))  # (T1, B, r, s', d)
             lb = xp.where(ok, (Kr @ q[None, ..., None])[..., 0], neg)
             c = xp.maximum(c, xp.max(lb, axis=-1))

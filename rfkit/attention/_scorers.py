@@ -75,6 +75,10 @@ def dense_members(idx: Any, valid: Any, M: int, xp: Any) -> Any:
     dev = _device(idx)
     if s == 0:
         return xp.zeros((B, r, M), dtype=xp.bool, device=dev)
+    if isinstance(idx, np.ndarray):  # NumPy: one scatter (the same mask as the search below)
+        dense = np.zeros((B, r, M + 1), dtype=bool)
+        np.put_along_axis(dense, np.where(valid & (idx >= 0) & (idx < M), idx, M), True, axis=-1)
+        return dense[..., :M]
     keys = xp.sort(xp.where(valid, idx, xp.full_like(idx, M)), axis=-1)  # invalid entries sort last
     row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=dev), (B, r, 1))
     flat = xp.reshape(keys + row * (M + 1), (-1,))

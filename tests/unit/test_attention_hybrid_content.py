@@ -326,3 +326,41 @@ def test_draw_is_refused_without_features():
     d = rk.features.Positive(4).sample(5, rng=0)
     with pytest.raises(InvalidParameterError, match="`draw`"):
         H(remainder="uniform", n_samples=2)(Q, K, V, draw=d)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(remainder="uniform", n_samples=6),
+        dict(remainder="stratified", n_samples=6, scorer="quest", block_size=4, top_k=5),
+        dict(remainder="importance", n_samples=6, scorer="quest", block_size=4, top_k=5),
+        dict(remainder="importance", n_samples=6, scorer="proxy", top_k=5),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sampled_numbers_do_not_depend_on_the_compute_blocks(monkeypatch, kw, dtype):
+    """Draw blocks computed together give the numbers of each draw block computed alone."""
+    from rfkit.attention import _remainder
+
+    Q, K, V = (a.astype(dtype) for a in _qkv(seed=4, lead=(3,), n=96, d=16, dv=4, scale=0.8))
+    est = H(window=3, n_global=2, causal=True, **kw)
+    runs = []
+    for group in (1, 1 << 30):  # one draw block per compute block; all of them in one
+        monkeypatch.setattr(_remainder, "_GROUP_ELEMS", group)
+        res = est(Q, K, V, rng=5, n_draws=2)
+        runs.append((res.output, res.log_scale, res.denominator_values, res.cost.exact_logits))
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_dense_members_matches_a_loop():
+    """The support's dense membership mask (NumPy's scatter) against a loop over its entries."""
+    from rfkit.attention._scorers import dense_members
+
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, 12, size=(2, 7, 5))
+    valid = rng.random((2, 7, 5)) < 0.7
+    want = np.zeros((2, 7, 12), bool)
+    for b, i, j in zip(*np.nonzero(valid)):
+        want[b, i, idx[b, i, j]] = True
+    np.testing.assert_array_equal(dense_members(idx, valid, 12, np), want)
