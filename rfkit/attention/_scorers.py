@@ -42,6 +42,7 @@ __all__ = [
     "rank_to_position",
     "scoring_cost",
     "top_k_support",
+    "top_order",
 ]
 
 #: The scorers of ``Hybrid(top_k=...)`` and of its importance proposal.
@@ -195,8 +196,7 @@ class Scorer:
         if self.name == "quest":
             U = self._block_scores(rows)
             blk = xp.arange(x.n_keys, dtype=xp.int64, device=x.bk.device) // self.block_size
-            B, r = int(U.shape[0]), int(U.shape[1])
-            return xp.take_along_axis(U, xp.broadcast_to(blk[None, None, :], (B, r, x.n_keys)), axis=-1)
+            return xp.take(U, blk, axis=-1)
         hit = self.cq[:, rows, None, :] == self.ck[:, None, :, :]  # (B, r, M, H)
         return xp.astype(xp.sum(xp.astype(hit, xp.int64), axis=-1), x.dtype)
 
@@ -211,8 +211,7 @@ class Scorer:
         if self.name != "quest":
             neg = x.bk.scalar(-math.inf, x.dtype)
             score = xp.where(cand, self.proxy(rows), neg)
-            w = min(t, M)
-            order = xp.argsort(-score, axis=-1, stable=True)[..., :w]
+            order = top_order(-score, min(t, M), xp)
             return order, xp.take_along_axis(cand, order, axis=-1)
         U = self._block_scores(rows)  # (B, r, nb)
         B, r, bs, nb = int(U.shape[0]), int(U.shape[1]), self.block_size, self.nb
@@ -226,12 +225,36 @@ class Scorer:
         cs = xp.take_along_axis(count, order, axis=-1)
         before = xp.cumulative_sum(cs, axis=-1) - cs
         chosen_sorted = (before < t) & (cs > 0)
-        chosen = xp.take_along_axis(chosen_sorted, xp.argsort(order, axis=-1, stable=True), axis=-1)
+        if isinstance(order, np.ndarray):  # NumPy: the inverse permutation by one scatter
+            chosen = np.empty_like(chosen_sorted)
+            np.put_along_axis(chosen, order, chosen_sorted, axis=-1)
+        else:
+            chosen = xp.take_along_axis(chosen_sorted, xp.argsort(order, axis=-1, stable=True), axis=-1)
         blk = xp.arange(M, dtype=xp.int64, device=x.bk.device) // bs
-        sel = cand & xp.take_along_axis(chosen, xp.broadcast_to(blk[None, None, :], (B, r, M)), axis=-1)
+        sel = cand & xp.take(chosen, blk, axis=-1)
         w = min(t + bs - 1, M)
         idx = xp.argsort(xp.astype(~sel, xp.int8), axis=-1, stable=True)[..., :w]
         return idx, xp.take_along_axis(sel, idx, axis=-1)
+
+
+def top_order(key: Any, w: int, xp: Any) -> Any:
+    """``argsort(key, stable=True)[..., :w]``: the ``w`` smallest of each row, ties to the earlier.
+
+    NumPy: a partition and a sort of the ``w`` kept only (rows with NaN sort whole); other
+    namespaces sort whole rows.
+    """
+    M = int(key.shape[-1])
+    if not isinstance(key, np.ndarray) or w >= M:
+        return xp.argsort(key, axis=-1, stable=True)[..., :w]
+    kth = np.partition(key, w - 1, axis=-1)[..., w - 1 : w]  # the w-th smallest of each row
+    if np.isnan(kth).any():
+        return np.argsort(key, axis=-1, kind="stable")[..., :w]
+    below, tie = key < kth, key == kth
+    # all keys below the w-th smallest, and the earliest of those equal to it: w per row
+    keep = below | (tie & (np.cumsum(tie, axis=-1) <= w - np.count_nonzero(below, axis=-1)[..., None]))
+    kept = np.nonzero(keep)[-1].reshape(key.shape[:-1] + (w,))  # in key order
+    order = np.argsort(np.take_along_axis(key, kept, axis=-1), axis=-1, kind="stable")
+    return np.take_along_axis(kept, order, axis=-1)
 
 
 def scoring_cost(est: Any, x: QKV, visible: Any) -> tuple[Any, Any]:

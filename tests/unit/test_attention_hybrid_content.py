@@ -364,3 +364,21 @@ def test_dense_members_matches_a_loop():
     for b, i, j in zip(*np.nonzero(valid)):
         want[b, i, idx[b, i, j]] = True
     np.testing.assert_array_equal(dense_members(idx, valid, 12, np), want)
+
+
+@pytest.mark.parametrize("w", [1, 4, 9, 16])
+def test_top_order_is_the_stable_sorts_first_keys(w):
+    """The top-k order (NumPy's partition) is the stable full sort's first ``w``: ties, -inf, -0.0, NaN."""
+    from rfkit.attention._scorers import top_order
+
+    rng = np.random.default_rng(8)
+    key = rng.integers(-3, 3, size=(3, 5, 16)).astype(np.float32)  # many ties
+    key[0, :, ::3] = -np.inf
+    key[1, :, 5:] = np.inf
+    key[1, 2, ::2] = -0.0
+    key[2, 1, 3] = np.nan
+    key[2, 3, :14] = np.nan
+    want = np.argsort(key, axis=-1, kind="stable")[..., :w]
+    np.testing.assert_array_equal(top_order(key, w, np), want)
+    f = rng.normal(size=(4, 9, 16))
+    np.testing.assert_array_equal(top_order(f, w, np), np.argsort(f, axis=-1, kind="stable")[..., :w])
