@@ -164,6 +164,21 @@ def _is_torch_generator(gen: Any) -> bool:
     return type(gen).__module__.split(".", 1)[0] == "torch" and type(gen).__name__ == "Generator"
 
 
+def is_torch_generator(gen: Any) -> bool:
+    """True for a ``torch.Generator`` (checked without importing torch)."""
+    return _is_torch_generator(gen)
+
+
+def torch_generator_for(gen: Any, library: str, array: Any) -> tuple[BackendGenerator | None, str]:
+    """``gen`` (a ``torch.Generator``) wrapped as a :class:`BackendGenerator` where ``array`` is a torch
+    tensor on the generator's device, with ``""``; else ``None`` and what the inputs are, for a message
+    (``"numpy arrays"``, ``"torch arrays on cuda:0"``)."""
+    where = array.device if library == "torch" else None
+    if where is not None and (where.type, where.index or 0) == (gen.device.type, gen.device.index or 0):
+        return BackendGenerator.from_torch(gen), ""
+    return None, f"{library} arrays" + (f" on {where}" if where is not None else "")
+
+
 def as_backend_generator(gen: Any) -> Any:
     """A ``torch.Generator`` wrapped as a :class:`BackendGenerator` (:meth:`BackendGenerator.from_torch`);
     anything else unchanged."""

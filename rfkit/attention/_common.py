@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._backend import Backend, get_backend, is_array
-from .._backend_random import BackendGenerator, _is_torch_generator
+from .._backend_random import is_torch_generator, torch_generator_for
 from .._parallel import resolve_threads
 from .._random import TrialStreams, check_rng_or_trials
 from .._validation import (
@@ -392,17 +392,16 @@ def sampler_rng(rng: Any, x: Any, owner: str) -> Any:
     for a ``torch.Generator`` and torch inputs on its device, one trial drawn on that device by it
     (advancing its state: the same state gives the same numbers). A ``torch.Generator`` with other
     inputs raises :class:`~rfkit.exceptions.InvalidParameterError`."""
-    if not _is_torch_generator(rng):
+    if not is_torch_generator(rng):
         return check_rng_or_trials(rng)
-    where: Any = x.Q.device if x.bk.name == "torch" else None
-    if where is None or (where.type, where.index or 0) != (rng.device.type, rng.device.index or 0):
-        got = f"{x.bk.name} arrays" + (f" on {where}" if x.bk.name == "torch" else "")
+    wrapped, got = torch_generator_for(rng, x.bk.name, x.Q)
+    if wrapped is None:
         raise InvalidParameterError(
             f"The `rng` parameter of {owner} is a torch.Generator on {rng.device}, which draws on that device "
             f"only: Q, K and V must be torch tensors there. Got {got}. Pass tensors on {rng.device}, or an "
             "rng that is None, an int, a SeedSequence or a numpy.random.Generator."
         )
-    return TrialStreams((BackendGenerator.from_torch(rng),))
+    return TrialStreams((wrapped,))
 
 
 def device_gaussian_noise(gen: Any, n_samples: int, dim: int, projection: str) -> Any:

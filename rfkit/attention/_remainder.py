@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from .._backend_ops import array_device, dense_members
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
 from ._common import QKV
-from ._scorers import SCORERS, Scorer, dense_members, rank_to_position, visible_rows
+from ._scorers import SCORERS, Scorer, rank_to_position, visible_rows
 
 __all__ = ["REMAINDERS", "SAMPLED", "sampled_attention", "check_content_options"]
 
@@ -130,14 +131,10 @@ def _draw_positions(
 def _invert(xp: Any, cdf: Any, u: Any) -> Any:
     """Positions ``#{j : cdf[j] <= u}`` (..., B, r, s) of the uniforms ``u`` in each row's CDF (B, r, M)."""
     B, r, M = (int(v) for v in cdf.shape)
-    row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=_device(cdf)), (B, r, 1))
+    row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=array_device(cdf)), (B, r, 1))
     shift = 2.0 * xp.astype(row, cdf.dtype)  # rows laid end to end: row i's CDF in [2i, 2i + 1]
     found = xp.astype(xp.searchsorted(xp.reshape(cdf + shift, (-1,)), u + shift, side="right"), xp.int64)
     return found - row * M
-
-
-def _device(a: Any) -> Any:
-    return getattr(a, "device", None)
 
 
 def sampled_attention(

@@ -31,18 +31,17 @@ from typing import Any
 
 import numpy as np
 
+from .._backend_ops import array_device, dense_members, scatter_inverse, top_order
 from ._common import QKV
 from ._support import lsh_codes
 
 __all__ = [
     "SCORERS",
     "Scorer",
-    "dense_members",
     "visible_rows",
     "rank_to_position",
     "scoring_cost",
     "top_k_support",
-    "top_order",
 ]
 
 #: The scorers of ``Hybrid(top_k=...)`` and of its importance proposal.
@@ -60,33 +59,10 @@ def rank_to_position(counts: Any, rank: Any, xp: Any) -> Any:
     by ``i (M + 1)``), without a per-row loop.
     """
     B, r, M = (int(v) for v in counts.shape)
-    row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=_device(counts)), (B, r, 1))
+    row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=array_device(counts)), (B, r, 1))
     flat = xp.reshape(counts + row * (M + 1), (-1,))
     pos = xp.searchsorted(flat, rank + row * (M + 1), side="right")
     return xp.astype(pos, xp.int64) - row * M
-
-
-def _device(a: Any) -> Any:
-    return getattr(a, "device", None)
-
-
-def dense_members(idx: Any, valid: Any, M: int, xp: Any) -> Any:
-    """Boolean (B, r, M): key ``j`` is in row ``(b, i)``'s padded support ``idx``/``valid`` (B, r, s)."""
-    B, r, s = (int(v) for v in idx.shape)
-    dev = _device(idx)
-    if s == 0:
-        return xp.zeros((B, r, M), dtype=xp.bool, device=dev)
-    if isinstance(idx, np.ndarray):  # NumPy: one scatter (the same mask as the search below)
-        dense = np.zeros((B, r, M + 1), dtype=bool)
-        np.put_along_axis(dense, np.where(valid & (idx >= 0) & (idx < M), idx, M), True, axis=-1)
-        return dense[..., :M]
-    keys = xp.sort(xp.where(valid, idx, xp.full_like(idx, M)), axis=-1)  # invalid entries sort last
-    row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=dev), (B, r, 1))
-    flat = xp.reshape(keys + row * (M + 1), (-1,))
-    j = xp.arange(M, dtype=xp.int64, device=dev)[None, None, :]
-    le = xp.astype(xp.searchsorted(flat, j + row * (M + 1), side="right"), xp.int64) - row * s
-    before = xp.concat([xp.zeros_like(le[..., :1]), le[..., :-1]], axis=-1)
-    return le > before
 
 
 def visible_rows(x: QKV, causal: bool, rows: slice) -> Any:
@@ -225,36 +201,12 @@ class Scorer:
         cs = xp.take_along_axis(count, order, axis=-1)
         before = xp.cumulative_sum(cs, axis=-1) - cs
         chosen_sorted = (before < t) & (cs > 0)
-        if isinstance(order, np.ndarray):  # NumPy: the inverse permutation by one scatter
-            chosen = np.empty_like(chosen_sorted)
-            np.put_along_axis(chosen, order, chosen_sorted, axis=-1)
-        else:
-            chosen = xp.take_along_axis(chosen_sorted, xp.argsort(order, axis=-1, stable=True), axis=-1)
+        chosen = scatter_inverse(chosen_sorted, order, xp)
         blk = xp.arange(M, dtype=xp.int64, device=x.bk.device) // bs
         sel = cand & xp.take(chosen, blk, axis=-1)
         w = min(t + bs - 1, M)
         idx = xp.argsort(xp.astype(~sel, xp.int8), axis=-1, stable=True)[..., :w]
         return idx, xp.take_along_axis(sel, idx, axis=-1)
-
-
-def top_order(key: Any, w: int, xp: Any) -> Any:
-    """``argsort(key, stable=True)[..., :w]``: the ``w`` smallest of each row, ties to the earlier.
-
-    NumPy: a partition and a sort of the ``w`` kept only (rows with NaN sort whole); other
-    namespaces sort whole rows.
-    """
-    M = int(key.shape[-1])
-    if not isinstance(key, np.ndarray) or w >= M:
-        return xp.argsort(key, axis=-1, stable=True)[..., :w]
-    kth = np.partition(key, w - 1, axis=-1)[..., w - 1 : w]  # the w-th smallest of each row
-    if np.isnan(kth).any():
-        return np.argsort(key, axis=-1, kind="stable")[..., :w]
-    below, tie = key < kth, key == kth
-    # all keys below the w-th smallest, and the earliest of those equal to it: w per row
-    keep = below | (tie & (np.cumsum(tie, axis=-1) <= w - np.count_nonzero(below, axis=-1)[..., None]))
-    kept = np.nonzero(keep)[-1].reshape(key.shape[:-1] + (w,))  # in key order
-    order = np.argsort(np.take_along_axis(key, kept, axis=-1), axis=-1, kind="stable")
-    return np.take_along_axis(kept, order, axis=-1)
 
 
 def scoring_cost(est: Any, x: QKV, visible: Any) -> tuple[Any, Any]:

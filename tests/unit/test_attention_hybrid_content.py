@@ -355,7 +355,7 @@ def test_sampled_numbers_do_not_depend_on_the_compute_blocks(monkeypatch, kw, dt
 
 def test_dense_members_matches_a_loop():
     """The support's dense membership mask (NumPy's scatter) against a loop over its entries."""
-    from rfkit.attention._scorers import dense_members
+    from rfkit._backend_ops import dense_members
 
     rng = np.random.default_rng(3)
     idx = rng.integers(0, 12, size=(2, 7, 5))
@@ -366,10 +366,34 @@ def test_dense_members_matches_a_loop():
     np.testing.assert_array_equal(dense_members(idx, valid, 12, np), want)
 
 
+def test_scatter_inverse_puts_values_back_where_the_permutation_took_them():
+    """NumPy's scatter and the namespace path (a stable argsort of the permutation) against a loop."""
+    from rfkit._backend_ops import scatter_inverse
+
+    rng = np.random.default_rng(4)
+    order = np.argsort(rng.random((3, 4, 10)), axis=-1)
+    values = rng.random((3, 4, 10)) < 0.5
+    want = np.empty_like(values)
+    for b, i in np.ndindex(3, 4):
+        want[b, i, order[b, i]] = values[b, i]
+    np.testing.assert_array_equal(scatter_inverse(values, order, np), want)
+    torch = pytest.importorskip("torch")
+    got = scatter_inverse(torch.as_tensor(values), torch.as_tensor(order), _torch_namespace())
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def _torch_namespace():
+    import torch
+
+    from rfkit._backend import get_backend
+
+    return get_backend(("x", torch.zeros(1))).xp
+
+
 @pytest.mark.parametrize("w", [1, 4, 9, 16])
 def test_top_order_is_the_stable_sorts_first_keys(w):
     """The top-k order (NumPy's partition) is the stable full sort's first ``w``: ties, -inf, -0.0, NaN."""
-    from rfkit.attention._scorers import top_order
+    from rfkit._backend_ops import top_order
 
     rng = np.random.default_rng(8)
     key = rng.integers(-3, 3, size=(3, 5, 16)).astype(np.float32)  # many ties

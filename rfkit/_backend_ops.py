@@ -1,0 +1,67 @@
+"""Array operations with a NumPy fast path, kept in the backend layer so that estimators call one
+function whatever the array library is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["array_device", "dense_members", "scatter_inverse", "top_order"]
+
+
+def top_order(key: Any, w: int, xp: Any) -> Any:
+    """``argsort(key, stable=True)[..., :w]``: the ``w`` smallest of each row, ties to the earlier.
+
+    NumPy: a partition and a sort of the ``w`` kept only (rows with NaN sort whole); other
+    namespaces sort whole rows.
+    """
+    M = int(key.shape[-1])
+    if not isinstance(key, np.ndarray) or w >= M:
+        return xp.argsort(key, axis=-1, stable=True)[..., :w]
+    kth = np.partition(key, w - 1, axis=-1)[..., w - 1 : w]  # the w-th smallest of each row
+    if np.isnan(kth).any():
+        return np.argsort(key, axis=-1, kind="stable")[..., :w]
+    below, tie = key < kth, key == kth
+    # all keys below the w-th smallest, and the earliest of those equal to it: w per row
+    keep = below | (tie & (np.cumsum(tie, axis=-1) <= w - np.count_nonzero(below, axis=-1)[..., None]))
+    kept = np.nonzero(keep)[-1].reshape(key.shape[:-1] + (w,))  # in key order
+    order = np.argsort(np.take_along_axis(key, kept, axis=-1), axis=-1, kind="stable")
+    return np.take_along_axis(kept, order, axis=-1)
+
+
+def array_device(a: Any) -> Any:
+    """The device of an array (None for NumPy arrays)."""
+    return getattr(a, "device", None)
+
+
+def dense_members(idx: Any, valid: Any, M: int, xp: Any) -> Any:
+    """Boolean (B, r, M): key ``j`` is in row ``(b, i)``'s padded support ``idx``/``valid`` (B, r, s)."""
+    B, r, s = (int(v) for v in idx.shape)
+    dev = array_device(idx)
+    if s == 0:
+        return xp.zeros((B, r, M), dtype=xp.bool, device=dev)
+    if isinstance(idx, np.ndarray):  # NumPy: one scatter (the same mask as the search below)
+        dense = np.zeros((B, r, M + 1), dtype=bool)
+        np.put_along_axis(dense, np.where(valid & (idx >= 0) & (idx < M), idx, M), True, axis=-1)
+        return dense[..., :M]
+    keys = xp.sort(xp.where(valid, idx, xp.full_like(idx, M)), axis=-1)  # invalid entries sort last
+    row = xp.reshape(xp.arange(B * r, dtype=xp.int64, device=dev), (B, r, 1))
+    flat = xp.reshape(keys + row * (M + 1), (-1,))
+    j = xp.arange(M, dtype=xp.int64, device=dev)[None, None, :]
+    le = xp.astype(xp.searchsorted(flat, j + row * (M + 1), side="right"), xp.int64) - row * s
+    before = xp.concat([xp.zeros_like(le[..., :1]), le[..., :-1]], axis=-1)
+    return le > before
+
+
+def scatter_inverse(values: Any, order: Any, xp: Any) -> Any:
+    """``out`` with ``out[..., order[..., i]] = values[..., i]``: ``values`` put back in the order a
+    permutation ``order`` (each row a permutation of the last axis) took them from.
+
+    NumPy: one scatter; other namespaces take along the inverse permutation (a stable argsort).
+    """
+    if isinstance(order, np.ndarray):
+        out = np.empty_like(values)
+        np.put_along_axis(out, order, values, axis=-1)
+        return out
+    return xp.take_along_axis(values, xp.argsort(order, axis=-1, stable=True), axis=-1)
