@@ -115,6 +115,22 @@ def first_in_row(axes: np.ndarray) -> list[Any]:
     return firsts or [axes[0]]
 
 
+def sharey_panels(
+    given: Any, nrow: int, ncol: int, n_panels: int, figsize: tuple[float, float]
+) -> tuple[Any, Any, list[Any], Any]:
+    """``(flat Axes, Figure, the first Axes of each row, the Axes that owns the legend)`` of a figure
+    of ``n_panels`` panels sharing their y axis: a new ``nrow`` x ``ncol`` grid of size ``figsize``
+    where ``given`` is None, else the panels given (:func:`panel_axes`)."""
+    if given is not None:
+        return given, given[0].figure, first_in_row(given), given[-1]
+    import matplotlib.pyplot as plt  # lazy: pyplot only when a figure is made
+
+    fig, axes = plt.subplots(nrow, ncol, figsize=figsize, squeeze=False, sharey=True)
+    flat = axes.ravel()
+    owner = axes[0][ncol - 1] if ncol <= n_panels else flat[n_panels - 1]
+    return flat, fig, [axes[r][0] for r in range(nrow)], owner
+
+
 def figure_axes(fig: Any) -> Any:
     """What a figure shows, by the plots' rule: its one panel's Axes, or the 1-D array of its panels'.
 

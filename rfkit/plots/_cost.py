@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._axes import first_in_row, panel_axes
+from ._axes import panel_axes, sharey_panels
 from ._lines import panel_grid
 from ._reference import reference_styles
 from ._style import label_axes, legend_for, legend_rows, paper_style
@@ -151,7 +151,6 @@ def plot_mse_vs_cost(
     InvalidParameterError
         For ``ax`` that is not one Axes per panel.
     """
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
     for c in ("family", "cost", "estimate"):
@@ -179,16 +178,8 @@ def plot_mse_vs_cost(
             else (3 if longest <= 30 else 2)
         )
         legend_h = (0.125 * -(-len(families) // legend_cols) + 0.1) if below else 0.0
-        if given is None:
-            fig, axes = plt.subplots(
-                nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
-            )
-            flat = axes.ravel()
-            firsts = [axes[r][0] for r in range(nrow)]
-            owner = axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1]
-        else:
-            flat, fig = given, given[0].figure
-            firsts, owner = first_in_row(given), given[-1]
+        figsize = (st["width"], panel_h * nrow + 0.6 + legend_h)
+        flat, fig, firsts, owner = sharey_panels(given, nrow, ncol, len(panels), figsize)
         for ax, pv in zip(flat, panels):
             g0 = frame if pv is None else frame[frame["col"] == pv]
             for fam in families:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._axes import first_in_row, panel_axes
+from ._axes import panel_axes, sharey_panels
 from ._mcse_bars import mcse_note
 from ._reference import reference_styles
 from ._style import dodged, label_axes, legend_for, legend_height, log_interval, paper_style
@@ -121,7 +121,6 @@ def plot_metric_lines(
     InvalidParameterError
         For ``ax`` that is not one Axes per panel.
     """
-    import matplotlib.pyplot as plt
 
     frame = prepare_metric_lines(summary, metric, x, col)
     panels = [None] if col is None else list(dict.fromkeys(frame["col"]))
@@ -129,20 +128,12 @@ def plot_metric_lines(
     styles = reference_styles(labels)
     given = None if ax is None else panel_axes(ax, len(panels), "plot_metric_lines")
     with paper_style(size) as st:
-        if given is None:
-            narrow = st["size"] == "one-column"
-            nrow, ncol = panel_grid(len(panels), narrow)
-            panel_h = (1.9 if narrow else 2.2) if nrow == 1 else (1.6 if narrow else 1.9)
-            legend_h = legend_height(labels) if narrow else 0.0  # the legend goes below
-            fig, axes = plt.subplots(
-                nrow, ncol, figsize=(st["width"], panel_h * nrow + 0.6 + legend_h), squeeze=False, sharey=True
-            )
-            flat = axes.ravel()
-            firsts = [axes[r][0] for r in range(nrow)]
-            owner = axes[0][ncol - 1] if ncol <= len(panels) else flat[len(panels) - 1]
-        else:
-            flat, fig = given, given[0].figure
-            firsts, owner = first_in_row(given), given[-1]
+        narrow = st["size"] == "one-column"
+        nrow, ncol = panel_grid(len(panels), narrow)
+        panel_h = (1.9 if narrow else 2.2) if nrow == 1 else (1.6 if narrow else 1.9)
+        legend_h = legend_height(labels) if narrow else 0.0  # the legend goes below
+        figsize = (st["width"], panel_h * nrow + 0.6 + legend_h)  # a new figure's (unused with `ax`)
+        flat, fig, firsts, owner = sharey_panels(given, nrow, ncol, len(panels), figsize)
         for ax, pv in zip(flat, panels):
             g0 = frame if pv is None else frame[frame["col"] == pv]
             for lab, g in g0.groupby("estimator", sort=False):
