@@ -241,6 +241,16 @@ class Hybrid:
         check_option(self.variant, "variant", "Hybrid", HYBRID_VARIANTS)
         check_option(self.fit_on, "fit_on", "Hybrid", HYBRID_FIT_ON)
 
+    @property
+    def is_random(self) -> bool:
+        """Whether a call draws random numbers: LSH (buckets or scorer), a sampled remainder, or the
+        features of a random map. False: the output does not depend on ``rng``."""
+        if self.lsh_buckets is not None or self.scorer == "lsh":
+            return True
+        if self.remainder == "features":
+            return bool(getattr(self.feature_map, "is_random", True))
+        return self.remainder != "none"
+
     def support(self, x: QKV, gen: np.random.Generator) -> tuple[Any, Any]:
         """Padded support ``(idx, valid)`` of shape (S, n, s), S = 1 or the number of slices.
 

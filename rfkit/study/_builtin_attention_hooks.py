@@ -15,6 +15,10 @@ Several trials in one call (``batched``; trial ``t`` is its trial-by-trial outpu
 * Hybrid with shared draws, a map without a fit and no LSH buckets (whose rotation is drawn after
   the features): the stacked feature draws, as for RFA (its window and sinks draw nothing).
 
+An estimator whose output does not depend on ``rng`` (``deterministic``: RFA with a deterministic
+map such as Taylor; Hybrid with a support chosen by content and no remainder, or with a
+deterministic map's features) is called once per work unit; its trials take that call's results.
+
 Large problems (more than :data:`BATCH_ELEMS` feature elements per trial) keep one call per
 trial: stacking gains nothing there and would only leave the cache.
 
@@ -62,6 +66,7 @@ __all__ = [
     "rfa_cost",
     "hybrid_batched",
     "hybrid_cost",
+    "is_deterministic",
     "snis_batched",
     "lara_batched",
     "ra_batched",
@@ -186,6 +191,13 @@ def hybrid_batched(estimator: Hybrid, calls: TrialCalls) -> BatchedCall | None:
         return None
     qkv, streams = calls.inputs, calls.streams
     return BatchedCall(size, lambda j0, j1: estimator(*qkv, draw=fm.sample_streams(d, streams[j0:j1])))
+
+
+def is_deterministic(estimator: RFA | Hybrid) -> bool:
+    """RFA and Hybrid: the output does not depend on ``rng`` (its ``is_random``, its map's for RFA)."""
+    if isinstance(estimator, Hybrid):
+        return not estimator.is_random
+    return not bool(getattr(estimator.feature_map, "is_random", True))
 
 
 def hybrid_cost(estimator: Hybrid, sizes: CellSizes) -> float:

@@ -128,6 +128,7 @@ register_attention_estimator(
         device_draws=hooks.rfa_device_draws,
         fit=hooks.rfa_fit,
         cost=hooks.rfa_cost,
+        deterministic=hooks.is_deterministic,
         **_SAME,
         description="linear attention with a feature map's random features (samples: the map's n_features)",
         reference="Choromanski et al. (ICLR 2021); Peng et al. (ICLR 2021)",
@@ -270,6 +271,7 @@ register_attention_estimator(
         capabilities=_CAUSAL,
         batched=hooks.hybrid_batched,
         cost=hooks.hybrid_cost,
+        deterministic=hooks.is_deterministic,
         **_SAME,
         description=(
             "exact softmax on a sparse support (window, sinks, LSH buckets) + random features for the rest "

@@ -13,14 +13,14 @@ import pandas as pd
 from .._backend import to_numpy
 from ..attention import softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
-from ._attention_hooks import TrialCalls
+from ._attention_hooks import BatchedCall, TrialCalls
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
 from ._cost import attention_costs
 from ._device_draws import DeviceDraws, unit_seed
 from ._estimators import build_attention_estimator, check_attention_output
 from ._messages import CellTables, PartTables
 from ._metric_sources import metric_values, trial_metrics
-from ._records import attention_estimator_record
+from ._records import attention_estimator_record, draws_nothing
 from ._units import WorkUnit, concat_chunks, frame
 
 if TYPE_CHECKING:
@@ -83,7 +83,8 @@ def attention_partial(unit: WorkUnit, setup: None = None) -> PartTables:
             out.copy(i, i0)
             continue
         estimator = built if record.fit is None else record.fit(built, calls.Q, calls.K, fits)
-        _run_estimator(unit, design.label(est), record, estimator, calls, out, i, exact.shape)
+        once = draws_nothing(record, estimator)
+        _run_estimator(unit, design.label(est), record, estimator, calls, out, i, exact.shape, once=once)
     part: dict[str, Any] = out.part()
     if unit.chunk == 0:
         part["exact"] = exact.reshape(out.n, out.dv)
@@ -121,6 +122,11 @@ class _Outputs:
         """Estimator ``i`` takes estimator ``i0``'s results (the same call on the same streams)."""
         for a in (self.outs, self.status, self.nonpos, self.seconds):
             a[i] = a[i0]
+
+    def repeat_first(self, i: int) -> None:
+        """Every trial of estimator ``i`` takes its first trial's results (an estimator that draws nothing)."""
+        for a in (self.outs, self.status, self.nonpos, self.seconds):
+            a[i, 1:] = a[i, :1]
 
     def part(self) -> dict[str, Any]:
         return {
@@ -170,14 +176,37 @@ def _run_estimator(
     out: _Outputs,
     i: int,
     shape: tuple[int, ...],
+    *,
+    once: bool = False,
 ) -> None:
     """Every trial of the unit for estimator ``i``: batched where its record's ``batched`` hook says
-    how (several trials per call), else one call per trial (its record's ``call_trial``).
+    how (several trials per call), else one call per trial (its record's ``call_trial``); with
+    ``once`` (its record's ``deterministic`` hook says it draws nothing) the first trial's call alone,
+    whose results every trial takes.
 
     A batched call that fails is replayed trial by trial, to name (and record) the failing trials.
     """
-    Tk = len(unit.trials)
+    if once:
+        _run_trials(unit, label, record, estimator, calls, out, i, shape, 1, None)
+        out.repeat_first(i)
+        return
     batched = None if record.batched is None else record.batched(estimator, calls)
+    _run_trials(unit, label, record, estimator, calls, out, i, shape, len(unit.trials), batched)
+
+
+def _run_trials(
+    unit: WorkUnit,
+    label: str,
+    record: Any,
+    estimator: Any,
+    calls: TrialCalls,
+    out: _Outputs,
+    i: int,
+    shape: tuple[int, ...],
+    Tk: int,
+    batched: BatchedCall | None,
+) -> None:
+    """Trials ``0 .. Tk - 1`` of the unit for estimator ``i``, in ``batched`` calls where given."""
     j = 0
     while j < Tk:
         if batched is not None:  # several trials in one call (round-off apart, the same)

@@ -60,6 +60,7 @@ from ._dropin_design import (
 )
 from ._estimators import build_attention_estimator
 from ._messages import CellTables, PartTables
+from ._records import attention_estimator_record, draws_nothing
 from ._units import WorkUnit, trial_failure
 
 if TYPE_CHECKING:
@@ -189,8 +190,11 @@ class _Probe:
     """The exact run's hook: exact attention, and each (estimator, trial)'s per-head output MSE on it
     and cost per query (its result's, else its record's ``cost`` hook: :func:`rfkit.study._cost.attention_cost`)."""
 
-    def __init__(self, ests: list[Any], roots: list[np.random.SeedSequence], layers: tuple[int, ...]) -> None:
+    def __init__(
+        self, ests: list[Any], roots: list[np.random.SeedSequence], layers: tuple[int, ...], once: list[bool]
+    ) -> None:
         self.ests, self.roots, self.slot = ests, roots, {li: i for i, li in enumerate(layers)}
+        self.once = once  # estimators that draw nothing: the first trial's call gives every trial's values
         self.mse = np.full((len(ests), len(roots), len(layers)), np.nan)
         self.cost = np.full_like(self.mse, np.nan)
         self.ill = np.zeros((len(ests), len(roots)))
@@ -200,6 +204,9 @@ class _Probe:
         exact = rkdata.exact_attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask)
         for i, est in enumerate(self.ests):
             for j, root in enumerate(self.roots):
+                if j and self.once[i]:
+                    self._repeat_first(i, j, layer)
+                    continue
                 if (i, j) in self.errors:
                     continue
                 try:
@@ -219,6 +226,15 @@ class _Probe:
                 except Exception as exc:  # noqa: BLE001 - recorded or raised by the caller
                     self.errors[(i, j)] = exc
         return exact
+
+    def _repeat_first(self, i: int, j: int, layer: int) -> None:
+        """Trial ``j`` of estimator ``i`` (which draws nothing) takes trial 0's values in ``layer``."""
+        if (i, 0) in self.errors:
+            self.errors[(i, j)] = self.errors[(i, 0)]
+            return
+        at = self.slot[layer]
+        self.mse[i, j, at], self.cost[i, j, at] = self.mse[i, 0, at], self.cost[i, 0, at]
+        self.ill[i, j] = self.ill[i, 0]  # the calls' counts so far, layer by layer alike
 
 
 class _LastGroup:
@@ -274,6 +290,36 @@ def _one_layer_runs(
 
 
 # ----------------------------------------------------------------------------- evaluation
+_ADDED = ("nonpositive_rows", "ill_conditioned_calls")  # columns each model's calls add to
+
+
+def _repeat_first(
+    cols: dict[str, np.ndarray],
+    layer_vals: np.ndarray,
+    seconds: np.ndarray,
+    errors: dict[tuple[int, int], Exception],
+    i: int,
+    before: dict[str, float],
+    rows: slice,
+) -> None:
+    """Every trial of estimator ``i``, which draws nothing, takes trial 0's results of one model's runs.
+
+    The damage measures and per-layer values (``rows``) are copied; the counts and the time its
+    calls added to trial 0 (``before``: trial 0's values before them) are added to every trial;
+    trial 0's error is every trial's.
+    """
+    if (i, 0) in errors:
+        for j in range(1, seconds.shape[1]):
+            errors[(i, j)] = errors[(i, 0)]
+        return
+    for c in LAYER_COLUMNS[1:]:  # the damage measures (head_mse: the probe's, per trial already)
+        cols[c][i, 1:] = cols[c][i, 0]
+    for c in _ADDED:
+        cols[c][i, 1:] += cols[c][i, 0] - before[c]
+    seconds[i, 1:] += seconds[i, 0] - before["seconds"]
+    layer_vals[i, 1:, rows, 1:] = layer_vals[i, :1, rows, 1:]
+
+
 def _evaluate(
     design: Design,
     cell_index: int,
@@ -301,15 +347,17 @@ def _evaluate(
         else:
             model, (ids, mask) = dropin_model(name, dd.dtype, dd.scale), texts[mi]
         layers = dd.replaced(name)
-        ests = [
-            build_attention_estimator(model_estimator_params(design, est, cell, name, dd.spec(name)))
-            for est in design.estimators
+        params = [model_estimator_params(design, est, cell, name, dd.spec(name)) for est in design.estimators]
+        ests = [build_attention_estimator(p) for p in params]
+        once = [
+            draws_nothing(attention_estimator_record(p["estimator"]), est)
+            for p, est in zip(params, ests, strict=True)
         ]
         roots = [  # a decoder of a source draws as SmolLM2 does, an encoder as MiniLM
             np.random.SeedSequence(s.entropy, spawn_key=tuple(s.spawn_key) + (_MODEL_INDEX[dd.family(name)],))
             for s in streams
         ]
-        probe = _Probe(ests, roots, layers)
+        probe = _Probe(ests, roots, layers, once)
         exact = model.run(ids, mask, attention=probe, layers=layers, keep_inputs=dd.one_layer)
         errors.update(probe.errors)
         cols["ill_conditioned_calls"] += probe.ill
@@ -324,7 +372,8 @@ def _evaluate(
         cols[COST_COLUMNS[dd.family(name)]][:] = np.mean(probe.cost, axis=-1)
         nt = dd.one_layer_texts
         for i, est in enumerate(ests):
-            for j, root in enumerate(roots):
+            before = {c: cols[c][i, 0] for c in _ADDED} | {"seconds": seconds[i, 0]}
+            for j, root in enumerate(roots[:1] if once[i] else roots):  # once: draws nothing
                 if (i, j) in errors:
                     continue
                 try:
@@ -343,6 +392,8 @@ def _evaluate(
                                     layer_vals[i, j, first + r, LAYER_COLUMNS.index(key)] = val
                 except Exception as exc:  # noqa: BLE001 - recorded or raised below
                     errors[(i, j)] = exc
+            if once[i]:
+                _repeat_first(cols, layer_vals, seconds, errors, i, before, slice(first, first + len(layers)))
     status = np.full((E, Tk), "ok", dtype=object)
     for (i, j), err in sorted(errors.items(), key=lambda kv: kv[0]):
         if on_error == "raise":

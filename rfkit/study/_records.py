@@ -106,6 +106,12 @@ class AttentionEstimatorRecord:
         (docs page *Studies*, section "Cost per query"). None (the default): the estimator's own
         ``cost_per_query(n_queries, n_keys, dim, causal)`` method where it has one, else NaN (the
         ``cost`` column says "not known").
+    deterministic : callable, optional
+        ``deterministic(estimator) -> bool``: the instance draws nothing (its output does not
+        depend on ``rng``, as Hybrid with keys by content and no remainder): the harness calls it
+        once per work unit and gives every trial of the unit that call's results (outputs,
+        statuses, counts and time), which are the numbers the other calls would repeat. None
+        (the default): every trial is called.
     deduplicate : bool, default=False
         Two equal (and hashable) instances in a cell make the same calls on the same trial
         streams: the second takes the first's outputs instead of computing them again (NumPy
@@ -131,6 +137,7 @@ class AttentionEstimatorRecord:
     device_draws: Callable[[Any], bool] | None = None
     fit: Callable[[Any, Any, Any, dict[Any, Any]], Any] | None = None
     cost: Callable[[Any, CellSizes], float] | None = None
+    deterministic: Callable[[Any], bool] | None = None
     deduplicate: bool = False
     uses_map: Callable[[Mapping[str, Any]], bool] | None = None
 
@@ -140,7 +147,7 @@ class AttentionEstimatorRecord:
                 f"`estimator` = {self.name!r} must be a class or a function (Q, K, V, *, rng) -> "
                 f"AttentionResult. Got {describe(self.factory)} instead."
             )
-        for hook in ("batched", "call_trial", "device_draws", "fit", "cost", "uses_map"):
+        for hook in ("batched", "call_trial", "device_draws", "fit", "cost", "deterministic", "uses_map"):
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise InvalidParameterError(
@@ -471,7 +478,7 @@ def attention_estimator_record(name: Any) -> AttentionEstimatorRecord:
 
 
 #: the fields of an attention-estimator record that carry behaviour (a subclass inherits them)
-HOOKS = ("batched", "call_trial", "device_draws", "fit", "cost", "deduplicate")
+HOOKS = ("batched", "call_trial", "device_draws", "fit", "cost", "deterministic", "deduplicate")
 
 
 def _nearest_record(cls: type) -> AttentionEstimatorRecord | None:
@@ -482,6 +489,11 @@ def _nearest_record(cls: type) -> AttentionEstimatorRecord | None:
         if rec is not None:
             return rec  # type: ignore[no-any-return]
     return None
+
+
+def draws_nothing(record: AttentionEstimatorRecord, estimator: Any) -> bool:
+    """Whether ``record``'s ``deterministic`` hook says the built ``estimator`` draws nothing (no hook: it may draw)."""
+    return record.deterministic is not None and bool(record.deterministic(estimator))
 
 
 def record_of(estimator: Any) -> AttentionEstimatorRecord | None:
