@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["array_device", "dense_members", "scatter_inverse", "top_order"]
+__all__ = [
+    "array_device",
+    "dense_members",
+    "first_of_order",
+    "row_weighted_sum",
+    "scatter_inverse",
+    "top_order",
+]
 
 
 def top_order(key: Any, w: int, xp: Any) -> Any:
@@ -28,6 +35,29 @@ def top_order(key: Any, w: int, xp: Any) -> Any:
     kept = np.nonzero(keep)[-1].reshape(key.shape[:-1] + (w,))  # in key order
     order = np.argsort(np.take_along_axis(key, kept, axis=-1), axis=-1, kind="stable")
     return np.take_along_axis(kept, order, axis=-1)
+
+
+def first_of_order(key: Any, w: int, xp: Any) -> Any:
+    """``argsort(key)[..., :w]``: the positions of each row's ``w`` smallest keys, smallest first.
+
+    NumPy: its default sort (the numbers NumPy calls have always given; ties in the sort's own
+    order); other namespaces a stable sort (ties to the earlier). Ties of distinct positions arise
+    only where keys are equal (float32 uniforms may be).
+    """
+    if isinstance(key, np.ndarray):
+        return np.argsort(key, axis=-1)[..., :w]
+    return xp.argsort(key, axis=-1, stable=True)[..., :w]
+
+
+def row_weighted_sum(w: Any, v: Any, xp: Any) -> Any:
+    """``sum_j w[..., j] * v[..., j, :]``: (..., c) from ``w`` (..., k) and ``v`` (..., k, c).
+
+    NumPy: ``einsum`` (its own summation order, kept so NumPy's numbers do not change); other
+    namespaces a batched matrix product (the same sums, another rounding).
+    """
+    if isinstance(w, np.ndarray) and isinstance(v, np.ndarray):
+        return np.einsum("...j,...jc->...c", w, v)
+    return (w[..., None, :] @ v)[..., 0, :]
 
 
 def array_device(a: Any) -> Any:

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from .._backend_ops import first_of_order, row_weighted_sum
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
 from ._common import QKV
@@ -164,43 +165,62 @@ def _factor(rule: str, delta: float, df: np.ndarray) -> np.ndarray:
     return z**2 * df / np.asarray(sp.chdtri(df, 1.0 - delta / 2.0), dtype=np.float64)
 
 
-def sample_counts(
-    est: Any, logits: np.ndarray, values: np.ndarray, z_s: np.ndarray, e_s: np.ndarray, n_r: np.ndarray
-) -> np.ndarray:
+def _factors_by_size(est: Any, bk: Any) -> Any:
+    """:func:`_factor` of a base sample of each size ``k = 0 .. b`` (``df = k - 1``): float64 (b + 1,)
+    on the call's device, computed on the host (SciPy's quantiles) and moved once."""
+    b = int(est.base_samples)
+    table = _factor(est.budget_rule, float(est.delta), np.arange(b + 1, dtype=np.int64) - 1.0)
+    return bk.asarray(table, dtype=bk.xp.float64)
+
+
+def _as(xp: Any, a: Any, dtype: Any) -> Any:
+    """``a`` in ``dtype`` (itself where it has that dtype already)."""
+    return a if a.dtype == dtype else xp.astype(a, dtype)
+
+
+def sample_counts(est: Any, logits: Any, values: Any, z_s: Any, e_s: Any, n_r: Any, *, bk: Any) -> Any:
     r"""The total sample count :math:`s` of each row from its base sample (see the module docstring).
 
     ``logits`` (..., b') and ``values`` (..., b', dv) are the first ``b' >= min(b, N_R)`` keys of
     the row's random order of :math:`R` (``-inf`` logits where there are fewer), ``z_s`` (...)
-    and ``e_s`` (..., dv) the support's exact totals and ``n_r`` (...) int :math:`N_R`; every
-    array shifted by one common :math:`c` per row. Returns int64 (...) in
+    and ``e_s`` (..., dv) the support's exact totals and ``n_r`` (...) int64 :math:`N_R`; every
+    array shifted by one common :math:`c` per row and in the namespace and on the device of the
+    backend ``bk`` (the count is computed there, its variance in float64). Returns int64 (...) in
     :math:`[\min(b, N_R), \min(N_R, \text{max\_samples})]`.
     """
+    xp, f64 = bk.xp, bk.xp.float64
     b = int(est.base_samples)
     lb, vb = logits[..., :b], values[..., :b, :]
-    k = np.minimum(n_r, b)
-    kf = np.maximum(k, 1).astype(np.float64)
-    nr = n_r.astype(np.float64)
-    top = np.max(np.concatenate([lb, np.log(np.maximum(z_s, 0))[..., None]], axis=-1), axis=-1)
-    top = np.where(np.isfinite(top), top, 0.0)
-    w = np.exp(lb - top[..., None])  # base weights on the row's own shift: no underflow from later keys
-    scale = np.exp(-top)
+    k = xp.minimum(n_r, xp.full_like(n_r, b))
+    kf = xp.astype(xp.maximum(k, xp.ones_like(k)), f64)
+    nr = xp.astype(n_r, f64)
+    has = z_s > 0
+    log_zs = xp.where(has, xp.log(xp.where(has, z_s, xp.ones_like(z_s))), xp.full_like(z_s, -math.inf))
+    top = xp.max(xp.concat([lb, log_zs[..., None]], axis=-1), axis=-1)
+    top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
+    w = xp.exp(lb - top[..., None])  # base weights on the row's own shift: no underflow from later keys
+    scale = xp.exp(-top)
     fac = nr / kf
-    Zb = z_s * scale + fac * np.sum(w, axis=-1)
-    Nb = e_s * scale[..., None] + fac[..., None] * np.einsum("...j,...jc->...c", w, vb)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = Nb / np.where(Zb > 0, Zb, 1.0)[..., None]
-        u = w[..., None] * (vb - a[..., None, :])
-        used = (np.arange(lb.shape[-1]) < k[..., None])[..., None]
-        ubar = np.sum(np.where(used, u, 0.0), axis=-2, keepdims=True) / kf[..., None, None]
-        S2 = np.sum(np.where(used, (u - ubar) ** 2, 0.0), axis=(-2, -1)) / np.maximum(kf - 1.0, 1.0)
-        q2 = _factor(est.budget_rule, float(est.delta), (k - 1).astype(np.float64))
-        norm2 = np.sum(Nb**2, axis=-1)
-        n0 = q2 * nr**2 * S2 / (float(est.epsilon) ** 2 * norm2)
-        n0 = np.where(S2 == 0, 0.0, np.where(norm2 > 0, n0, np.inf))
-        s_real = np.where(np.isfinite(n0), n0 / (1.0 + n0 / np.maximum(nr, 1.0)), nr)
-    cap = n_r if est.max_samples is None else np.minimum(n_r, int(est.max_samples))
-    s = np.ceil(s_real - 1e-9 * np.maximum(s_real, 1.0)).astype(np.int64)
-    return np.clip(s, k, np.maximum(cap, k))
+    Zb = _as(xp, z_s * scale, f64) + fac * _as(xp, xp.sum(w, axis=-1), f64)
+    wv = _as(xp, row_weighted_sum(w, _as(xp, vb, w.dtype), xp), f64)
+    Nb = _as(xp, e_s * scale[..., None], f64) + fac[..., None] * wv
+    a = Nb / xp.where(Zb > 0, Zb, xp.ones_like(Zb))[..., None]
+    u = _as(xp, w, f64)[..., None] * (_as(xp, vb, f64) - a[..., None, :])
+    used = (xp.arange(int(lb.shape[-1]), dtype=xp.int64, device=bk.device) < k[..., None])[..., None]
+    zero = xp.zeros_like(u)
+    ubar = xp.sum(xp.where(used, u, zero), axis=-2, keepdims=True) / kf[..., None, None]
+    S2 = xp.sum(xp.where(used, (u - ubar) ** 2, zero), axis=(-2, -1)) / xp.maximum(kf - 1.0, xp.ones_like(kf))
+    q2 = xp.reshape(xp.take(_factors_by_size(est, bk), xp.reshape(k, (-1,)), axis=0), tuple(k.shape))
+    norm2 = xp.sum(Nb**2, axis=-1)
+    some = norm2 > 0
+    n0 = q2 * nr**2 * S2 / (float(est.epsilon) ** 2 * xp.where(some, norm2, xp.ones_like(norm2)))
+    n0 = xp.where(S2 == 0, xp.zeros_like(n0), xp.where(some, n0, xp.full_like(n0, math.inf)))
+    fin = xp.isfinite(n0)
+    n0f = xp.where(fin, n0, xp.zeros_like(n0))
+    s_real = xp.where(fin, n0f / (1.0 + n0f / xp.maximum(nr, xp.ones_like(nr))), nr)
+    cap = n_r if est.max_samples is None else xp.minimum(n_r, xp.full_like(n_r, int(est.max_samples)))
+    s = xp.astype(xp.ceil(s_real - 1e-9 * xp.maximum(s_real, xp.ones_like(s_real))), xp.int64)
+    return xp.minimum(xp.maximum(s, k), xp.maximum(cap, k))
 
 
 def budgeted_attention(
@@ -217,21 +237,25 @@ def budgeted_attention(
     Shapes as :func:`~rfkit.attention._remainder.sampled_attention`, except ``n_sampled``:
     ``pre + (B, n)`` float, the count :math:`s` each query of each draw computed (base included).
     Row blocks of fixed layout: memory O(block x M), linear in n. Each block draws one uniform per
-    (draw, slice, query, key) in block order; the row's random order of :math:`R` gives the base
-    sample (its first ``min(b, N_R)`` keys) and the additional keys (the next ``s - b``).
+    (draw, slice, query, key) in block order (NumPy, float64, moved to the inputs' device: the
+    same numbers on every backend); the row's random order of :math:`R` gives the base sample
+    (its first ``min(b, N_R)`` keys) and the additional keys (the next ``s - b``). Computed in
+    the inputs' namespace and on their device; the sampled terms are summed in float64.
     """
-    xp = x.xp
+    xp, bk = x.xp, x.bk
+    f64 = xp.float64
     B, n, M, d, dv = x.n_slices, x.n_queries, x.n_keys, x.dim, x.value_dim
     T1 = 1 if T is None else T
     W = M if est.max_samples is None else min(int(est.max_samples), M)
     sS = int(idx.shape[-1])
-    log_scale = np.empty((T1, B, n), dtype=x.dtype)
-    num = np.empty((T1, B, n, dv), dtype=x.dtype)
-    den = np.empty((T1, B, n), dtype=x.dtype)
-    n_sampled = np.zeros((T1, B, n), dtype=x.dtype)
+    cdt = x.dtype if sS else f64  # the shift's dtype: float64 where no query has a support
+    log_scale = bk.empty((T1, B, n), x.dtype)
+    num = bk.empty((T1, B, n, dv), x.dtype)
+    den = bk.empty((T1, B, n), x.dtype)
+    n_sampled = bk.zeros((T1, B, n), x.dtype)
     per_row = B * (M * (6 + 3 * T1) + sS * (d + dv + 2) + T1 * W * (d + 2 * dv + 6))
     step = max(1, block_elems // max(per_row, 1))
-    neg = -math.inf
+    neg = bk.scalar(-math.inf, x.dtype)
     for a0 in range(0, n, step):
         rows = slice(a0, min(n, a0 + step))
         r = rows.stop - rows.start
@@ -239,39 +263,42 @@ def budgeted_attention(
         vb = xp.broadcast_to(valid[:, rows, :], (B, r, sS))
         q = x.Q[:, rows, :]
         Ks, Vs = _gather(x, ib, ())
-        la = np.where(vb, (Ks @ q[..., None])[..., 0], neg)  # (B, r, sS)
-        inR = np.broadcast_to(visible_rows(x, est.causal, rows), (B, r, M)) & ~dense_members(ib, vb, M, xp)
-        n_r = np.sum(inR, axis=-1, dtype=np.int64)  # (B, r)
-        u = np.asarray(gen.random((T1, B, r, M)), dtype=x.dtype)
-        key = np.where(inR[None, ...], u, 2.0)
-        pos = np.argsort(key, axis=-1)[..., :W]  # one uniformly random order of R per row and draw
-        ok = np.take_along_axis(key, pos, axis=-1) < 2.0
+        la = xp.where(vb, (Ks @ q[..., None])[..., 0], neg)  # (B, r, sS)
+        inR = xp.broadcast_to(visible_rows(x, est.causal, rows), (B, r, M)) & ~dense_members(ib, vb, M, xp)
+        n_r = xp.sum(xp.astype(inR, xp.int64), axis=-1)  # (B, r)
+        u = bk.asarray(gen.random((T1, B, r, M)), dtype=x.dtype)
+        key = xp.where(inR[None, ...], u, xp.full_like(u, 2.0))
+        pos = first_of_order(key, W, xp)  # one uniformly random order of R per row and draw
+        ok = xp.take_along_axis(key, pos, axis=-1) < 2.0
         Kr, Vr = _gather(x, pos, (T1,))  # (T1, B, r, W, d)
-        lb = np.where(ok, (Kr @ q[None, ..., None])[..., 0], neg)
-        cs = np.max(la, axis=-1) if sS else np.full((B, r), neg)
-        cs0 = np.where(np.isfinite(cs), cs, 0.0)
-        ws = np.exp(la - cs0[..., None])
-        zs, es = np.sum(ws, axis=-1), (ws[..., None, :] @ Vs)[..., 0, :]
+        lb = xp.where(ok, (Kr @ q[None, ..., None])[..., 0], neg)
+        cs = xp.max(la, axis=-1) if sS else xp.full((B, r), -math.inf, dtype=f64, device=bk.device)
+        cs0 = xp.where(xp.isfinite(cs), cs, xp.zeros_like(cs))
+        ws = xp.exp(_as(xp, la, cdt) - cs0[..., None])
+        zs, es = xp.sum(ws, axis=-1), (ws[..., None, :] @ _as(xp, Vs, cdt))[..., 0, :]
+        nr3 = xp.broadcast_to(n_r, (T1, B, r))
         # the counts: base logits shifted by the support's shift (sample_counts re-shifts per row)
         s = sample_counts(
             est,
-            lb - cs0[None, ..., None],
+            _as(xp, lb, cdt) - cs0[None, ..., None],
             Vr,
-            np.broadcast_to(zs, (T1, B, r)),
-            np.broadcast_to(es, (T1, B, r, dv)),
-            np.broadcast_to(n_r, (T1, B, r)),
+            xp.broadcast_to(zs, (T1, B, r)),
+            xp.broadcast_to(es, (T1, B, r, dv)),
+            nr3,
+            bk=bk,
         )
-        used = np.arange(W) < s[..., None]
-        lu = np.where(used, lb, neg)
-        c = np.maximum(cs[None, ...], np.max(lu, axis=-1))
-        c0 = np.where(np.isfinite(c), c, 0.0)
-        fs = np.exp(np.where(np.isfinite(cs), cs, neg)[None, ...] - c0)  # support rescaled to c0
-        fac = np.broadcast_to(n_r, (T1, B, r)) / np.maximum(s, 1)
-        wr = np.exp(lu - c0[..., None]) * fac[..., None]
-        log_scale[:, :, rows] = c0
-        den[:, :, rows] = zs[None, ...] * fs + np.sum(wr, axis=-1)
-        num[:, :, rows, :] = es[None, ...] * fs[..., None] + (wr[..., None, :] @ Vr)[..., 0, :]
-        n_sampled[:, :, rows] = s
+        used = xp.arange(W, dtype=xp.int64, device=bk.device) < s[..., None]
+        lu = xp.where(used, lb, neg)
+        c = xp.maximum(cs[None, ...], _as(xp, xp.max(lu, axis=-1), cdt))
+        c0 = xp.where(xp.isfinite(c), c, xp.zeros_like(c))
+        fs = xp.exp(xp.where(xp.isfinite(cs), cs, xp.full_like(cs, -math.inf))[None, ...] - c0)
+        fac = xp.astype(nr3, f64) / xp.astype(xp.maximum(s, xp.ones_like(s)), f64)
+        wr = _as(xp, xp.exp(_as(xp, lu, cdt) - c0[..., None]), f64) * fac[..., None]
+        tail = (wr[..., None, :] @ _as(xp, Vr, f64))[..., 0, :]
+        log_scale[:, :, rows] = _as(xp, c0, x.dtype)
+        den[:, :, rows] = _as(xp, _as(xp, zs[None, ...] * fs, f64) + xp.sum(wr, axis=-1), x.dtype)
+        num[:, :, rows, :] = _as(xp, _as(xp, es[None, ...] * fs[..., None], f64) + tail, x.dtype)
+        n_sampled[:, :, rows] = xp.astype(s, x.dtype)
     if T is None:
-        return log_scale[0], num[0], den[0], n_sampled[0]
+        return log_scale[0, ...], num[0, ...], den[0, ...], n_sampled[0, ...]
     return log_scale, num, den, n_sampled

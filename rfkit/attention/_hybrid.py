@@ -12,7 +12,6 @@ import numpy as np
 from .._random import check_rng
 from .._validation import check_int, half_precision
 from ..exceptions import (
-    BackendError,
     IllConditionedWarning,
     InvalidParameterError,
     NonPositiveNormalizerWarning,
@@ -117,8 +116,8 @@ class Hybrid:
     query, the exact logits (support, samples, oracle scores), random features, values read and
     scoring products. Every remainder computes on every backend, with the same draws (NumPy's
     uniforms) and numbers as on NumPy, and gradients flow through the kept keys' logits and values
-    for a fixed draw; an ``(epsilon, delta)`` budget computes on NumPy arrays only (other backends
-    are refused with a :class:`~rfkit.exceptions.BackendError`).
+    for a fixed draw; so does an ``(epsilon, delta)`` budget (the same sample counts as on NumPy
+    for the same ``rng``).
 
     Parameters
     ----------
@@ -389,11 +388,6 @@ class Hybrid:
             raise InvalidParameterError(
                 f"Hybrid(remainder={self.remainder!r}) draws no features: the `draw` argument is only "
                 f"for remainder='features'. Got a {type(draw).__name__} instead."
-            )
-        if x.bk.name != "numpy" and self.epsilon is not None:
-            raise BackendError(
-                f"Hybrid with an (epsilon, delta) budget (epsilon={self.epsilon!r}) computes on NumPy arrays "
-                f"only; Q, K and V are {x.bk.name} arrays. Use a fixed `n_samples`, or pass NumPy arrays."
             )
         T = None if n_draws is None else check_int(n_draws, "n_draws", "Hybrid", low=1)
         idx, valid, scorer = self._support(x, gen)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rfkit as rk
-from rfkit.exceptions import BackendError, InvalidParameterError, NonPositiveNormalizerWarning
+from rfkit.exceptions import InvalidParameterError, NonPositiveNormalizerWarning
 
 H = rk.attention.Hybrid
 SCORERS = ["oracle", "proxy", "quest", "lsh"]
@@ -308,8 +308,11 @@ def test_other_backends():
     torch = pytest.importorskip("torch")
     Q, K, V = _qkv(13, n=16)
     t = [torch.as_tensor(a) for a in (Q, K, V)]
-    with pytest.raises(BackendError, match=r"\(epsilon, delta\) budget .* NumPy arrays only"):
-        H(remainder="uniform", epsilon=0.2, delta=0.1, base_samples=3, window=1)(*t, rng=0)
+    budget = H(remainder="uniform", epsilon=0.2, delta=0.1, base_samples=3, window=1)
+    ref = budget(Q, K, V, rng=0)
+    got = budget(*t, rng=0)
+    np.testing.assert_array_equal(got.cost.exact_logits.numpy(), ref.cost.exact_logits)
+    np.testing.assert_allclose(got.output.numpy(), ref.output, rtol=1e-10, atol=1e-13)
     for rem in ("none", "uniform", "stratified", "importance"):  # the same draws and numbers as NumPy's
         kw = {} if rem == "none" else {"n_samples": 3}
         est = H(remainder=rem, window=1, top_k=3, scorer="quest", causal=True, block_size=4, **kw)
