@@ -65,6 +65,8 @@ __all__ = ["BUDGET_RULES", "MAX_DELTA", "budgeted_attention", "check_budget_opti
 BUDGET_RULES = ("normal", "t", "upper")
 #: Largest δ: the bound P(||X||^2 >= z^2 tr Σ) <= δ holds for z^2 >= 1.5365 (δ <= 0.215).
 MAX_DELTA = 0.2
+# Elements of the row blocks the uniforms are drawn in: Hybrid's work block on the CPU.
+_DRAW_ELEMS = 1 << 18
 
 
 def check_budget_options(est: Any) -> None:
@@ -236,9 +238,10 @@ def budgeted_attention(
 
     Shapes as :func:`~rfkit.attention._remainder.sampled_attention`, except ``n_sampled``:
     ``pre + (B, n)`` float, the count :math:`s` each query of each draw computed (base included).
-    Row blocks of fixed layout: memory O(block x M), linear in n. Each block draws one uniform per
-    (draw, slice, query, key) in block order (NumPy, float64, moved to the inputs' device: the
-    same numbers on every backend); the row's random order of :math:`R` gives the base sample
+    Row blocks of fixed layout: memory O(block x M), linear in n. Each draw block (rows of at most
+    ``_DRAW_ELEMS`` work elements, whatever the device) draws one uniform per (draw, slice, query,
+    key) in block order (NumPy, float64, moved to the inputs' device: the same numbers on every
+    backend and device); the row's random order of :math:`R` gives the base sample
     (its first ``min(b, N_R)`` keys) and the additional keys (the next ``s - b``). Computed in
     the inputs' namespace and on their device; the sampled terms are summed in float64.
     """
@@ -254,11 +257,15 @@ def budgeted_attention(
     den = bk.empty((T1, B, n), x.dtype)
     n_sampled = bk.zeros((T1, B, n), x.dtype)
     per_row = B * (M * (6 + 3 * T1) + sS * (d + dv + 2) + T1 * W * (d + 2 * dv + 6))
-    step = max(1, block_elems // max(per_row, 1))
+    # the uniforms are drawn in row blocks of at most _DRAW_ELEMS elements (their layout fixes the
+    # numbers: the same on every device); larger compute blocks (accelerators) take several at once
+    step = max(1, min(block_elems, _DRAW_ELEMS) // max(per_row, 1))
+    group = step * max(1, block_elems // max(per_row * step, 1))
     neg = bk.scalar(-math.inf, x.dtype)
-    for a0 in range(0, n, step):
-        rows = slice(a0, min(n, a0 + step))
+    for a0 in range(0, n, group):
+        rows = slice(a0, min(n, a0 + group))
         r = rows.stop - rows.start
+        draws = [gen.random((T1, B, min(rows.stop, b + step) - b, M)) for b in range(a0, rows.stop, step)]
         ib = xp.broadcast_to(idx[:, rows, :], (B, r, sS))
         vb = xp.broadcast_to(valid[:, rows, :], (B, r, sS))
         q = x.Q[:, rows, :]
@@ -266,7 +273,7 @@ def budgeted_attention(
         la = xp.where(vb, (Ks @ q[..., None])[..., 0], neg)  # (B, r, sS)
         inR = xp.broadcast_to(visible_rows(x, est.causal, rows), (B, r, M)) & ~dense_members(ib, vb, M, xp)
         n_r = xp.sum(xp.astype(inR, xp.int64), axis=-1)  # (B, r)
-        u = bk.asarray(gen.random((T1, B, r, M)), dtype=x.dtype)
+        u = bk.asarray(draws[0] if len(draws) == 1 else np.concatenate(draws, axis=2), dtype=x.dtype)
         key = xp.where(inR[None, ...], u, xp.full_like(u, 2.0))
         pos = first_of_order(key, W, xp)  # one uniformly random order of R per row and draw
         ok = xp.take_along_axis(key, pos, axis=-1) < 2.0

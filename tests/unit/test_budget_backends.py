@@ -117,3 +117,18 @@ def test_a_single_draw_and_a_tensor_that_requires_grad():
     np.testing.assert_allclose(got.output.detach().numpy(), ref.output, rtol=1e-10, atol=1e-13)
     got.output.sum().backward()
     assert all(a.grad is not None and bool(torch.all(torch.isfinite(a.grad))) for a in t)
+
+
+@needs_torch
+def test_accelerator_sized_blocks_draw_numpys_numbers(monkeypatch):
+    """On an accelerator the rows are computed in larger blocks (Hybrid's budget there is 2^26
+    elements); the uniforms are still drawn in the CPU's row blocks: the same counts and outputs."""
+    from rfkit.attention import _hybrid
+
+    Q, K, V, mask = _inputs(seed=3, n=160, masked=True)
+    est = _budget(True)
+    ref = est(Q, K, V, rng=4, n_draws=2, key_padding_mask=mask)
+    monkeypatch.setattr(_hybrid, "_BLOCK_ELEMS", 1 << 26)
+    got = est(*(torch.asarray(a) for a in (Q, K, V)), rng=4, n_draws=2, key_padding_mask=torch.asarray(mask))
+    np.testing.assert_array_equal(got.cost.exact_logits.numpy(), ref.cost.exact_logits)
+    np.testing.assert_allclose(got.output.numpy(), ref.output, rtol=1e-10, atol=1e-13)
