@@ -11,6 +11,7 @@ __all__ = [
     "array_device",
     "dense_members",
     "first_of_order",
+    "promoted_matmul",
     "row_weighted_sum",
     "scatter_inverse",
     "top_order",
@@ -58,6 +59,18 @@ def row_weighted_sum(w: Any, v: Any, xp: Any) -> Any:
     if isinstance(w, np.ndarray) and isinstance(v, np.ndarray):
         return np.einsum("...j,...jc->...c", w, v)
     return (w[..., None, :] @ v)[..., 0, :]
+
+
+def promoted_matmul(a: Any, b: Any, xp: Any) -> Any:
+    """``a @ b`` in the two arrays' promoted dtype (float32 with float64: float64).
+
+    NumPy: its matmul promotes inside the product (no float64 copy of the float32 operand); other
+    namespaces cast the operand of the lower precision first.
+    """
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a @ b
+    dt = xp.result_type(a, b)
+    return (a if a.dtype == dt else xp.astype(a, dt)) @ (b if b.dtype == dt else xp.astype(b, dt))
 
 
 def array_device(a: Any) -> Any:

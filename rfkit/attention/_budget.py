@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from .._backend_ops import first_of_order, row_weighted_sum
+from .._backend_ops import first_of_order, promoted_matmul, row_weighted_sum
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
 from ._common import QKV
@@ -190,38 +190,39 @@ def sample_counts(est: Any, logits: Any, values: Any, z_s: Any, e_s: Any, n_r: A
     backend ``bk`` (the count is computed there, its variance in float64). Returns int64 (...) in
     :math:`[\min(b, N_R), \min(N_R, \text{max\_samples})]`.
     """
-    xp, f64 = bk.xp, bk.xp.float64
+    xp, f64, i64 = bk.xp, bk.xp.float64, bk.xp.int64
+    one, zero, inf = (bk.scalar(v, f64) for v in (1.0, 0.0, math.inf))
     b = int(est.base_samples)
     lb, vb = logits[..., :b], values[..., :b, :]
-    k = xp.minimum(n_r, xp.full_like(n_r, b))
-    kf = xp.astype(xp.maximum(k, xp.ones_like(k)), f64)
+    k = xp.minimum(n_r, bk.scalar(b, i64))
+    kf = xp.astype(xp.maximum(k, bk.scalar(1, i64)), f64)
     nr = xp.astype(n_r, f64)
     has = z_s > 0
-    log_zs = xp.where(has, xp.log(xp.where(has, z_s, xp.ones_like(z_s))), xp.full_like(z_s, -math.inf))
+    one_c, zero_c, ninf_c = (bk.scalar(v, z_s.dtype) for v in (1.0, 0.0, -math.inf))
+    log_zs = xp.where(has, xp.log(xp.where(has, z_s, one_c)), ninf_c)
     top = xp.max(xp.concat([lb, log_zs[..., None]], axis=-1), axis=-1)
-    top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
+    top = xp.where(xp.isfinite(top), top, zero_c)
     w = xp.exp(lb - top[..., None])  # base weights on the row's own shift: no underflow from later keys
     scale = xp.exp(-top)
     fac = nr / kf
-    Zb = _as(xp, z_s * scale, f64) + fac * _as(xp, xp.sum(w, axis=-1), f64)
-    wv = _as(xp, row_weighted_sum(w, _as(xp, vb, w.dtype), xp), f64)
-    Nb = _as(xp, e_s * scale[..., None], f64) + fac[..., None] * wv
-    a = Nb / xp.where(Zb > 0, Zb, xp.ones_like(Zb))[..., None]
-    u = _as(xp, w, f64)[..., None] * (_as(xp, vb, f64) - a[..., None, :])
-    used = (xp.arange(int(lb.shape[-1]), dtype=xp.int64, device=bk.device) < k[..., None])[..., None]
-    zero = xp.zeros_like(u)
+    # float32 inputs: the variance in float64 (the products promote)
+    Zb = z_s * scale + fac * xp.sum(w, axis=-1)
+    Nb = e_s * scale[..., None] + fac[..., None] * row_weighted_sum(w, _as(xp, vb, w.dtype), xp)
+    a = Nb / xp.where(Zb > 0, Zb, one)[..., None]
+    u = w[..., None] * (vb - a[..., None, :])
+    used = (xp.arange(int(lb.shape[-1]), dtype=i64, device=bk.device) < k[..., None])[..., None]
     ubar = xp.sum(xp.where(used, u, zero), axis=-2, keepdims=True) / kf[..., None, None]
-    S2 = xp.sum(xp.where(used, (u - ubar) ** 2, zero), axis=(-2, -1)) / xp.maximum(kf - 1.0, xp.ones_like(kf))
+    S2 = xp.sum(xp.where(used, (u - ubar) ** 2, zero), axis=(-2, -1)) / xp.maximum(kf - 1.0, one)
     q2 = xp.reshape(xp.take(_factors_by_size(est, bk), xp.reshape(k, (-1,)), axis=0), tuple(k.shape))
     norm2 = xp.sum(Nb**2, axis=-1)
     some = norm2 > 0
-    n0 = q2 * nr**2 * S2 / (float(est.epsilon) ** 2 * xp.where(some, norm2, xp.ones_like(norm2)))
-    n0 = xp.where(S2 == 0, xp.zeros_like(n0), xp.where(some, n0, xp.full_like(n0, math.inf)))
+    n0 = q2 * nr**2 * S2 / (float(est.epsilon) ** 2 * xp.where(some, norm2, one))
+    n0 = xp.where(S2 == 0, zero, xp.where(some, n0, inf))
     fin = xp.isfinite(n0)
-    n0f = xp.where(fin, n0, xp.zeros_like(n0))
-    s_real = xp.where(fin, n0f / (1.0 + n0f / xp.maximum(nr, xp.ones_like(nr))), nr)
-    cap = n_r if est.max_samples is None else xp.minimum(n_r, xp.full_like(n_r, int(est.max_samples)))
-    s = xp.astype(xp.ceil(s_real - 1e-9 * xp.maximum(s_real, xp.ones_like(s_real))), xp.int64)
+    n0f = xp.where(fin, n0, zero)
+    s_real = xp.where(fin, n0f / (1.0 + n0f / xp.maximum(nr, one)), nr)
+    cap = n_r if est.max_samples is None else xp.minimum(n_r, bk.scalar(int(est.max_samples), i64))
+    s = xp.astype(xp.ceil(s_real - 1e-9 * xp.maximum(s_real, one)), i64)
     return xp.minimum(xp.maximum(s, k), xp.maximum(cap, k))
 
 
@@ -262,6 +263,8 @@ def budgeted_attention(
     step = max(1, min(block_elems, _DRAW_ELEMS) // max(per_row, 1))
     group = step * max(1, block_elems // max(per_row * step, 1))
     neg = bk.scalar(-math.inf, x.dtype)
+    two, one_i = bk.scalar(2.0, x.dtype), bk.scalar(1, xp.int64)
+    zero_c, ninf_c = bk.scalar(0.0, cdt), bk.scalar(-math.inf, cdt)
     for a0 in range(0, n, group):
         rows = slice(a0, min(n, a0 + group))
         r = rows.stop - rows.start
@@ -274,20 +277,20 @@ def budgeted_attention(
         inR = xp.broadcast_to(visible_rows(x, est.causal, rows), (B, r, M)) & ~dense_members(ib, vb, M, xp)
         n_r = xp.sum(xp.astype(inR, xp.int64), axis=-1)  # (B, r)
         u = bk.asarray(draws[0] if len(draws) == 1 else np.concatenate(draws, axis=2), dtype=x.dtype)
-        key = xp.where(inR[None, ...], u, xp.full_like(u, 2.0))
+        key = xp.where(inR[None, ...], u, two)
         pos = first_of_order(key, W, xp)  # one uniformly random order of R per row and draw
         ok = xp.take_along_axis(key, pos, axis=-1) < 2.0
         Kr, Vr = _gather(x, pos, (T1,))  # (T1, B, r, W, d)
         lb = xp.where(ok, (Kr @ q[None, ..., None])[..., 0], neg)
         cs = xp.max(la, axis=-1) if sS else xp.full((B, r), -math.inf, dtype=f64, device=bk.device)
-        cs0 = xp.where(xp.isfinite(cs), cs, xp.zeros_like(cs))
-        ws = xp.exp(_as(xp, la, cdt) - cs0[..., None])
+        cs0 = xp.where(xp.isfinite(cs), cs, zero_c)
+        ws = xp.exp(la - cs0[..., None])
         zs, es = xp.sum(ws, axis=-1), (ws[..., None, :] @ _as(xp, Vs, cdt))[..., 0, :]
         nr3 = xp.broadcast_to(n_r, (T1, B, r))
         # the counts: base logits shifted by the support's shift (sample_counts re-shifts per row)
         s = sample_counts(
             est,
-            _as(xp, lb, cdt) - cs0[None, ..., None],
+            lb - cs0[None, ..., None],
             Vr,
             xp.broadcast_to(zs, (T1, B, r)),
             xp.broadcast_to(es, (T1, B, r, dv)),
@@ -297,14 +300,14 @@ def budgeted_attention(
         used = xp.arange(W, dtype=xp.int64, device=bk.device) < s[..., None]
         lu = xp.where(used, lb, neg)
         c = xp.maximum(cs[None, ...], _as(xp, xp.max(lu, axis=-1), cdt))
-        c0 = xp.where(xp.isfinite(c), c, xp.zeros_like(c))
-        fs = xp.exp(xp.where(xp.isfinite(cs), cs, xp.full_like(cs, -math.inf))[None, ...] - c0)
-        fac = xp.astype(nr3, f64) / xp.astype(xp.maximum(s, xp.ones_like(s)), f64)
-        wr = _as(xp, xp.exp(_as(xp, lu, cdt) - c0[..., None]), f64) * fac[..., None]
-        tail = (wr[..., None, :] @ _as(xp, Vr, f64))[..., 0, :]
+        c0 = xp.where(xp.isfinite(c), c, zero_c)
+        fs = xp.exp(xp.where(xp.isfinite(cs), cs, ninf_c)[None, ...] - c0)  # support rescaled to c0
+        fac = xp.astype(nr3, f64) / xp.astype(xp.maximum(s, one_i), f64)
+        wr = xp.exp(lu - c0[..., None]) * fac[..., None]  # float64 (float32 inputs: promoted)
+        tail = promoted_matmul(wr[..., None, :], Vr, xp)[..., 0, :]
         log_scale[:, :, rows] = _as(xp, c0, x.dtype)
-        den[:, :, rows] = _as(xp, _as(xp, zs[None, ...] * fs, f64) + xp.sum(wr, axis=-1), x.dtype)
-        num[:, :, rows, :] = _as(xp, _as(xp, es[None, ...] * fs[..., None], f64) + tail, x.dtype)
+        den[:, :, rows] = _as(xp, zs[None, ...] * fs + xp.sum(wr, axis=-1), x.dtype)
+        num[:, :, rows, :] = _as(xp, es[None, ...] * fs[..., None] + tail, x.dtype)
         n_sampled[:, :, rows] = xp.astype(s, x.dtype)
     if T is None:
         return log_scale[0, ...], num[0, ...], den[0, ...], n_sampled[0, ...]
