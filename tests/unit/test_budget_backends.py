@@ -132,3 +132,31 @@ def test_accelerator_sized_blocks_draw_numpys_numbers(monkeypatch):
     got = est(*(torch.asarray(a) for a in (Q, K, V)), rng=4, n_draws=2, key_padding_mask=torch.asarray(mask))
     np.testing.assert_array_equal(got.cost.exact_logits.numpy(), ref.cost.exact_logits)
     np.testing.assert_allclose(got.output.numpy(), ref.output, rtol=1e-10, atol=1e-13)
+
+
+@needs_torch
+def test_backend_helpers_of_the_budget_agree_with_numpy():
+    """first_of_order, row_weighted_sum and promoted_matmul: NumPy's paths and the namespace paths."""
+    from rfkit._backend import get_backend
+    from rfkit._backend_ops import first_of_order, promoted_matmul, row_weighted_sum
+
+    xp = get_backend(("x", torch.zeros(1))).xp
+    rng = np.random.default_rng(9)
+    key = rng.random((3, 4, 20))  # distinct keys: every sort gives the same order
+    np.testing.assert_array_equal(
+        first_of_order(torch.asarray(key), 7, xp).numpy(), first_of_order(key, 7, np)
+    )
+    np.testing.assert_array_equal(
+        first_of_order(key, 7, np), np.argsort(key, axis=-1, kind="stable")[..., :7]
+    )
+    w, v = rng.random((3, 4, 6)), rng.normal(size=(3, 4, 6, 2))
+    want = np.sum(w[..., None] * v, axis=-2)
+    np.testing.assert_allclose(row_weighted_sum(w, v, np), want, rtol=1e-12)
+    np.testing.assert_allclose(
+        row_weighted_sum(torch.asarray(w), torch.asarray(v), xp).numpy(), want, rtol=1e-12
+    )
+    a, b = rng.random((3, 1, 6)), rng.normal(size=(3, 6, 2)).astype(np.float32)
+    got = promoted_matmul(torch.asarray(a), torch.asarray(b), xp)
+    assert got.dtype == torch.float64
+    np.testing.assert_allclose(got.numpy(), promoted_matmul(a, b, np), rtol=1e-12)
+    np.testing.assert_array_equal(promoted_matmul(a, b, np), a @ b.astype(np.float64))
