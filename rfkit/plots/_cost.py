@@ -11,7 +11,7 @@ import pandas as pd
 from ._axes import panel_axes, sharey_panels
 from ._lines import panel_grid
 from ._reference import reference_styles
-from ._style import label_axes, legend_for, legend_rows, paper_style
+from ._style import _wrapped, label_axes, legend_below, legend_for, legend_rows, paper_style
 
 __all__ = ["prepare_mse_vs_cost", "plot_mse_vs_cost"]
 
@@ -111,9 +111,13 @@ def plot_mse_vs_cost(
     (:func:`series_styles`); a reference family (its name ends with ``" (reference)"``, e.g. a
     Hybrid with the oracle scorer) is grey and dashed with open markers, at its own cost; with ``spread`` and the quartile columns, a vertical bar shows the
     interquartile range of the estimate over the cells (heads) behind each median (default:
-    with up to six families, where the bars stay readable). The legend
-    is beside the panels, or below them in columns for more than eight families (and on a
-    one-column figure). ``col_title``
+    with up to six families, where the bars stay readable). On a new figure the legend is beside
+    the panels where it takes at most a third of the figure's width (measured), else below them
+    in as many columns as fit (always below for more than eight families and on a one-column
+    figure); a single row of an odd number of panels has one x label, below the middle panel,
+    and the panel titles are wrapped to a panel's width. On given axes the legend is beside the
+    last panel, or below the panels for more than eight families and on a one-column figure.
+    ``col_title``
     formats each panel's title (``"{}"`` is replaced by the panel's value). ``size`` is
     ``"one-column"`` or ``"two-column"`` (default: :func:`set_paper_size`).
 
@@ -171,15 +175,11 @@ def plot_mse_vs_cost(
         nrow, ncol = panel_grid(len(panels), narrow)
         panel_h = (1.9 if narrow else 2.3) if nrow == 1 else (1.6 if narrow else 1.9)
         below = narrow or len(families) > _BESIDE  # many families: the legend goes below, in columns
-        longest = max(len(str(f)) for f in families)
-        legend_cols = (
-            (2 if legend_rows(families, True) < len(families) else 1)
-            if narrow
-            else (3 if longest <= 30 else 2)
-        )
-        legend_h = (0.125 * -(-len(families) // legend_cols) + 0.1) if below else 0.0
-        figsize = (st["width"], panel_h * nrow + 0.6 + legend_h)
+        figsize = (st["width"], panel_h * nrow + 0.6)  # a legend below adds its rows (legend_below)
         flat, fig, firsts, owner = sharey_panels(given, nrow, ncol, len(panels), figsize)
+        # our own single row of 3 (5, ...) panels: one x label, below the middle panel (a figure-level
+        # supxlabel would share the bottom margin with a legend below the panels, and overlap it)
+        middle = len(panels) // 2 if given is None and nrow == 1 and len(panels) % 2 == 1 else None
         for ax, pv in zip(flat, panels):
             g0 = frame if pv is None else frame[frame["col"] == pv]
             for fam in families:
@@ -208,9 +208,7 @@ def plot_mse_vs_cost(
                 ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
             if logy:
                 ax.set_yscale("log")
-            label_axes(ax, xlabel, None)
-            if pv is not None:
-                ax.set_title((col_title or "{}").replace("{}", str(pv)))
+            label_axes(ax, xlabel if middle is None or ax is flat[middle] else None, None)
         for ax in flat[len(panels) :]:
             ax.set_visible(False)
         for first in firsts:
@@ -223,7 +221,23 @@ def plot_mse_vs_cost(
                     names.append(n)
         order = [names.index(f) for f in families if f in names]
         handles, names = [handles[i] for i in order], [names[i] for i in order]
-        if below:
+        beside = 0.0  # inches of the figure's width the legend takes right of the panels
+        if given is None:  # measured: beside the panels only where it takes at most a third of the width
+            legend = None if below else legend_for(fig, owner, handles, names)
+            if legend is not None:
+                beside = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi
+                if beside > fig.get_figwidth() / 3:
+                    legend.remove()
+                    legend, beside = None, 0.0
+            if legend is None:
+                legend_below(fig, handles, names)
+        elif below:
+            longest = max(len(str(f)) for f in families)
+            legend_cols = (
+                (2 if legend_rows(families, True) < len(families) else 1)
+                if narrow
+                else (3 if longest <= 30 else 2)
+            )
             fig.legend(
                 handles,
                 names,
@@ -234,4 +248,11 @@ def plot_mse_vs_cost(
             )
         else:
             legend_for(fig, owner, handles, names)
+        spec = flat[0].get_subplotspec()
+        cols = spec.get_gridspec().get_geometry()[1] if spec is not None else ncol
+        width = 0.9 * (fig.get_figwidth() - beside) / cols  # a panel's width, about: titles wrap to it
+        for ax, pv in zip(flat, panels):
+            if pv is not None:
+                title = (col_title or "{}").replace("{}", str(pv))
+                ax.set_title(_wrapped(title, width, ax.title.get_size()))
     return flat[: len(panels)]

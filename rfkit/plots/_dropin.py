@@ -21,6 +21,7 @@ from ._reference import reference_styles, references_at_cost
 from ._style import (
     WIDE_LEGEND_MAX,
     label_axes,
+    legend_below,
     legend_for,
     legend_height,
     log_interval,
@@ -166,24 +167,7 @@ def _legend_below(fig: Any, axes: Any) -> None:
     title = next((t for t in (leg.get_title().get_text() for leg in old) if t), None)  # the bars' line
     for leg in old:
         leg.remove()
-    fontsize = 6 if fig.get_figwidth() < 5 else 7
-    renderer = fig.canvas.get_renderer()
-    for ncol in (3, 2, 1):  # measured, not guessed: the widest arrangement that fits
-        legend = fig.legend(
-            handles,
-            labels,
-            loc="outside lower center",
-            ncol=ncol,
-            frameon=False,
-            fontsize=fontsize,
-            title=title,
-            title_fontsize=fontsize,
-        )
-        if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
-            break
-        legend.remove()
-    rows = -(-len(labels) // ncol) + (title.count("\n") + 1 if title else 0)
-    fig.set_figheight(fig.get_figheight() + 0.14 * rows + 0.1)
+    legend_below(fig, handles, labels, title)
 
 
 def prepare_layer_damage(pairs: pd.DataFrame, column: str) -> pd.DataFrame:

@@ -28,6 +28,7 @@ __all__ = [
     "unicode_power",
     "add_caption",
     "legend_for",
+    "legend_below",
     "legend_rows",
     "legend_height",
     "wide_legend_height",
@@ -437,6 +438,45 @@ def legend_for(
     return ax.legend(
         handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=1 if n <= 12 else 2, **kw
     )
+
+
+def legend_below(fig: Any, handles: Any, labels: Any, title: str | None = None) -> Any:
+    """A legend of ``fig`` below its panels, in the most columns (up to 3) whose width fits the
+    figure's, measured, not guessed; the figure is made taller by the legend's rows.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure (constrained layout keeps the legend below its panels).
+    handles, labels : list
+        The legend entries.
+    title : str, optional
+        The legend's title (its lines count as rows).
+
+    Returns
+    -------
+    matplotlib.legend.Legend
+        The legend.
+    """
+    fontsize = 6 if fig.get_figwidth() < 5 else 7
+    renderer = fig.canvas.get_renderer()
+    for ncol in (3, 2, 1):  # the widest arrangement that fits
+        legend = fig.legend(
+            handles,
+            labels,
+            loc="outside lower center",
+            ncol=ncol,
+            frameon=False,
+            fontsize=fontsize,
+            title=title,
+            title_fontsize=fontsize,
+        )
+        if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            break
+        legend.remove()
+    rows = -(-len(labels) // ncol) + (title.count("\n") + 1 if title else 0)
+    fig.set_figheight(fig.get_figheight() + 0.14 * rows + 0.1)
+    return legend
 
 
 def log_interval(estimate: Any, mcse: Any, z: float = 2.0) -> tuple[Any, Any]:

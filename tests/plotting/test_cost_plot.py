@@ -129,3 +129,100 @@ def test_a_study_draws_it_from_its_summary(tmp_path):
         plt.close("all")
     report = rp.write_report(res, tmp_path / "o").read_text()
     assert "figures/mse_vs_cost.png" in report and "| cost |" in report
+
+
+# ----------------------------------------------------------------------------- layout of three panels
+
+#: the panel titles and the estimator names of the real-attention study's content profile
+PANELS = ("encoder, n = 512", "decoder (causal), n = 512", "decoder (causal), n = 1024")
+LONG_NAMES = [
+    "RFA, PRF (ORF)",
+    "Hybrid (plain, w = 8, sinks = 4)",
+    "Hybrid (w = 4, sinks = 4, uniform rest)",
+    "Hybrid (w = 4, sinks = 4, proxy top-k, no rest)",
+    "Hybrid (w = 4, sinks = 4, proxy top-k, IS rest)",
+    "Hybrid (w = 4, sinks = 4, Quest top-k, no rest)",
+    "Hybrid (w = 4, sinks = 4, Quest top-k, uniform rest)",
+    "Hybrid (w = 4, sinks = 4, oracle top-k, no rest) (reference)",
+]
+SHORT_NAMES = ["FAVOR+", "Hybrid", "RA"]
+
+
+def _three_panel_points(names: list[str]) -> pd.DataFrame:
+    """Points of ``names`` at three budgets in each of :data:`PANELS` (a reference at 16x the cost)."""
+    rows = []
+    for panel in PANELS:
+        for i, name in enumerate(names):
+            for budget in (32, 64, 128):
+                cost = budget * (16 if name.endswith("(reference)") else 1)
+                est = 0.05 / (i + 1) * 32 / budget
+                rows.append({"col": panel, "family": name, "cost": float(cost), "estimate": est})
+    return pd.DataFrame(rows)
+
+
+def _apart(a, b) -> bool:
+    """Whether two display boxes are disjoint (touching within a pixel counts as apart)."""
+    return a.x1 <= b.x0 + 1 or b.x1 <= a.x0 + 1 or a.y1 <= b.y0 + 1 or b.y1 <= a.y0 + 1
+
+
+def _x_labels(fig, axes) -> list:
+    """The x-axis label texts a figure shows: the panels' own and the figure's shared one."""
+    texts = [a.xaxis.label for a in axes if a.get_xlabel().strip()]
+    shared = getattr(fig, "_supxlabel", None)
+    return texts + ([shared] if shared is not None and shared.get_text().strip() else [])
+
+
+@pytest.mark.parametrize("size", ["two-column", "one-column"])
+@pytest.mark.parametrize("names", [LONG_NAMES, SHORT_NAMES], ids=["long", "short"])
+def test_three_panels_keep_titles_labels_and_legend_apart(size, names):
+    """Three panels with the real study's titles and, as a report draws them, a caption: no two
+    panel titles and no two x labels overlap, the legend overlaps no panel (with its labels) and
+    no x label, everything stays on the canvas, and the smallest text is the paper size's smallest
+    font. A legend wider than a third of a two-column figure stands below the panels."""
+    from matplotlib.text import Text
+
+    from rfkit.plots._style import add_caption
+
+    axes = rkp.plot_mse_vs_cost(
+        _three_panel_points(names), ylabel="output MSE (median over heads)", size=size
+    )
+    fig = axes[0].figure
+    add_caption(
+        fig, "real-attention: MiniLM / SmolLM2 attention heads, texts = long, 1 texts, 8 trials per cell"
+    )
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    titles = [a.title.get_window_extent(renderer) for a in axes]
+    assert [" ".join(a.get_title().split()) for a in axes] == list(PANELS)
+    caption = fig._suptitle.get_window_extent(renderer)
+    for i, box in enumerate(titles):
+        assert _apart(box, caption), (i, box, caption)
+        for j in range(i):
+            assert _apart(box, titles[j]), (axes[i].get_title(), axes[j].get_title(), box, titles[j])
+    xlabels = _x_labels(fig, axes)
+    assert xlabels and all("cost per query" in " ".join(t.get_text().split()) for t in xlabels)
+    boxes = [t.get_window_extent(renderer) for t in xlabels]
+    for i, box in enumerate(boxes):
+        for j in range(i):
+            assert _apart(box, boxes[j]), (i, j, box, boxes[j])
+    legends = [*fig.legends, *(a.get_legend() for a in axes if a.get_legend() is not None)]
+    assert len(legends) == 1 and [t.get_text() for t in legends[0].get_texts()] == names
+    legend = legends[0].get_window_extent(renderer)
+    for a in axes:  # the panel with its title, tick labels and axis labels, not the legend it may own
+        assert _apart(legend, a.get_tightbbox(renderer, bbox_extra_artists=[])), (a.get_title(), legend)
+    for box in boxes:
+        assert _apart(legend, box), (legend, box)
+    if size == "two-column" and legend.width > fig.bbox.width / 3:
+        assert legend.y1 <= min(a.get_window_extent(renderer).y0 for a in axes) + 1  # below the panels
+    tight, (w, h) = fig.get_tightbbox(renderer), fig.get_size_inches()
+    assert tight.x0 >= -0.02 and tight.y0 >= -0.02 and tight.x1 <= w + 0.02 and tight.y1 <= h + 0.02, (
+        tight,
+        (w, h),
+    )
+    with rkp.paper_style(size):
+        smallest = min(
+            matplotlib.rcParams[k]
+            for k in ("font.size", "legend.fontsize", "xtick.labelsize", "ytick.labelsize")
+        )
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert min(sizes) >= smallest, (min(sizes), smallest)
