@@ -71,6 +71,19 @@ def test_studies_have_profiles():
 
 
 @pytest.mark.parametrize(("path", "profile"), PROFILES, ids=lambda v: getattr(v, "stem", v))
+def test_a_profile_with_its_own_estimators_does_not_inherit_the_files_notes(path, profile):
+    """The notes of a study file read its default run: a profile that runs other estimators must
+    bring its own (``[profiles.NAME.outputs] notes``), or its report would describe rows it lacks."""
+    raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    prof = raw["profiles"][profile]
+    if "estimators" not in prof or "notes" not in raw.get("outputs", {}):
+        return
+    assert "notes" in prof.get("outputs", {}), f"{path.stem} --profile {profile}: notes of the default run"
+    design = st.load_design(path).profile(profile)
+    assert design.outputs["notes"] != raw["outputs"]["notes"]
+
+
+@pytest.mark.parametrize(("path", "profile"), PROFILES, ids=lambda v: getattr(v, "stem", v))
 def test_profile_quick_run_writes_everything(path, profile, tmp_path, capsys, checked_figures):
     """`rfkit run STUDY --profile NAME --quick`: the profile's CI form runs, with its own figures and tables."""
     out = tmp_path / f"{path.stem}-{profile}"
