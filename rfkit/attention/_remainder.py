@@ -20,9 +20,11 @@ and :math:`\hat T` likewise with :math:`w_j v_j`. All three are unbiased; where 
 the remainder is computed exactly. ``"none"`` sets both to 0. The output is
 :math:`(E_S + \hat T)/(Z_S + \hat Z_R)`.
 
-Work runs in fixed row blocks whose layout depends only on the sizes: each block draws its
-uniforms (NumPy, float64, moved to the inputs' device) in block order, so the same seed gives
-the same numbers. Memory is O(block x M) per block: linear in n for a fixed block.
+Work runs in fixed row blocks. The uniforms are drawn (NumPy, float64, moved to the inputs'
+device) in draw blocks of at most ``_DRAW_ELEMS`` work elements whose layout depends only on the
+sizes, never on the device, so the same seed gives the same numbers on every backend and device;
+a work block computes several draw blocks together (more on an accelerator, where the work block
+is larger). Memory is O(block x M) per block: linear in n for a fixed block.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ REMAINDERS = ("features", "none", "uniform", "stratified", "importance")
 SAMPLED = ("uniform", "stratified", "importance")
 # Elements of the work arrays of the row blocks computed together (several blocks of draws).
 _GROUP_ELEMS = 1 << 21
+# Elements of the row blocks the uniforms are drawn in: Hybrid's work block on the CPU.
+_DRAW_ELEMS = 1 << 18
 
 
 def _gather(x: QKV, pos: Any, lead: tuple[int, ...]) -> tuple[Any, Any]:
@@ -164,10 +168,11 @@ def sampled_attention(
     n_sampled = bk.zeros((B, n), x.dtype)
     per_row = B * (M * (5 + T1 + (scorer.per_row // max(M, 1) if scorer is not None else 0)))
     per_row += B * (sS * (d + dv + 2) + T1 * s * (d + dv + 4))
-    # the uniforms are drawn in blocks of `step` rows (their layout fixes the numbers); several
-    # such blocks are computed together (fewer, larger array operations, the same numbers)
-    step = max(1, block_elems // max(per_row, 1))
-    group = step * max(1, _GROUP_ELEMS // max(per_row * step, 1))
+    # the uniforms are drawn in blocks of `step` rows of at most _DRAW_ELEMS elements whatever the
+    # device (their layout fixes the numbers); several such blocks are computed together (fewer,
+    # larger array operations, the same numbers), more where the work block is larger (accelerators)
+    step = max(1, min(block_elems, _DRAW_ELEMS) // max(per_row, 1))
+    group = step * max(1, max(_GROUP_ELEMS, block_elems) // max(per_row * step, 1))
     neg = bk.scalar(-math.inf, x.dtype)
     for a in range(0, n, group):
         rows = slice(a, min(n, a + group))

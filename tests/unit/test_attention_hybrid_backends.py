@@ -1,6 +1,7 @@
 """Hybrid on every backend: window, sinks and LSH supports built in the input's namespace (torch,
 array_api_strict, CUDA where present) equal NumPy to 1e-10 in float64, and nothing is copied to
-the host (docs page *Sparse + random features*)."""
+the host (docs page *Sparse + random features*); the sampled remainders draw NumPy's samples with an
+accelerator's block size (docs page *PyTorch and Hugging Face*)."""
 
 from __future__ import annotations
 
@@ -133,3 +134,40 @@ def test_cuda_equals_numpy(kw):  # pragma: no cover - runs on a GPU machine
             out = est(*c[:3], rng=5, key_padding_mask=c[3]).output
             assert out.device.type == "cuda"
             np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-9, atol=1e-12)
+
+
+SAMPLED = [
+    {"remainder": "uniform", "n_samples": 5, "window": 2, "n_global": 1},
+    {"remainder": "stratified", "n_samples": 5, "window": 2},
+    {"remainder": "importance", "n_samples": 5, "scorer": "proxy", "n_global": 1},
+    {"remainder": "uniform", "n_samples": 4, "window": 1, "top_k": 6, "scorer": "proxy"},
+    {"remainder": "stratified", "n_samples": 4, "top_k": 6, "scorer": "quest", "block_size": 8},
+    {"remainder": "importance", "n_samples": 4, "window": 1, "top_k": 5, "scorer": "lsh"},
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("kw", SAMPLED, ids=lambda k: "-".join(f"{a}{b}" for a, b in k.items()))
+def test_accelerator_sized_blocks_draw_numpys_samples(monkeypatch, kw, causal):
+    """On an accelerator Hybrid computes its rows in blocks of 2^26 work elements (2^18 on the CPU):
+    the fixed-count sampled remainders still draw the CPU's uniforms, so a torch call with the
+    accelerator's block budget gives the NumPy call's counts and outputs."""
+    from rfkit import _backend
+    from rfkit.attention import _hybrid
+
+    Q, K, V, mask = _inputs(seed=6, lead=(2, 3), n=300, d=16, dv=4, scale=0.5, masked=True)
+    est = H(causal=causal, **kw)
+    ref = est(Q, K, V, rng=7, n_draws=3, key_padding_mask=mask)
+    monkeypatch.setitem(_backend._ROW_BLOCK_ELEMS, "cpu", _backend._ROW_BLOCK_ELEMS["accelerator"])
+    assert max(_hybrid._BLOCK_ELEMS, get_backend(("Q", torch.asarray(Q))).row_block_elems) == 1 << 26
+    got = _run(est, _torch, Q, K, V, mask, n_draws=3)
+    for name in ("exact_logits", "values_read", "scoring_products"):
+        np.testing.assert_array_equal(to_numpy(getattr(got.cost, name)), getattr(ref.cost, name))
+    for a, b in (
+        (got.output, ref.output),
+        (got.log_scale, ref.log_scale),
+        (got.denominator_values, ref.denominator_values),
+        (got.numerator_values, ref.numerator_values),
+    ):
+        np.testing.assert_allclose(to_numpy(a), b, rtol=1e-10, atol=1e-13)
