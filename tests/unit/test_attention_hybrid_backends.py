@@ -171,3 +171,18 @@ def test_accelerator_sized_blocks_draw_numpys_samples(monkeypatch, kw, causal):
         (got.numerator_values, ref.numerator_values),
     ):
         np.testing.assert_allclose(to_numpy(a), b, rtol=1e-10, atol=1e-13)
+
+
+@needs_cuda
+@pytest.mark.parametrize("kw", SAMPLED, ids=lambda k: "-".join(f"{a}{b}" for a, b in k.items()))
+def test_cuda_sampled_remainders_equal_numpy(kw):  # pragma: no cover - runs on a GPU machine
+    """On CUDA (work blocks of 2^26 elements) the sampled remainders draw NumPy's samples."""
+    Q, K, V, mask = _inputs(seed=6, lead=(2, 3), n=300, d=16, dv=4, scale=0.5, masked=True)
+    for causal in (False, True):
+        est = H(causal=causal, **kw)
+        ref = est(Q, K, V, rng=5, n_draws=3, key_padding_mask=mask)
+        c = [torch.asarray(a, device="cuda") for a in (Q, K, V, mask)]
+        got = est(*c[:3], rng=5, n_draws=3, key_padding_mask=c[3])
+        assert got.output.device.type == "cuda"
+        np.testing.assert_array_equal(got.cost.exact_logits.cpu().numpy(), ref.cost.exact_logits)
+        np.testing.assert_allclose(got.output.cpu().numpy(), ref.output, rtol=1e-9, atol=1e-12)
