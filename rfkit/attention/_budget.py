@@ -55,7 +55,7 @@ from .._backend_ops import first_of_order, promoted_matmul, row_weighted_sum
 from .._validation import check_int, check_option
 from ..exceptions import InvalidParameterError
 from ._common import QKV
-from ._remainder import _gather
+from ._remainder import _DRAW_ELEMS, _gather  # the uniforms' row blocks: as the fixed-count remainders'
 from ._scorers import dense_members, visible_rows
 
 __all__ = ["BUDGET_RULES", "MAX_DELTA", "budgeted_attention", "check_budget_options", "sample_counts"]
@@ -65,8 +65,6 @@ __all__ = ["BUDGET_RULES", "MAX_DELTA", "budgeted_attention", "check_budget_opti
 BUDGET_RULES = ("normal", "t", "upper")
 #: Largest δ: the bound P(||X||^2 >= z^2 tr Σ) <= δ holds for z^2 >= 1.5365 (δ <= 0.215).
 MAX_DELTA = 0.2
-# Elements of the row blocks the uniforms are drawn in: Hybrid's work block on the CPU.
-_DRAW_ELEMS = 1 << 18
 
 
 def check_budget_options(est: Any) -> None:
