@@ -54,9 +54,11 @@ lint: install
 	# numpydoc sections (summary, Parameters, Returns/Yields) of every public function and class
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docstrings.py
 
-# pytest runs last so its summary closes the output
+# pytest runs last so its summary closes the output; in TEST_WORKERS processes (pytest-xdist):
+# on the 2-core machine the suite took 693 s in 2 processes against 1,067 s in one (2026-11-28)
+TEST_WORKERS ?= 2
 test: install install-hf lint docs
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # Docs: executes the notebooks (quick mode) and fails on any warning.
 docs: install
