@@ -13,7 +13,7 @@ import pandas as pd
 from .._backend import to_numpy
 from ..attention import softmax
 from ..exceptions import NonPositiveNormalizerWarning, RFKitError
-from ._attention_hooks import BatchedCall, TrialCalls
+from ._attention_hooks import TrialCalls
 from ._cell_data import cell_data, cell_is_causal, data_stats, study_backend
 from ._cost import attention_costs
 from ._device_draws import DeviceDraws, unit_seed
@@ -186,27 +186,8 @@ def _run_estimator(
 
     A batched call that fails is replayed trial by trial, to name (and record) the failing trials.
     """
-    if once:
-        _run_trials(unit, label, record, estimator, calls, out, i, shape, 1, None)
-        out.repeat_first(i)
-        return
-    batched = None if record.batched is None else record.batched(estimator, calls)
-    _run_trials(unit, label, record, estimator, calls, out, i, shape, len(unit.trials), batched)
-
-
-def _run_trials(
-    unit: WorkUnit,
-    label: str,
-    record: Any,
-    estimator: Any,
-    calls: TrialCalls,
-    out: _Outputs,
-    i: int,
-    shape: tuple[int, ...],
-    Tk: int,
-    batched: BatchedCall | None,
-) -> None:
-    """Trials ``0 .. Tk - 1`` of the unit for estimator ``i``, in ``batched`` calls where given."""
+    Tk = 1 if once else len(unit.trials)
+    batched = None if once or record.batched is None else record.batched(estimator, calls)
     j = 0
     while j < Tk:
         if batched is not None:  # several trials in one call (round-off apart, the same)
@@ -232,6 +213,8 @@ def _run_trials(
                 raise unit.failure(exc, label, unit.trials[j]) from exc
             out.status[i, j] = f"error:{type(exc).__name__}"
         j += 1
+    if once:
+        out.repeat_first(i)
 
 
 def _batched_call(
